@@ -1,0 +1,23 @@
+"""Production: safe by default. Anything missing that would make it unsafe stops the start-up."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import env_bool, env_int
+
+DEBUG = False
+if not SECRET_KEY or len(SECRET_KEY) < 32:  # noqa: F405
+    raise ImproperlyConfigured("SECRET_KEY must be set to at least 32 random characters")
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"

@@ -1,0 +1,549 @@
+"""Writes to the books. Every function here joins the caller's transaction (so a business change
+and the entry that records it commit together) and wraps its own work in a savepoint, so a refusal
+leaves the caller's transaction usable and writes nothing.
+
+Lock order (the one place that defines it): account rows are locked in ascending id order, because
+postings are always inserted sorted by account id and the posting trigger locks each account row as
+its posting is inserted. Holds are locked before accounts.
+"""
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from core.exceptions import (
+    AlreadyReversed,
+    ApplicationError,
+    CurrencyMismatch,
+    HoldNotPending,
+    IdempotencyConflict,
+    InactiveAccount,
+    InvalidInput,
+    UnbalancedEntry,
+)
+from core.money import validate_currency
+from reconciliation.db import ledger_error_from
+from reconciliation.models import Account, AccountKind, Hold, HoldStatus, JournalEntry, Posting
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One side of an entry: positive ``amount_minor`` debits the account, negative credits it."""
+
+    account: Account
+    amount_minor: int
+    currency: str
+
+    @classmethod
+    def debit(cls, account: Account, amount_minor: int) -> "Leg":
+        return cls(account=account, amount_minor=amount_minor, currency=account.currency)
+
+    @classmethod
+    def credit(cls, account: Account, amount_minor: int) -> "Leg":
+        return cls(account=account, amount_minor=-amount_minor, currency=account.currency)
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    idempotency_key: str
+    kind: str
+    legs: Sequence[Leg]
+    memo: str = ""
+    effective_date: date | None = None
+    reference_type: str = ""
+    reference_id: str = ""
+
+
+@dataclass(frozen=True)
+class PostResult:
+    entry: JournalEntry
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Refusal:
+    idempotency_key: str
+    code: str
+    message: str
+
+
+@dataclass
+class BatchResult:
+    all_or_nothing: bool
+    posted: list[JournalEntry] = field(default_factory=list)
+    replayed: list[JournalEntry] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HoldResult:
+    hold: Hold
+    replayed: bool
+
+
+# --- accounts ------------------------------------------------------------------------------------
+
+
+def account_get_or_create(
+    *,
+    code: str,
+    name: str,
+    kind: AccountKind | str,
+    currency: str,
+    allow_overdraft: bool = False,
+    owner_type: str = "",
+    owner_id: str = "",
+) -> Account:
+    """The account with ``code``, created if missing. Safe under concurrency (the unique code
+    decides). Raises InvalidInput if an account with that code exists with another kind/currency."""
+    currency = validate_currency(currency)
+    account = Account.objects.filter(code=code).first()
+    if account is None:
+        try:
+            with transaction.atomic():
+                account = Account.objects.create(
+                    code=code,
+                    name=name,
+                    kind=kind,
+                    currency=currency,
+                    allow_overdraft=allow_overdraft,
+                    owner_type=owner_type,
+                    owner_id=str(owner_id),
+                )
+        except IntegrityError:
+            account = Account.objects.get(code=code)
+    if account.kind != kind or account.currency != currency:
+        raise InvalidInput(
+            f"Account {code} exists as {account.kind} {account.currency}.", code="account_conflict"
+        )
+    return account
+
+
+def account_set_active(*, account: Account, is_active: bool) -> Account:
+    Account.objects.filter(pk=account.pk).update(is_active=is_active)
+    account.is_active = is_active
+    return account
+
+
+# --- entries -------------------------------------------------------------------------------------
+
+
+def _content_hash(spec: EntrySpec, reverses_id: int | None) -> str:
+    legs = sorted((leg.account.pk, leg.amount_minor, leg.currency) for leg in spec.legs)
+    canonical = json.dumps(
+        [spec.kind, legs, spec.reference_type, str(spec.reference_id), reverses_id], separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _validate(spec: EntrySpec) -> None:
+    if not spec.idempotency_key or len(spec.idempotency_key) > 200:
+        raise InvalidInput("An idempotency key of 1 to 200 characters is required.", code="invalid_idempotency_key")
+    if not spec.kind:
+        raise InvalidInput("An entry needs a kind.", code="invalid_entry")
+    if len(spec.legs) < 2:
+        raise UnbalancedEntry("An entry needs at least two legs.")
+    if len({leg.account.pk for leg in spec.legs}) != len(spec.legs):
+        raise InvalidInput("An entry names each account once.", code="invalid_entry")
+    sums: dict[str, int] = defaultdict(int)
+    for leg in spec.legs:
+        if type(leg.amount_minor) is not int:
+            raise InvalidInput("Amounts are integers in minor units.", code="invalid_amount")
+        if leg.amount_minor == 0:
+            raise InvalidInput("A leg cannot be zero.", code="invalid_amount")
+        if leg.currency != leg.account.currency:
+            raise CurrencyMismatch(
+                f"{leg.currency} does not match account {leg.account.code} in {leg.account.currency}.",
+                details={"account": leg.account.code},
+            )
+        if not leg.account.is_active:
+            raise InactiveAccount(f"Account {leg.account.code} is inactive.", details={"account": leg.account.code})
+        sums[leg.currency] += leg.amount_minor
+    unbalanced = {cur: total for cur, total in sums.items() if total != 0}
+    if unbalanced:
+        raise UnbalancedEntry("Debits and credits differ.", details={"difference_minor": unbalanced})
+
+
+_INSERT_ENTRY_SQL = (
+    f"INSERT INTO {JournalEntry._meta.db_table} "
+    "(idempotency_key, kind, memo, effective_date, created_at, reference_type, reference_id, "
+    "reverses_id, content_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"
+)
+
+
+def _insert_entry(spec: EntrySpec, *, now: datetime, reverses_id: int | None, content_hash: str) -> int | None:
+    """Insert the entry row; None when the key exists. ON CONFLICT DO NOTHING makes a concurrent
+    writer with the same key wait for the first and then see its row, instead of failing."""
+    effective = spec.effective_date or timezone.localdate(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_ENTRY_SQL,
+            [
+                spec.idempotency_key,
+                spec.kind,
+                spec.memo[:500],
+                effective,
+                now,
+                spec.reference_type,
+                str(spec.reference_id),
+                reverses_id,
+                content_hash,
+            ],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _replay_or_conflict(key: str, content_hash: str) -> JournalEntry:
+    existing = JournalEntry.objects.get(idempotency_key=key)
+    if existing.content_hash != content_hash:
+        raise IdempotencyConflict(
+            f"Idempotency key {key!r} was used before for a different entry.",
+            details={"idempotency_key": key, "entry_id": existing.pk},
+        )
+    return existing
+
+
+def _insert_postings(entry_id: int, legs: Sequence[Leg]) -> None:
+    # Sorted by account id: the posting trigger locks account rows in insertion order, so every
+    # writer takes its locks in the same order and two transfers can never deadlock.
+    postings = [
+        Posting(entry_id=entry_id, account_id=leg.account.pk, amount_minor=leg.amount_minor, currency=leg.currency)
+        for leg in sorted(legs, key=lambda leg: leg.account.pk)
+    ]
+    Posting.objects.bulk_create(postings)
+
+
+def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
+    _validate(spec)
+    content_hash = _content_hash(spec, reverses_id)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            entry_id = _insert_entry(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
+            if entry_id is None:
+                return PostResult(entry=_replay_or_conflict(spec.idempotency_key, content_hash), replayed=True)
+            _insert_postings(entry_id, spec.legs)
+    except IntegrityError as exc:
+        if reverses_id is not None and "reverses" in str(exc):
+            raise AlreadyReversed("This entry has already been reversed.", details={"entry_id": reverses_id}) from exc
+        raise ledger_error_from(exc) from exc
+    entry = JournalEntry(
+        pk=entry_id,
+        idempotency_key=spec.idempotency_key,
+        kind=spec.kind,
+        memo=spec.memo[:500],
+        effective_date=spec.effective_date or timezone.localdate(now),
+        created_at=now,
+        reference_type=spec.reference_type,
+        reference_id=str(spec.reference_id),
+        reverses_id=reverses_id,
+        content_hash=content_hash,
+    )
+    entry._state.adding = False
+    return PostResult(entry=entry, replayed=False)
+
+
+def ledger_entry_post(
+    *,
+    idempotency_key: str,
+    kind: str,
+    legs: Sequence[Leg],
+    memo: str = "",
+    effective_date: date | None = None,
+    reference_type: str = "",
+    reference_id: str = "",
+) -> PostResult:
+    """Post one balanced journal entry.
+
+    Guarantees: the postings and the accounts' materialised balances are written together, in the
+    caller's transaction (or a new one). The same key with the same content returns the existing
+    entry and posts nothing (``replayed=True``).
+    Raises: UnbalancedEntry, CurrencyMismatch, InactiveAccount, InvalidInput, InsufficientFunds
+    (a no-overdraft account would go below its holds), IdempotencyConflict (same key, other
+    content). On any error nothing is written.
+    """
+    return _post(
+        EntrySpec(
+            idempotency_key=idempotency_key,
+            kind=kind,
+            legs=legs,
+            memo=memo,
+            effective_date=effective_date,
+            reference_type=reference_type,
+            reference_id=reference_id,
+        )
+    )
+
+
+def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = True) -> BatchResult:
+    """Post many entries in one database transaction.
+
+    ``all_or_nothing=True``: every entry is posted (or replayed) or none is; the first refusal is
+    raised. Fast path: one INSERT for the entries and one for all postings.
+    ``all_or_nothing=False`` (best effort): each entry gets its own savepoint; refused entries are
+    reported in ``BatchResult.refused`` with their error code and the others are posted.
+    Replays (same key, same content) are reported in ``replayed`` and post nothing.
+    """
+    result = BatchResult(all_or_nothing=all_or_nothing)
+    if not all_or_nothing:
+        with transaction.atomic():
+            for spec in entries:
+                try:
+                    outcome = _post(spec)
+                except ApplicationError as exc:
+                    result.refused.append(Refusal(spec.idempotency_key, exc.code, exc.message))
+                    continue
+                (result.replayed if outcome.replayed else result.posted).append(outcome.entry)
+        return result
+
+    keys = [spec.idempotency_key for spec in entries]
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("A batch cannot repeat an idempotency key.", code="duplicate_idempotency_key")
+    for spec in entries:
+        _validate(spec)
+    now = timezone.now()
+    hashes = {spec.idempotency_key: _content_hash(spec, None) for spec in entries}
+    try:
+        with transaction.atomic():
+            new_ids = _insert_entries_bulk(entries, now=now, hashes=hashes)
+            fresh = [spec for spec in entries if spec.idempotency_key in new_ids]
+            existing_keys = [spec.idempotency_key for spec in entries if spec.idempotency_key not in new_ids]
+            if existing_keys:
+                for entry in JournalEntry.objects.filter(idempotency_key__in=existing_keys):
+                    if entry.content_hash != hashes[entry.idempotency_key]:
+                        raise IdempotencyConflict(
+                            f"Idempotency key {entry.idempotency_key!r} was used before for a different entry.",
+                            details={"idempotency_key": entry.idempotency_key, "entry_id": entry.pk},
+                        )
+                    result.replayed.append(entry)
+            postings = [
+                Posting(
+                    entry_id=new_ids[spec.idempotency_key],
+                    account_id=leg.account.pk,
+                    amount_minor=leg.amount_minor,
+                    currency=leg.currency,
+                )
+                for spec in fresh
+                for leg in spec.legs
+            ]
+            postings.sort(key=lambda p: (p.account_id, p.entry_id))
+            Posting.objects.bulk_create(postings, batch_size=5000)
+    except IntegrityError as exc:
+        raise ledger_error_from(exc) from exc
+    result.posted = list(JournalEntry.objects.filter(pk__in=list(new_ids.values())).order_by("pk"))
+    return result
+
+
+def _insert_entries_bulk(entries: Sequence[EntrySpec], *, now: datetime, hashes: dict[str, str]) -> dict[str, int]:
+    table = JournalEntry._meta.db_table
+    today = timezone.localdate(now)
+    new_ids: dict[str, int] = {}
+    chunk = 500
+    with connection.cursor() as cursor:
+        for start in range(0, len(entries), chunk):
+            part = entries[start : start + chunk]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, NULL, %s)"] * len(part))
+            params: list = []
+            for spec in part:
+                params += [
+                    spec.idempotency_key,
+                    spec.kind,
+                    spec.memo[:500],
+                    spec.effective_date or today,
+                    now,
+                    spec.reference_type,
+                    str(spec.reference_id),
+                    hashes[spec.idempotency_key],
+                ]
+            cursor.execute(
+                f"INSERT INTO {table} (idempotency_key, kind, memo, effective_date, created_at, "
+                f"reference_type, reference_id, reverses_id, content_hash) VALUES {values} "
+                "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, idempotency_key",
+                params,
+            )
+            new_ids.update({key: pk for pk, key in cursor.fetchall()})
+    return new_ids
+
+
+def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str = "") -> PostResult:
+    """Post the mirror image of ``entry`` (every leg negated), linked by ``reverses``.
+
+    An entry is reversed at most once (a unique constraint decides under concurrency); a replay
+    with the same key returns the reversal. Raises AlreadyReversed, InsufficientFunds (the money
+    has moved on from a no-overdraft account), IdempotencyConflict.
+    """
+    legs = [
+        Leg(account=p.account, amount_minor=-p.amount_minor, currency=p.currency)
+        for p in entry.postings.select_related("account").order_by("account_id")
+    ]
+    spec = EntrySpec(
+        idempotency_key=idempotency_key,
+        kind=f"reversal:{entry.kind}"[:40],
+        legs=legs,
+        memo=memo or f"Reversal of entry #{entry.pk}",
+        reference_type=entry.reference_type,
+        reference_id=entry.reference_id,
+    )
+    return _post(spec, reverses_id=entry.pk)
+
+
+# --- holds ---------------------------------------------------------------------------------------
+
+
+def ledger_hold_create(
+    *,
+    idempotency_key: str,
+    account: Account,
+    amount_minor: int,
+    currency: str,
+    expires_at: datetime | None = None,
+    memo: str = "",
+    reference_type: str = "",
+    reference_id: str = "",
+) -> HoldResult:
+    """Reserve ``amount_minor`` on ``account``: its available balance drops, its posted balance
+    does not. Idempotent by key (same account and amount → the existing hold).
+    Raises InsufficientFunds (no-overdraft account without enough available), CurrencyMismatch,
+    IdempotencyConflict, InvalidInput."""
+    if type(amount_minor) is not int or amount_minor <= 0:
+        raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
+    if currency != account.currency:
+        raise CurrencyMismatch(f"{currency} does not match account {account.code}.")
+    if not account.is_active:
+        raise InactiveAccount(f"Account {account.code} is inactive.")
+    existing = Hold.objects.filter(idempotency_key=idempotency_key).first()
+    if existing is None:
+        try:
+            with transaction.atomic():
+                hold = Hold.objects.create(
+                    idempotency_key=idempotency_key,
+                    account=account,
+                    amount_minor=amount_minor,
+                    currency=currency,
+                    expires_at=expires_at,
+                    memo=memo[:500],
+                    reference_type=reference_type,
+                    reference_id=str(reference_id),
+                    created_at=timezone.now(),
+                )
+            return HoldResult(hold=hold, replayed=False)
+        except IntegrityError as exc:
+            existing = Hold.objects.filter(idempotency_key=idempotency_key).first()
+            if existing is None:
+                raise ledger_error_from(exc) from exc
+    if (existing.account_id, existing.amount_minor, existing.currency) != (account.pk, amount_minor, currency):
+        raise IdempotencyConflict(
+            f"Idempotency key {idempotency_key!r} was used before for a different hold.",
+            details={"hold_id": existing.pk},
+        )
+    return HoldResult(hold=existing, replayed=True)
+
+
+def _hold_decrease_on_account(hold: Hold, legs: Sequence[Leg]) -> int:
+    """How much the legs take out of the hold's account, on its normal side."""
+    net = sum(leg.amount_minor for leg in legs if leg.account.pk == hold.account_id)
+    debit_normal = hold.account.kind in (AccountKind.ASSET, AccountKind.EXPENSE)
+    return -net if debit_normal else net
+
+
+def ledger_hold_commit(
+    *,
+    hold: Hold,
+    idempotency_key: str,
+    kind: str,
+    legs: Sequence[Leg],
+    memo: str = "",
+    reference_type: str = "",
+    reference_id: str = "",
+) -> PostResult:
+    """Turn a pending hold into a real entry. ``legs`` must take between 1 and the hold's amount
+    out of the hold's account; the rest of the hold is released. Exactly once: a second commit
+    with the same key returns the first entry; any other attempt raises HoldNotPending.
+    The hold is released and the entry posted in one savepoint, so the account's available
+    balance never dips in between."""
+    committed = _hold_decrease_on_account(hold, legs)
+    if not 0 < committed <= hold.amount_minor:
+        raise InvalidInput(
+            f"The entry must take between 1 and {hold.amount_minor} from the held account (it takes {committed}).",
+            code="invalid_hold_commit",
+        )
+    spec = EntrySpec(
+        idempotency_key=idempotency_key,
+        kind=kind,
+        legs=legs,
+        memo=memo,
+        reference_type=reference_type or hold.reference_type,
+        reference_id=reference_id or hold.reference_id,
+    )
+    _validate(spec)
+    content_hash = _content_hash(spec, None)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            entry_id = _insert_entry(spec, now=now, reverses_id=None, content_hash=content_hash)
+            if entry_id is None:
+                entry = _replay_or_conflict(idempotency_key, content_hash)
+                if not Hold.objects.filter(pk=hold.pk, commit_entry=entry).exists():
+                    raise HoldNotPending("The hold was settled by another entry.", details={"hold_id": hold.pk})
+                return PostResult(entry=entry, replayed=True)
+            # Release first (conditional: only a pending hold moves), then post: the held amount
+            # leaves held_minor in the same savepoint that the debit lands in posted_minor.
+            changed = Hold.objects.filter(pk=hold.pk, status=HoldStatus.PENDING).update(
+                status=HoldStatus.COMMITTED,
+                committed_amount_minor=committed,
+                commit_entry_id=entry_id,
+                resolved_at=now,
+            )
+            if changed != 1:
+                raise HoldNotPending("The hold has already been settled.", details={"hold_id": hold.pk})
+            _insert_postings(entry_id, spec.legs)
+    except IntegrityError as exc:
+        raise ledger_error_from(exc) from exc
+    hold.refresh_from_db()
+    return PostResult(entry=JournalEntry.objects.get(pk=entry_id), replayed=False)
+
+
+def _hold_resolve(*, hold: Hold, status: HoldStatus, memo: str = "") -> HoldResult:
+    now = timezone.now()
+    with transaction.atomic():
+        changed = Hold.objects.filter(pk=hold.pk, status=HoldStatus.PENDING).update(status=status, resolved_at=now)
+    hold.refresh_from_db()
+    if changed == 1:
+        return HoldResult(hold=hold, replayed=False)
+    if hold.status == status:
+        return HoldResult(hold=hold, replayed=True)
+    raise HoldNotPending(f"The hold is already {hold.status}.", details={"hold_id": hold.pk, "status": hold.status})
+
+
+def ledger_hold_void(*, hold: Hold) -> HoldResult:
+    """Release a pending hold in full. Voiding a voided hold is a replay; a committed or expired
+    hold raises HoldNotPending."""
+    return _hold_resolve(hold=hold, status=HoldStatus.VOIDED)
+
+
+def ledger_holds_expire(*, now: datetime | None = None, batch_size: int = 500) -> int:
+    """Expire pending holds whose ``expires_at`` has passed, in short transactions of
+    ``batch_size``. Returns how many expired. Safe to run concurrently and repeatedly: each hold
+    moves with a conditional UPDATE, so it expires once."""
+    now = now or timezone.now()
+    total = 0
+    while True:
+        ids = list(
+            Hold.objects.filter(status=HoldStatus.PENDING, expires_at__lte=now)
+            .order_by("id")
+            .values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return total
+        with transaction.atomic():
+            total += Hold.objects.filter(pk__in=ids, status=HoldStatus.PENDING).update(
+                status=HoldStatus.EXPIRED, resolved_at=now
+            )
