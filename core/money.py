@@ -53,9 +53,7 @@ def to_minor(amount: Decimal | int | str | Money, currency: str | None = None) -
         raise InvalidInput(f"{amount!r} is not an amount.", code="invalid_amount")
     scaled = value.scaleb(currency_exponent(currency))
     if scaled != scaled.to_integral_value():
-        raise InvalidInput(
-            f"{amount} has more decimals than {currency} allows.", code="invalid_amount"
-        )
+        raise InvalidInput(f"{amount} has more decimals than {currency} allows.", code="invalid_amount")
     return int(scaled)
 
 

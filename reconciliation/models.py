@@ -77,9 +77,7 @@ class JournalEntry(models.Model):
     # What caused it, as a loose reference so the books import no other app.
     reference_type = models.CharField(max_length=40, blank=True, default="")
     reference_id = models.CharField(max_length=64, blank=True, default="")
-    reverses = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"
-    )
+    reverses = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by")
     # sha256 of the canonical content: a replay with the same key must carry the same content.
     content_hash = models.CharField(max_length=64)
 
@@ -198,9 +196,7 @@ class Hold(models.Model):
             ),
         ]
         indexes = [
-            models.Index(
-                fields=["expires_at"], name="hold_pending_expiry_idx", condition=Q(status="pending")
-            ),
+            models.Index(fields=["expires_at"], name="hold_pending_expiry_idx", condition=Q(status="pending")),
             models.Index(fields=["reference_type", "reference_id"], name="hold_reference_idx"),
         ]
 

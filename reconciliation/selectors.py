@@ -202,4 +202,3 @@ def accounts_by_owner(*, owner_type: str, owner_id: str) -> dict[str, Account]:
 
 def hold_pending_total(*, account: Account) -> int:
     return Hold.objects.filter(account=account, status=HoldStatus.PENDING).aggregate(t=Sum("amount_minor"))["t"] or 0
-

@@ -119,9 +119,7 @@ def account_get_or_create(
         except IntegrityError:
             account = Account.objects.get(code=code)
     if account.kind != kind or account.currency != currency:
-        raise InvalidInput(
-            f"Account {code} exists as {account.kind} {account.currency}.", code="account_conflict"
-        )
+        raise InvalidInput(f"Account {code} exists as {account.kind} {account.currency}.", code="account_conflict")
     return account
 
 

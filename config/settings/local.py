@@ -6,3 +6,6 @@ from .base import env_bool
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = SECRET_KEY or "local-dev-only-not-secret"  # noqa: F405
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+# Serve static files straight from the apps in the demo, without a collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True

@@ -1,0 +1,112 @@
+"""Demo data for `make run`. Idempotent: every object is looked up by a natural key and every
+ledger entry carries a fixed idempotency key, so running it twice creates nothing twice."""
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from reconciliation.models import AccountKind
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post, ledger_hold_create
+
+DEMO_USERS = [
+    # username, password, superuser
+    ("admin", "admin-demo-password", True),
+    ("ops", "ops-demo-password", False),
+]
+PLATFORM_IBAN = "NL91ABNA0417164300"
+
+
+class Command(BaseCommand):
+    help = "Load the demo data (idempotent). Refuses to run with DEBUG off unless --force."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--force", action="store_true", help="Allow outside DEBUG (never in production).")
+
+    def handle(self, *args, force: bool = False, **options):
+        if not settings.DEBUG and not force:
+            raise CommandError("seed_demo creates well-known passwords; it runs only with DEBUG on (or --force).")
+        with transaction.atomic():
+            self._users()
+            self._books()
+        self.stdout.write(self.style.SUCCESS("Demo data ready."))
+
+    def _users(self) -> None:
+        ops_group, _ = Group.objects.get_or_create(name="Ops")
+        ops_group.permissions.set(
+            Permission.objects.filter(
+                content_type__app_label__in=["reconciliation", "django_q"], codename__startswith="view_"
+            )
+        )
+        User = get_user_model()
+        for username, password, is_superuser in DEMO_USERS:
+            user, created = User.objects.get_or_create(
+                username=username,
+                defaults={"is_staff": True, "is_superuser": is_superuser, "email": f"{username}@demo.joyback.example"},
+            )
+            if created:
+                user.set_password(password)
+                user.save(update_fields=["password"])
+            if not is_superuser:
+                user.groups.add(ops_group)
+
+    def _books(self) -> None:
+        bank = account_get_or_create(
+            code=f"platform:bank:{PLATFORM_IBAN}:EUR",
+            name="Operating account (demo bank)",
+            kind=AccountKind.ASSET,
+            currency="EUR",
+            allow_overdraft=True,
+            owner_type="platform",
+        )
+        account_get_or_create(
+            code="platform:fees:EUR",
+            name="Platform fees",
+            kind=AccountKind.INCOME,
+            currency="EUR",
+            owner_type="platform",
+        )
+        account_get_or_create(
+            code="payouts:in_transit:EUR", name="Payouts in transit", kind=AccountKind.LIABILITY, currency="EUR"
+        )
+        account_get_or_create(
+            code="suspense:EUR",
+            name="Suspense (unexplained bank lines)",
+            kind=AccountKind.LIABILITY,
+            currency="EUR",
+            allow_overdraft=True,
+        )
+        demo_funds = account_get_or_create(
+            code="demo:brand-funds:EUR",
+            name="Demo brand funds",
+            kind=AccountKind.LIABILITY,
+            currency="EUR",
+            owner_type="demo",
+        )
+        demo_budget = account_get_or_create(
+            code="demo:campaign-budget:EUR",
+            name="Demo campaign budget",
+            kind=AccountKind.LIABILITY,
+            currency="EUR",
+            owner_type="demo",
+        )
+        ledger_entry_post(
+            idempotency_key="demo:topup:1",
+            kind="topup",
+            memo="Demo brand top-up by bank transfer",
+            legs=[Leg.debit(bank, 500_000), Leg.credit(demo_funds, 500_000)],
+        )
+        ledger_entry_post(
+            idempotency_key="demo:allocate:1",
+            kind="allocate",
+            memo="Allocate to the demo campaign",
+            legs=[Leg.debit(demo_funds, 200_000), Leg.credit(demo_budget, 200_000)],
+        )
+        ledger_hold_create(
+            idempotency_key="demo:hold:1",
+            account=demo_budget,
+            amount_minor=1_500,
+            currency="EUR",
+            memo="A reward waiting for its return window",
+        )
