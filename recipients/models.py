@@ -1,0 +1,168 @@
+"""People and the identifiers that say who they are.
+
+A person is reached through identifiers (email, WhatsApp number, social account, IBAN). Each active
+identifier value belongs to exactly one person row, enforced by a unique constraint, and that
+constraint is what decides races between concurrent look-ups. When one look-up presents identifiers
+of two people, they are the same human: the younger rows get ``merged_into`` the oldest (the
+*root*) and keep their identifiers, so history is never rewritten. ``merged_into`` always points
+straight at a root (merges flatten), never along a chain.
+
+IBANs are personal data with money attached: stored only encrypted (``iban_ciphertext``), looked
+up by a keyed fingerprint, shown masked. The IBAN identifier row stores the fingerprint, never the
+IBAN.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from recipients import crypto
+
+
+class Language(models.TextChoices):
+    EN = "en", "English"
+    IT = "it", "Italiano"
+
+
+class Person(models.Model):
+    display_name = models.CharField(max_length=200, blank=True, default="")
+    preferred_language = models.CharField(max_length=8, choices=Language.choices, blank=True, default="")
+    created_source = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    merged_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="merged_people"
+    )
+    merged_at = models.DateTimeField(null=True, blank=True)
+    erased_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "people"
+        constraints = [
+            models.CheckConstraint(condition=~Q(merged_into=F("id")), name="person_not_merged_into_self"),
+            models.CheckConstraint(
+                condition=Q(merged_into__isnull=True, merged_at__isnull=True)
+                | Q(merged_into__isnull=False, merged_at__isnull=False),
+                name="person_merged_at_with_merged_into",
+            ),
+        ]
+        permissions = [
+            ("view_full_iban", "Can see full IBANs"),
+            ("erase_person", "Can erase (pseudonymise) a person"),
+        ]
+
+    def __str__(self) -> str:
+        if self.erased_at:
+            return f"Erased person #{self.pk}"
+        return self.display_name or f"Person #{self.pk}"
+
+
+class IdentifierKind(models.TextChoices):
+    EMAIL = "email", "Email"
+    WHATSAPP = "whatsapp", "WhatsApp"
+    SOCIAL = "social", "Social account"
+    IBAN = "iban", "IBAN (fingerprint)"
+
+
+class Identifier(models.Model):
+    """One normalised identifier of a person. ``value`` is the lower-cased email, the E.164 number,
+    ``provider:uid`` for social accounts, or the IBAN's keyed fingerprint. An erased identifier is
+    inactive: it no longer links anyone, and for clear-text kinds its value is blanked."""
+
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="identifiers")
+    kind = models.CharField(max_length=16, choices=IdentifierKind.choices)
+    value = models.CharField(max_length=255)
+    is_active = models.BooleanField(default=True)
+    source = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "value"], condition=Q(is_active=True), name="identifier_active_unique"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=IdentifierKind.values), name="identifier_kind_valid"),
+            models.CheckConstraint(condition=Q(is_active=False) | ~Q(value=""), name="identifier_active_has_value"),
+        ]
+        indexes = [models.Index(fields=["person", "kind"], name="identifier_person_kind_idx")]
+
+    def __str__(self) -> str:
+        if self.kind == IdentifierKind.IBAN:
+            return f"iban fingerprint {self.value[:12]}…"
+        return f"{self.kind} {self.value or '(erased)'}"
+
+
+class BankAccount(models.Model):
+    """An IBAN a person gave us. At most one is current per person; older ones stay for history
+    (payouts reference them). ``iban_fingerprint`` is unique per person: giving the same IBAN
+    again reuses the row."""
+
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="bank_accounts")
+    iban_ciphertext = models.TextField(blank=True, default="", help_text="Fernet token; blank once erased.")
+    iban_fingerprint = models.CharField(max_length=64, db_index=True)
+    masked = models.CharField(max_length=24)
+    country = models.CharField(max_length=2)
+    bic = models.CharField(max_length=11, blank=True, default="")
+    bank_name = models.CharField(max_length=200, blank=True, default="")
+    is_current = models.BooleanField(default=True)
+    source = models.CharField(max_length=40, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Verification of Payee (name vs IBAN), filled in by the payouts app when a rail offers it.
+    payee_check_result = models.CharField(max_length=20, blank=True, default="")
+    payee_check_name = models.CharField(max_length=200, blank=True, default="")
+    payee_checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["person"], condition=Q(is_current=True), name="bank_account_one_current"),
+            models.UniqueConstraint(fields=["person", "iban_fingerprint"], name="bank_account_person_iban_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.masked
+
+    def iban(self) -> str:
+        """The clear IBAN (compact), decrypted on demand; "" once erased. Callers that show it to a
+        human must check ``recipients.view_full_iban`` first."""
+        if not self.iban_ciphertext:
+            return ""
+        return crypto.decrypt(self.iban_ciphertext)
+
+
+class Consent(models.Model):
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="consents")
+    terms_version = models.CharField(max_length=40)
+    channel = models.CharField(max_length=40)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["person", "-created_at"], name="consent_person_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.terms_version} via {self.channel}"
+
+
+class PersonEventKind(models.TextChoices):
+    MERGED = "merged", "Merged"
+    IBAN_SET = "iban_set", "IBAN set"
+    ERASED = "erased", "Erased"
+
+
+class PersonEvent(models.Model):
+    """Audit trail, written in the same transaction as the change. ``detail`` never holds clear
+    personal data (ids, countries and fingerprints only), so erasure need not rewrite history."""
+
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="events")
+    kind = models.CharField(max_length=16, choices=PersonEventKind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    source = models.CharField(max_length=40, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["person", "-created_at"], name="person_event_person_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.person_id}"

@@ -1,0 +1,171 @@
+"""People in the admin: read-only (people change through services), IBANs masked unless the staff
+user holds ``recipients.view_full_iban``, search by any identifier typed in any human format, and
+erasure as a permissioned action."""
+
+import logging
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from core.exceptions import InvalidInput
+from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent
+from recipients.normalise import email_normalise, phone_normalise
+from recipients.selectors import iban_fingerprint
+from recipients.services import person_erase
+
+security_log = logging.getLogger("security")
+
+
+class ReadOnlyInline(admin.TabularInline):
+    """History shown on the person's page: whoever may view the person sees it (IBANs masked)."""
+
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_view_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("recipients.view_person")
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class IdentifierInline(ReadOnlyInline):
+    model = Identifier
+    fields = readonly_fields = ["kind", "shown_value", "is_active", "source", "created_at"]
+
+    @admin.display(description="value")
+    def shown_value(self, obj: Identifier) -> str:
+        return str(obj).split(" ", 1)[1] if obj.kind != IdentifierKind.IBAN else f"fingerprint {obj.value[:12]}…"
+
+
+class BankAccountInline(ReadOnlyInline):
+    model = BankAccount
+    _common = [
+        "country",
+        "bic",
+        "bank_name",
+        "is_current",
+        "source",
+        "created_at",
+        "payee_check_result",
+        "payee_checked_at",
+    ]
+
+    def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        iban_field = "full_iban" if request.user.has_perm("recipients.view_full_iban") else "masked"
+        if iban_field == "full_iban" and obj is not None:
+            security_log.info("full IBANs shown", extra={"user": request.user.pk, "person": obj.pk})
+        return [iban_field, *self._common]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return self.get_fields(request, obj)
+
+    @admin.display(description="IBAN")
+    def full_iban(self, obj: BankAccount) -> str:
+        iban = obj.iban()
+        return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4)) if iban else obj.masked
+
+
+class ConsentInline(ReadOnlyInline):
+    model = Consent
+    fields = readonly_fields = ["terms_version", "channel", "ip", "created_at"]
+
+
+class PersonEventInline(ReadOnlyInline):
+    model = PersonEvent
+    fk_name = "person"
+    fields = readonly_fields = ["created_at", "kind", "actor", "source", "detail"]
+    ordering = ["-created_at"]
+
+
+def _identifier_matches(term: str) -> list[tuple[str, str]]:
+    """The (kind, normalised value) pairs a search term could mean; nothing for free text."""
+    term = term.strip()
+    candidates: list[tuple[str, str]] = []
+    attempts = [
+        (IdentifierKind.EMAIL, lambda: email_normalise(term)),
+        (IdentifierKind.IBAN, lambda: iban_fingerprint(term)),
+        (IdentifierKind.WHATSAPP, lambda: phone_normalise(term)),
+        (
+            IdentifierKind.WHATSAPP,
+            lambda: phone_normalise(term, region=getattr(settings, "PHONE_DEFAULT_REGION", "IT")),
+        ),
+    ]
+    for kind, normalise in attempts:
+        try:
+            candidates.append((kind, normalise()))
+        except InvalidInput:
+            continue
+    if ":" in term:
+        candidates.append((IdentifierKind.SOCIAL, term))
+    return candidates
+
+
+@admin.register(Person)
+class PersonAdmin(admin.ModelAdmin):
+    list_display = ["id", "__str__", "created_source", "created_at", "merged_into", "erased_at"]
+    list_filter = [
+        ("merged_into", admin.EmptyFieldListFilter),
+        ("erased_at", admin.EmptyFieldListFilter),
+        "created_source",
+    ]
+    list_select_related = ["merged_into"]
+    search_fields = ["display_name"]
+    search_help_text = "Name, email, phone number (any format), IBAN (any format) or provider:uid."
+    ordering = ["-id"]
+    show_full_result_count = False
+    fields = readonly_fields = [
+        "display_name",
+        "preferred_language",
+        "created_source",
+        "created_at",
+        "merged_into",
+        "merged_at",
+        "merged_people_list",
+        "erased_at",
+    ]
+    inlines = [IdentifierInline, BankAccountInline, ConsentInline, PersonEventInline]
+    actions = ["erase_selected"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("recipients.erase_person")
+
+    @admin.display(description="merged into this person")
+    def merged_people_list(self, obj: Person) -> str:
+        return ", ".join(f"#{pk}" for pk in obj.merged_people.order_by("id").values_list("id", flat=True)) or "—"
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
+        queryset_by_name, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        matches = _identifier_matches(search_term) if search_term else []
+        if not matches:
+            return queryset_by_name, may_have_duplicates
+        owners = set()
+        for kind, value in matches:
+            owners.update(
+                Identifier.objects.filter(kind=kind, value=value, is_active=True).values_list("person_id", flat=True)
+            )
+        return queryset_by_name | queryset.filter(id__in=owners), may_have_duplicates
+
+    @admin.action(description="Erase (pseudonymise) the selected people", permissions=["erase"])
+    def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for person in queryset:
+            person_erase(person=person, actor=request.user, source="admin")
+        self.message_user(request, f"Erased {queryset.count()} people.", messages.SUCCESS)

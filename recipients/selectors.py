@@ -1,0 +1,110 @@
+"""Reads about people. Callers that count anything per human (caps, fraud) must go through
+``person_cluster_ids``: a person may have been merged into another since they last looked."""
+
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+
+from core.exceptions import InvalidInput
+from recipients import crypto
+from recipients.models import BankAccount, Identifier, IdentifierKind, Person
+from recipients.normalise import IbanInfo, email_normalise, iban_normalise, phone_normalise
+
+
+def person_root(*, person: Person) -> Person:
+    """The surviving person ``person`` was merged into (itself if it is a root), read fresh from
+    the database. Merges keep ``merged_into`` pointing straight at the root, so one query."""
+    row = Person.objects.select_related("merged_into").get(pk=person.pk)
+    root = row.merged_into or row
+    while root.merged_into_id:  # only if a merge ever left a chain; merges flatten
+        root = Person.objects.get(pk=root.merged_into_id)
+    return root
+
+
+def person_cluster_ids(*, person: Person) -> list[int]:
+    """Ids of the root and everyone merged into it, ascending: the set to count caps over."""
+    root_id = Person.objects.filter(pk=person.pk).values_list(Coalesce("merged_into_id", "id"), flat=True)
+    return sorted(Person.objects.filter(Q(id__in=root_id) | Q(merged_into_id__in=root_id)).values_list("id", flat=True))
+
+
+def person_current_bank_account(*, person: Person) -> BankAccount | None:
+    """The account to pay this human: the root's current one, else the newest current account of
+    anyone merged into it. None for an erased person. Call ``.iban()`` to decrypt."""
+    root = person_root(person=person)
+    if root.erased_at:
+        return None
+    cluster = person_cluster_ids(person=root)
+    accounts = list(BankAccount.objects.filter(person_id__in=cluster, is_current=True).order_by("-created_at", "-id"))
+    return next((a for a in accounts if a.person_id == root.id), accounts[0] if accounts else None)
+
+
+def iban_validate(iban: str) -> IbanInfo:
+    """Normalised IBAN, country, BIC and bank name (where schwifty knows the bank) and the mask.
+    Raises InvalidInput(code="invalid_iban") with a plain-language message."""
+    return iban_normalise(iban)
+
+
+def iban_fingerprint(iban: str) -> str:
+    """Keyed HMAC-SHA256 (hex) of the normalised IBAN; accepts any human format.
+    Raises InvalidInput(code="invalid_iban")."""
+    return crypto.iban_fingerprint(iban_normalise(iban).normalised)
+
+
+def iban_holder_ids(*, fingerprint: str) -> list[int]:
+    """Every person id (all clusters, erased people included) that ever gave this IBAN: the set
+    to count per-IBAN caps over. Erased people keep their fingerprints for exactly this."""
+    holders = BankAccount.objects.filter(iban_fingerprint=fingerprint).values_list(
+        Coalesce("person__merged_into_id", "person_id"), flat=True
+    )
+    return sorted(Person.objects.filter(Q(id__in=holders) | Q(merged_into_id__in=holders)).values_list("id", flat=True))
+
+
+def people_sharing_iban_count(*, fingerprint: str) -> int:
+    """How many different people seem to be paid into this IBAN (the fraud signal).
+
+    Because any shared identifier links, everyone using one IBAN is *one* root person, so counting
+    roots would always say 1. Instead each non-erased root holding the IBAN counts as many people as
+    it has identities of one kind: max(emails, WhatsApp numbers, accounts at one social provider),
+    at least 1. One human with an email, a number and a TikTok account is 1; five TikTok accounts
+    funnelled into one IBAN are 5."""
+    roots = set(
+        BankAccount.objects.filter(iban_fingerprint=fingerprint, person__erased_at__isnull=True).values_list(
+            Coalesce("person__merged_into_id", "person_id"), flat=True
+        )
+    )
+    if not roots:
+        return 0
+    per_root: dict[int, int] = dict.fromkeys(roots, 1)
+    rows = (
+        Identifier.objects.filter(
+            is_active=True, person__in=Person.objects.filter(Q(id__in=roots) | Q(merged_into_id__in=roots))
+        )
+        .exclude(kind=IdentifierKind.IBAN)
+        .annotate(root=Coalesce("person__merged_into_id", "person_id"))
+        .values_list("root", "kind", "value")
+    )
+    counts: dict[tuple[int, str], int] = {}
+    for root, kind, value in rows:
+        group = f"social:{value.split(':', 1)[0]}" if kind == IdentifierKind.SOCIAL else kind
+        counts[(root, group)] = counts.get((root, group), 0) + 1
+    for (root, _), n in counts.items():
+        per_root[root] = max(per_root[root], n)
+    return sum(per_root.values())
+
+
+def person_find(*, kind: str, value: str, phone_region: str = "") -> Person | None:
+    """The root person owning an identifier typed in any human format, or None.
+    Raises InvalidInput if ``value`` is not a valid identifier of that kind."""
+    if kind == IdentifierKind.EMAIL:
+        normalised = email_normalise(value)
+    elif kind == IdentifierKind.WHATSAPP:
+        normalised = phone_normalise(value, region=phone_region)
+    elif kind == IdentifierKind.IBAN:
+        normalised = iban_fingerprint(value)
+    elif kind == IdentifierKind.SOCIAL:
+        normalised = value.strip()
+    else:
+        raise InvalidInput(f"Unknown identifier kind '{kind}'.", code="invalid_kind")
+    identifier = Identifier.objects.filter(kind=kind, value=normalised, is_active=True).select_related("person").first()
+    if identifier is None:
+        return None
+    return person_root(person=identifier.person)
