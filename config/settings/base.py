@@ -158,3 +158,47 @@ LOGGING = {
         "security": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+# Bank statement files: the largest file an import accepts (uploads, command and API alike).
+STATEMENT_MAX_BYTES = env_int("STATEMENT_MAX_BYTES", 256 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("FILE_UPLOAD_MAX_MEMORY_SIZE", 5 * 1024 * 1024)
+
+# People's IBANs are encrypted at rest (Fernet, key derived by HKDF from the first of these
+# comma-separated keys; the others still decrypt during a rotation) and looked up by a keyed
+# fingerprint whose key must never change. Outside production both fall back to SECRET_KEY.
+FIELD_ENCRYPTION_KEY = os.environ.get("FIELD_ENCRYPTION_KEY", "")
+FIELD_FINGERPRINT_KEY = os.environ.get("FIELD_FINGERPRINT_KEY", "")
+PHONE_DEFAULT_REGION = os.environ.get("PHONE_DEFAULT_REGION", "IT")
+
+# Payout rails (payouts/rails/). The sandbox is the default: it settles at once and fails on
+# purpose for the IBANs below, so every payout path can be shown without a bank.
+PAYOUT_DEFAULT_RAIL = os.environ.get("PAYOUT_DEFAULT_RAIL", "sandbox")
+SANDBOX_STORE_PATH = os.environ.get("SANDBOX_STORE_PATH", "")
+SANDBOX_FAILING_IBANS = {
+    "NL11INGB0000000404": "closed_account",
+    "NL10INGB0000000422": "rejected:AG01",
+    "NL97INGB0000000408": "timeout:2",
+    "NL06INGB0000000300": "return:MS03",
+    "NL28INGB0000000777": "vop_close_match:J. Doe",
+}
+PAYOUT_RAILS = {
+    "sepa_file": {
+        "BACKEND": "payouts.rails.sepa_file.SepaFileRail",
+        "OPTIONS": {
+            "debtor_name": os.environ.get("SEPA_DEBTOR_NAME", "JoyBack Payouts B.V."),
+            "debtor_iban": os.environ.get("SEPA_DEBTOR_IBAN", "NL91ABNA0417164300"),
+            "debtor_bic": os.environ.get("SEPA_DEBTOR_BIC", "ABNANL2A"),
+        },
+    },
+}
+if os.environ.get("WISE_BASE_URL"):
+    PAYOUT_RAILS["psp_api"] = {
+        "BACKEND": "payouts.rails.psp_api.WiseRail",
+        "OPTIONS": {
+            "base_url": os.environ["WISE_BASE_URL"],
+            "api_token": os.environ.get("WISE_API_TOKEN", ""),
+            "profile_id": os.environ.get("WISE_PROFILE_ID", ""),
+            "webhook_public_key_pem": os.environ.get("WISE_WEBHOOK_PUBLIC_KEY", ""),
+        },
+    }

@@ -9,3 +9,5 @@ EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 # Serve static files straight from the apps in the demo, without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+# The demo's web process and worker share one sandbox bank.
+SANDBOX_STORE_PATH = SANDBOX_STORE_PATH or str(BASE_DIR / "sandbox-bank.sqlite3")  # noqa: F405

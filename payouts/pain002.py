@@ -1,0 +1,199 @@
+"""Reading a pain.002 customer payment status report (versions .001.03 and .001.10) that the
+bank returns for a pain.001 file.
+
+The result lists, per EndToEndId, the bank's transaction status (ACCP, ACSC, RJCT, ...) with its
+reason code, plus the group and payment-information statuses, which apply to every transaction
+of the original message or block when the bank reports no transaction details.
+
+Safety: the parser refuses DTDs (so no entity expansion, no external entities), never touches the
+network, and refuses files over a size limit. A malformed or ambiguous report raises
+``Pain002Error`` and nothing is returned: an import applies all of a report or none of it.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from lxml import etree
+
+from core.exceptions import InvalidInput
+from payouts.iso import reason_text
+
+SUPPORTED_NAMESPACES = {
+    "urn:iso:std:iso:20022:tech:xsd:pain.002.001.03": "pain.002.001.03",
+    "urn:iso:std:iso:20022:tech:xsd:pain.002.001.10": "pain.002.001.10",
+}
+MAX_REPORT_BYTES = 20 * 1024 * 1024
+
+# ExternalPaymentTransactionStatus1Code / ExternalPaymentGroupStatus1Code values banks send.
+KNOWN_STATUSES = frozenset(
+    {"ACCC", "ACCP", "ACFC", "ACSC", "ACSP", "ACTC", "ACWC", "ACWP", "PART", "PATC", "PDNG", "RCVD", "RJCT"}
+)
+
+
+class Pain002Error(InvalidInput):
+    code = "pain002_invalid"
+
+
+class Outcome(StrEnum):
+    """What a status means for a payout."""
+
+    RECEIVED = "received"  # RCVD, PDNG: nothing decided yet
+    ACCEPTED = "accepted"  # ACTC, ACCP, ACSP, ACWC, ACWP, ACFC, PATC: will be paid
+    SETTLED = "settled"  # ACSC, ACCC: paid
+    REJECTED = "rejected"  # RJCT
+    PARTIAL = "partial"  # PART (group/block level only): see the transaction lines
+
+
+_OUTCOMES = {
+    "RCVD": Outcome.RECEIVED,
+    "PDNG": Outcome.RECEIVED,
+    "ACTC": Outcome.ACCEPTED,
+    "ACCP": Outcome.ACCEPTED,
+    "ACSP": Outcome.ACCEPTED,
+    "ACWC": Outcome.ACCEPTED,
+    "ACWP": Outcome.ACCEPTED,
+    "ACFC": Outcome.ACCEPTED,
+    "PATC": Outcome.ACCEPTED,
+    "ACSC": Outcome.SETTLED,
+    "ACCC": Outcome.SETTLED,
+    "RJCT": Outcome.REJECTED,
+    "PART": Outcome.PARTIAL,
+}
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    status: str  # the ISO code as sent, e.g. "RJCT"
+    reason_code: str | None
+    reason_text: str | None  # our plain text for the code, then the bank's AddtlInf if any
+
+    @property
+    def outcome(self) -> Outcome:
+        return _OUTCOMES[self.status]
+
+
+@dataclass(frozen=True)
+class TransactionStatus(StatusLine):
+    end_to_end_id: str
+    original_payment_information_id: str | None
+
+
+@dataclass(frozen=True)
+class PaymentInformationStatus(StatusLine):
+    original_payment_information_id: str
+
+
+@dataclass(frozen=True)
+class Pain002Report:
+    version: str
+    message_id: str
+    original_message_id: str
+    group: StatusLine | None
+    payment_informations: tuple[PaymentInformationStatus, ...]
+    transactions: tuple[TransactionStatus, ...]
+
+    def by_end_to_end_id(self) -> dict[str, TransactionStatus]:
+        return {tx.end_to_end_id: tx for tx in self.transactions}
+
+
+def _parser() -> etree.XMLParser:
+    return etree.XMLParser(
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        dtd_validation=False,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+    )
+
+
+def _text(element, path: str, ns: dict) -> str | None:
+    value = element.findtext(path, namespaces=ns)
+    return value.strip() if value and value.strip() else None
+
+
+def _status_line(element, status_tag: str, ns: dict, where: str) -> tuple[str, str | None, str | None] | None:
+    status = _text(element, f"p:{status_tag}", ns)
+    if status is None:
+        return None
+    if status not in KNOWN_STATUSES:
+        raise Pain002Error(f"{where}: unknown status {status!r}.")
+    reason = _text(element, "p:StsRsnInf/p:Rsn/p:Cd", ns) or _text(element, "p:StsRsnInf/p:Rsn/p:Prtry", ns)
+    extra = " ".join(t.strip() for t in element.xpath("p:StsRsnInf/p:AddtlInf/text()", namespaces=ns) if t.strip())
+    if status == "RJCT" and reason is None:
+        reason = "NARR" if extra else "MS03"
+    text = None
+    if reason or extra:
+        text = " — ".join(part for part in (reason_text(reason) if reason else None, extra or None) if part)
+    return status, reason, text
+
+
+def parse_pain002(data: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> Pain002Report:
+    """Parse a pain.002.001.03 or .10 status report.
+
+    Raises ``Pain002Error`` (code ``pain002_invalid``) for: too large, not well-formed XML, any
+    DTD, an unsupported message, missing identifiers, unknown status codes, an EndToEndId listed
+    twice. Returns the whole report or raises; never a partial result.
+    """
+    if len(data) > max_bytes:
+        raise Pain002Error(f"The status report is larger than {max_bytes} bytes.")
+    try:
+        tree = etree.fromstring(data, _parser()).getroottree()
+    except etree.XMLSyntaxError as exc:
+        raise Pain002Error(f"The status report is not well-formed XML: {exc}.") from exc
+    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+        raise Pain002Error("The status report contains a DTD; refused.")
+    root = tree.getroot()
+    namespace = etree.QName(root).namespace
+    version = SUPPORTED_NAMESPACES.get(namespace or "")
+    if etree.QName(root).localname != "Document" or version is None:
+        raise Pain002Error(f"Not a supported pain.002 document (namespace {namespace!r}).")
+    ns = {"p": namespace}
+    report = root.find("p:CstmrPmtStsRpt", ns)
+    if report is None:
+        raise Pain002Error("CstmrPmtStsRpt is missing.")
+    message_id = _text(report, "p:GrpHdr/p:MsgId", ns)
+    original = report.find("p:OrgnlGrpInfAndSts", ns)
+    original_message_id = _text(original, "p:OrgnlMsgId", ns) if original is not None else None
+    if not message_id or not original_message_id:
+        raise Pain002Error("GrpHdr/MsgId or OrgnlGrpInfAndSts/OrgnlMsgId is missing.")
+    # .03 calls the group status GrpSts; .10 keeps GrpSts too (StsRsnInf sits beside it in both).
+    group_line = _status_line(original, "GrpSts", ns, "group")
+    group = StatusLine(*group_line) if group_line else None
+
+    blocks: list[PaymentInformationStatus] = []
+    transactions: list[TransactionStatus] = []
+    seen: set[str] = set()
+    for block in report.iterfind("p:OrgnlPmtInfAndSts", ns):
+        block_id = _text(block, "p:OrgnlPmtInfId", ns)
+        if not block_id:
+            raise Pain002Error("OrgnlPmtInfAndSts without OrgnlPmtInfId.")
+        block_line = _status_line(block, "PmtInfSts", ns, f"block {block_id}")
+        if block_line:
+            blocks.append(PaymentInformationStatus(*block_line, original_payment_information_id=block_id))
+        for tx in block.iterfind("p:TxInfAndSts", ns):
+            end_to_end_id = _text(tx, "p:OrgnlEndToEndId", ns)
+            if not end_to_end_id:
+                raise Pain002Error(f"A transaction in block {block_id} has no OrgnlEndToEndId.")
+            if end_to_end_id in seen:
+                raise Pain002Error(f"EndToEndId {end_to_end_id} is reported twice.")
+            seen.add(end_to_end_id)
+            line = _status_line(tx, "TxSts", ns, f"transaction {end_to_end_id}")
+            if line is None:
+                raise Pain002Error(f"Transaction {end_to_end_id} has no TxSts.")
+            if line[0] == "PART":
+                raise Pain002Error(f"Transaction {end_to_end_id}: PART is not a transaction status.")
+            transactions.append(
+                TransactionStatus(*line, end_to_end_id=end_to_end_id, original_payment_information_id=block_id)
+            )
+    if group is None and not blocks and not transactions:
+        raise Pain002Error("The status report carries no status at all.")
+    return Pain002Report(
+        version=version,
+        message_id=message_id,
+        original_message_id=original_message_id,
+        group=group,
+        payment_informations=tuple(blocks),
+        transactions=tuple(transactions),
+    )

@@ -1,0 +1,262 @@
+"""The one interface every payout rail implements, and the values that cross it.
+
+A rail is the outside world: a bank file, a PSP's HTTP API or the sandbox. The payout services
+call it *outside* any database transaction, always with the payout's stored ``end_to_end_id``,
+and record what it answered in a short transaction of their own.
+
+Contract every rail keeps (the execution engine relies on it for "never pay twice"):
+
+- ``submit`` is idempotent on ``end_to_end_id``: a second submit with the same id never creates a
+  second transfer; it answers with the first transfer's state.
+- ``status`` looks a payment up by ``end_to_end_id`` (``rail_reference`` speeds it up where the
+  rail has its own id). ``unknown`` means the rail holds no payment we can find under that id,
+  so submitting it (again) is safe.
+- Errors are either ``RetryableRailError`` (timeouts, 5xx, connection refused, rate limits: the
+  outcome is unknown or temporary, retry with the same id) or ``FinalRailError`` (the rail refused
+  the payment; carries an ISO 20022 reason code and a text for people). Nothing else escapes.
+"""
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from enum import StrEnum
+
+from core.exceptions import ApplicationError, InvalidInput
+from payouts.iso import reason_text as iso_reason_text
+
+# The EPC's SEPA character set for references, narrowed as the EPC rules narrow identifiers:
+# no leading or trailing "/" and no "//" anywhere.
+_SEPA_ID = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}")
+_IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+_BIC = re.compile(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}([A-Z0-9]{3})?")
+_COUNTRY = re.compile(r"[A-Z]{2}")
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+# Countries of the SEPA scheme (EEA plus the non-EEA members), used by the rails' capabilities.
+SEPA_COUNTRIES: frozenset[str] = frozenset(
+    {
+        "AD",
+        "AT",
+        "BE",
+        "BG",
+        "CH",
+        "CY",
+        "CZ",
+        "DE",
+        "DK",
+        "EE",
+        "ES",
+        "FI",
+        "FR",
+        "GB",
+        "GI",
+        "GR",
+        "HR",
+        "HU",
+        "IE",
+        "IS",
+        "IT",
+        "LI",
+        "LT",
+        "LU",
+        "LV",
+        "MC",
+        "MT",
+        "NL",
+        "NO",
+        "PL",
+        "PT",
+        "RO",
+        "SE",
+        "SI",
+        "SK",
+        "SM",
+        "VA",
+    }
+)
+
+
+def validate_end_to_end_id(value: str) -> str:
+    """Return ``value`` if it is a usable SEPA EndToEndId (1-35 characters of the SEPA set, no
+    leading/trailing "/" and no "//"); raise ``InvalidInput`` otherwise."""
+    if (
+        not isinstance(value, str)
+        or not _SEPA_ID.fullmatch(value)
+        or value.startswith("/")
+        or value.endswith("/")
+        or "//" in value
+        or value.strip() != value
+    ):
+        raise InvalidInput(
+            f"end_to_end_id {value!r} is not 1-35 characters of the SEPA character set.",
+            code="invalid_end_to_end_id",
+        )
+    return value
+
+
+def normalise_iban(value: str) -> str:
+    """Upper case without spaces: the form rails, files and the sandbox's failure table use."""
+    return "".join(value.split()).upper()
+
+
+class SubmitStatus(StrEnum):
+    ACCEPTED = "accepted"  # the rail took the money order; settlement follows
+    SETTLED = "settled"  # paid out (instant rails)
+    PENDING = "pending"  # recorded, not yet sent (file rails: the bank file is built later)
+
+
+class RailStatus(StrEnum):
+    PENDING = "pending"  # known to the rail, not yet sent on
+    SUBMITTED = "submitted"  # in flight at the rail
+    SETTLED = "settled"
+    FAILED = "failed"  # refused or cancelled before any money left
+    RETURNED = "returned"  # paid out, then sent back by the receiving bank
+    UNKNOWN = "unknown"  # the rail has nothing under this id: submitting is safe
+
+
+class PayeeMatch(StrEnum):
+    MATCH = "match"
+    CLOSE_MATCH = "close_match"
+    NO_MATCH = "no_match"
+    NOT_POSSIBLE = "not_possible"  # the rail or the receiving bank offers no check
+
+
+@dataclass(frozen=True, kw_only=True)
+class RailPayment:
+    """One payout as a rail sees it. ``creditor_iban`` for IBAN countries; ``creditor_account``
+    for local rails without IBAN, e.g. ``{"sort_code": "040075", "account_number": "37778842"}``
+    (GBP) or ``{"routing_number": ..., "account_number": ..., "account_type": "CHECKING",
+    "address_line": ..., "city": ..., "post_code": ..., "state": ...}`` (USD)."""
+
+    end_to_end_id: str
+    amount_minor: int
+    currency: str
+    creditor_name: str
+    creditor_country: str
+    remittance: str
+    debtor_account_code: str
+    creditor_iban: str | None = None
+    creditor_account: Mapping[str, str] | None = field(default=None, hash=False)
+    creditor_bic: str | None = None
+    requested_execution_date: date | None = None
+
+    def __post_init__(self) -> None:
+        validate_end_to_end_id(self.end_to_end_id)
+        if isinstance(self.amount_minor, bool) or not isinstance(self.amount_minor, int) or self.amount_minor <= 0:
+            raise InvalidInput("amount_minor must be a positive integer.", code="invalid_amount")
+        if not _CURRENCY.fullmatch(self.currency or ""):
+            raise InvalidInput(f"Currency {self.currency!r} is not an ISO 4217 code.", code="unknown_currency")
+        if not _COUNTRY.fullmatch(self.creditor_country or ""):
+            raise InvalidInput(f"Country {self.creditor_country!r} is not ISO 3166 alpha-2.", code="invalid_country")
+        if not (self.creditor_name or "").strip():
+            raise InvalidInput("creditor_name is required.", code="invalid_creditor")
+        if self.creditor_iban is not None:
+            iban = normalise_iban(self.creditor_iban)
+            if not _IBAN.fullmatch(iban):
+                raise InvalidInput("creditor_iban is not an IBAN.", code="invalid_iban")
+            object.__setattr__(self, "creditor_iban", iban)
+        elif not self.creditor_account:
+            raise InvalidInput("Either creditor_iban or creditor_account is required.", code="invalid_creditor")
+        if self.creditor_bic is not None:
+            bic = self.creditor_bic.strip().upper()
+            if not _BIC.fullmatch(bic):
+                raise InvalidInput("creditor_bic is not a BIC.", code="invalid_bic")
+            object.__setattr__(self, "creditor_bic", bic)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    currencies: frozenset[str]
+    countries: frozenset[str]
+    instant: bool
+    max_amount_minor: int | None
+    verify_payee: bool
+    file_based: bool
+
+    def supports(self, *, currency: str, country: str, amount_minor: int) -> bool:
+        return (
+            currency in self.currencies
+            and country in self.countries
+            and (self.max_amount_minor is None or amount_minor <= self.max_amount_minor)
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubmitResult:
+    status: SubmitStatus
+    rail_reference: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusResult:
+    status: RailStatus
+    rail_reference: str | None = None
+    reason_code: str | None = None
+    reason_text: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyPayeeResult:
+    outcome: PayeeMatch
+    suggested_name: str | None = None
+
+
+class RailError(ApplicationError):
+    """Base of everything a rail raises. ``rail_code`` keeps the rail's own error code."""
+
+    code = "rail_error"
+    http_status = 502
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason_code: str | None = None,
+        reason_text: str | None = None,
+        rail_code: str = "",
+        details: dict | None = None,
+    ):
+        super().__init__(message, details=details)
+        self.reason_code = reason_code
+        self.reason_text = reason_text or (iso_reason_text(reason_code) if reason_code else message)
+        self.rail_code = rail_code
+
+
+class RetryableRailError(RailError):
+    """Outcome unknown or temporarily impossible: retry later with the same end_to_end_id."""
+
+    code = "rail_retryable"
+
+
+class FinalRailError(RailError):
+    """The rail refused the payment for good; ``reason_code`` is an ISO 20022 code."""
+
+    code = "rail_rejected"
+
+    def __init__(self, message: str, *, reason_code: str, **kwargs):
+        super().__init__(message, reason_code=reason_code, **kwargs)
+
+
+class Rail(ABC):
+    """A payout rail. Subclasses are built by ``payouts.rails.get_rail`` with the ``OPTIONS``
+    of their ``settings.PAYOUT_RAILS`` entry as keyword arguments."""
+
+    name: str = ""
+
+    @abstractmethod
+    def submit(self, payment: RailPayment) -> SubmitResult:
+        """Send one payment. Idempotent on ``payment.end_to_end_id``."""
+
+    @abstractmethod
+    def status(self, end_to_end_id: str, *, rail_reference: str | None = None) -> StatusResult:
+        """The rail's view of a payment; ``unknown`` when it has none under that id."""
+
+    @abstractmethod
+    def verify_payee(self, *, name: str, iban: str) -> VerifyPayeeResult:
+        """Verification of Payee (name against IBAN); ``not_possible`` where not offered."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this rail can carry."""

@@ -1,0 +1,194 @@
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from lxml import etree
+
+from core.exceptions import InvalidInput
+from payouts.rails import get_rail
+from payouts.rails.base import RailStatus, SubmitStatus
+from payouts.rails.sepa_file import (
+    PAIN001_NAMESPACE,
+    DebtorAccount,
+    SepaFileRail,
+    _check_document,
+    build_pain001,
+    pain001_schema,
+)
+from tests.payouts.rail_builders import TODAY, gbp_payment, rail_payment
+
+NS = {"p": PAIN001_NAMESPACE}
+DEBTOR = DebtorAccount(name="JoyBack S.r.l.", iban="DE89 3704 0044 0532 0130 00", bic="COBADEFFXXX")
+
+
+def _parse(xml: bytes):
+    return etree.fromstring(xml, etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True))
+
+
+def test_the_pain001_09_xsd_ships_with_sepaxml():
+    assert pain001_schema() is not None
+
+
+def test_one_payment_file_validates_and_carries_our_identifiers():
+    payment = rail_payment(end_to_end_id="PO-2025-000001", amount_minor=1999, creditor_bic="BPMOIT22XXX")
+
+    xml = build_pain001(batch_id="BATCH-42", debtor=DEBTOR, payments=[payment], execution_date=TODAY)
+
+    doc = _parse(xml)
+    assert pain001_schema().validate(doc)
+    assert doc.findtext("p:CstmrCdtTrfInitn/p:GrpHdr/p:MsgId", namespaces=NS) == "BATCH-42"
+    assert doc.findtext("p:CstmrCdtTrfInitn/p:GrpHdr/p:CtrlSum", namespaces=NS) == "19.99"
+    block = doc.find("p:CstmrCdtTrfInitn/p:PmtInf", namespaces=NS)
+    assert block.findtext("p:PmtInfId", namespaces=NS) == "BATCH-42-20250102"
+    assert block.findtext("p:DbtrAcct/p:Id/p:IBAN", namespaces=NS) == "DE89370400440532013000"
+    tx = block.find("p:CdtTrfTxInf", namespaces=NS)
+    assert tx.findtext("p:PmtId/p:EndToEndId", namespaces=NS) == "PO-2025-000001"
+    assert tx.findtext("p:Amt/p:InstdAmt", namespaces=NS) == "19.99"
+    assert tx.findtext("p:CdtrAgt/p:FinInstnId/p:BICFI", namespaces=NS) == "BPMOIT22XXX"
+    assert b"NOTPROVIDED" not in xml
+
+
+def test_ten_thousand_payments_validate_with_exact_control_sums():
+    # Amounts from 1 cent to large, so a float anywhere would show up in the sums.
+    payments = [
+        rail_payment(end_to_end_id=f"PO-{i:010d}", amount_minor=1 + (i * 7919) % 9_999_999) for i in range(10_000)
+    ]
+
+    xml = build_pain001(batch_id="B-10K", debtor=DEBTOR, payments=payments, execution_date=TODAY)
+
+    doc = _parse(xml)
+    assert pain001_schema().validate(doc)
+    expected = sum(Decimal(p.amount_minor) / 100 for p in payments)
+    assert Decimal(doc.findtext("p:CstmrCdtTrfInitn/p:GrpHdr/p:CtrlSum", namespaces=NS)) == expected
+    assert doc.findtext("p:CstmrCdtTrfInitn/p:GrpHdr/p:NbOfTxs", namespaces=NS) == "10000"
+    amounts = [Decimal(a) for a in doc.xpath("//p:InstdAmt/text()", namespaces=NS)]
+    assert sum(amounts) == expected
+    ids = doc.xpath("//p:EndToEndId/text()", namespaces=NS)
+    assert ids == [p.end_to_end_id for p in payments]
+
+
+def test_one_block_per_execution_date_with_its_own_sums():
+    payments = [
+        rail_payment(amount_minor=100),
+        rail_payment(amount_minor=250, requested_execution_date=date(2025, 1, 6)),
+        rail_payment(amount_minor=5, requested_execution_date=date(2024, 12, 1)),  # past: runs on TODAY
+    ]
+
+    xml = build_pain001(batch_id="B-DATES", debtor=DEBTOR, payments=payments, execution_date=TODAY)
+
+    blocks = {
+        b.findtext("p:ReqdExctnDt/p:Dt", namespaces=NS): (
+            b.findtext("p:NbOfTxs", namespaces=NS),
+            b.findtext("p:CtrlSum", namespaces=NS),
+            b.findtext("p:PmtInfId", namespaces=NS),
+        )
+        for b in _parse(xml).iterfind("p:CstmrCdtTrfInitn/p:PmtInf", namespaces=NS)
+    }
+    assert blocks == {
+        "2025-01-02": ("2", "1.05", "B-DATES-20250102"),
+        "2025-01-06": ("1", "2.50", "B-DATES-20250106"),
+    }
+
+
+def test_names_and_texts_are_brought_into_the_sepa_character_set():
+    payment = rail_payment(creditor_name="Zoë Müller & Søn <GmbH>", remittance="Cashback für Café ☕ #12")
+
+    doc = _parse(build_pain001(batch_id="B-CHARS", debtor=DEBTOR, payments=[payment], execution_date=TODAY))
+
+    assert doc.xpath("//p:Cdtr/p:Nm/text()", namespaces=NS) == ["Zoe Muller Son GmbH"]
+    assert doc.xpath("//p:Ustrd/text()", namespaces=NS) == ["Cashback fur Cafe 12"]
+
+
+@pytest.mark.parametrize(
+    ("payments", "code"),
+    [
+        ([gbp_payment()], "invalid_sepa_payment"),
+        ([rail_payment(end_to_end_id="PO-DUP"), rail_payment(end_to_end_id="PO-DUP")], "invalid_sepa_payment"),
+        ([rail_payment(amount_minor=100_000_000_000)], "invalid_sepa_payment"),
+        ([], "empty_batch"),
+    ],
+)
+def test_payments_a_sepa_file_cannot_carry_are_refused(payments, code):
+    with pytest.raises(InvalidInput) as raised:
+        build_pain001(batch_id="B-BAD", debtor=DEBTOR, payments=payments, execution_date=TODAY)
+
+    assert raised.value.code == code
+
+
+def test_a_file_never_mixes_debtor_accounts():
+    debtor = DebtorAccount(name="JoyBack", iban="DE89370400440532013000", account_code="platform:bank:A:EUR")
+
+    with pytest.raises(InvalidInput, match="not this file's"):
+        build_pain001(
+            batch_id="B-MIX",
+            debtor=debtor,
+            payments=[rail_payment(debtor_account_code="platform:bank:B:EUR")],
+            execution_date=TODAY,
+        )
+
+
+def test_batch_id_must_leave_room_for_the_block_date():
+    with pytest.raises(InvalidInput) as raised:
+        build_pain001(batch_id="B" * 27, debtor=DEBTOR, payments=[rail_payment()], execution_date=TODAY)
+
+    assert raised.value.code == "invalid_batch_id"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b'<InstdAmt Ccy="EUR">10.00</InstdAmt>', b'<InstdAmt Ccy="EUR">10.01</InstdAmt>'),  # one amount
+        (b"<CtrlSum>10.00</CtrlSum>", b"<CtrlSum>10.01</CtrlSum>"),  # the sums
+        (b"<EndToEndId>PO-TAMPER</EndToEndId>", b"<EndToEndId>PO-OTHER</EndToEndId>"),  # whose money
+    ],
+)
+def test_the_self_check_catches_a_tampered_file(old, new):
+    payment = rail_payment(end_to_end_id="PO-TAMPER", amount_minor=1000)
+    xml = build_pain001(batch_id="B-TAMPER", debtor=DEBTOR, payments=[payment], execution_date=TODAY)
+    tampered = xml.replace(old, new)
+    assert tampered != xml
+
+    with pytest.raises(InvalidInput) as raised:
+        _check_document(tampered, payments=[payment], dates={payment.end_to_end_id: "2025-01-02"})
+
+    assert raised.value.code == "pain001_control_sum"
+
+
+def test_xsd_violation_is_refused():
+    payment = rail_payment(amount_minor=1000)
+    xml = build_pain001(batch_id="B-XSD", debtor=DEBTOR, payments=[payment], execution_date=TODAY)
+    broken = xml.replace(b"<ChrgBr>SLEV</ChrgBr>", b"<ChrgBr>FREE</ChrgBr>")
+
+    with pytest.raises(InvalidInput) as raised:
+        _check_document(broken, payments=[payment], dates={payment.end_to_end_id: "2025-01-02"})
+
+    assert raised.value.code == "pain001_invalid"
+
+
+def test_file_rail_accepts_sepa_payments_as_pending(settings):
+    settings.PAYOUT_RAILS = {
+        "sepa_file": {
+            "BACKEND": "payouts.rails.sepa_file.SepaFileRail",
+            "OPTIONS": {"debtor_name": "JoyBack", "debtor_iban": "DE89370400440532013000"},
+        }
+    }
+    rail = get_rail("sepa_file")
+    payment = rail_payment()
+
+    result = rail.submit(payment)
+
+    assert (result.status, result.rail_reference) == (SubmitStatus.PENDING, payment.end_to_end_id)
+    assert rail.status(payment.end_to_end_id).status is RailStatus.PENDING
+    assert rail.capabilities().file_based
+    assert b"<EndToEndId>" + payment.end_to_end_id.encode() in rail.build_file(
+        batch_id="B-RAIL", payments=[payment], execution_date=TODAY
+    )
+
+
+def test_file_rail_refuses_non_sepa_payments():
+    from payouts.rails.base import FinalRailError
+
+    with pytest.raises(FinalRailError) as raised:
+        SepaFileRail().submit(gbp_payment())
+
+    assert raised.value.reason_code == "AG01"
