@@ -2,7 +2,11 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from reconciliation.admin.bank import dashboard_view
+
 urlpatterns = [
+    # The reconciliation dashboard is an admin page; it sits before the admin's catch-all routes.
+    path("admin/reconciliation/dashboard/", admin.site.admin_view(dashboard_view), name="reconciliation_dashboard"),
     path("admin/", admin.site.urls),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

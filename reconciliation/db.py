@@ -23,6 +23,7 @@ _BY_CONSTRAINT: dict[str, tuple[type[ApplicationError], str]] = {
     "entry_balanced_per_currency": (UnbalancedEntry, "The entry does not balance per currency."),
     "hold_transition": (HoldNotPending, "The hold has already been settled."),
     "posting_account_active": (InactiveAccount, "The account is inactive."),
+    "posting_account_exists": (LedgerError, "The account does not exist."),
 }
 
 

@@ -18,3 +18,21 @@ def ledger_verify_task() -> bool:
         # An error-level log line is what paging hooks on; the task result keeps the details.
         logger.error("ledger_verify failed: %s", report)
     return report.ok
+
+
+def statement_import_match_task(import_id: int) -> int:
+    """Match the new lines of one import (enqueued when the import commits)."""
+    from reconciliation.models import StatementLine, StatementLineStatus
+    from reconciliation.services.matching import statement_lines_match
+
+    ids = StatementLine.objects.filter(
+        statement__statement_import_id=import_id, status=StatementLineStatus.NEW
+    ).values_list("pk", flat=True)
+    return statement_lines_match(line_ids=list(ids)).matched_total
+
+
+def statement_lines_match_sweep_task() -> int:
+    """Catch lines whose import committed but whose match task was lost (a crash in between)."""
+    from reconciliation.services.matching import statement_lines_match
+
+    return statement_lines_match().matched_total

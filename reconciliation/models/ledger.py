@@ -106,7 +106,11 @@ class JournalEntry(models.Model):
 
 class Posting(models.Model):
     entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings")
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
+    # No database FK here on purpose: the posting trigger already refuses an unknown account (and
+    # accounts can never be deleted), while an FK check would take a KEY SHARE lock on the account
+    # row at every commit — on a hot budget account that turns every writer into a MultiXact
+    # member and the throughput decays as the account's history grows.
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings", db_constraint=False)
     amount_minor = models.BigIntegerField(help_text="Positive: debit. Negative: credit.")
     currency = models.CharField(max_length=3)
     # The account's normal-side balance right after this posting, set by the trigger: statements
@@ -151,7 +155,8 @@ class Hold(models.Model):
     refuses any later change and keeps the account's ``held_minor`` equal to its pending holds."""
 
     idempotency_key = models.CharField(max_length=200, unique=True)
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="holds")
+    # No database FK, for the same reason as Posting.account: the hold trigger checks the account.
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="holds", db_constraint=False)
     amount_minor = models.BigIntegerField()
     currency = models.CharField(max_length=3)
     status = models.CharField(max_length=12, choices=HoldStatus.choices, default=HoldStatus.PENDING)

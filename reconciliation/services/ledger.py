@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from core.exceptions import (
@@ -212,11 +212,49 @@ def _replay_or_conflict(key: str, content_hash: str) -> JournalEntry:
 def _insert_postings(entry_id: int, legs: Sequence[Leg]) -> None:
     # Sorted by account id: the posting trigger locks account rows in insertion order, so every
     # writer takes its locks in the same order and two transfers can never deadlock.
-    postings = [
-        Posting(entry_id=entry_id, account_id=leg.account.pk, amount_minor=leg.amount_minor, currency=leg.currency)
-        for leg in sorted(legs, key=lambda leg: leg.account.pk)
+    _insert_postings_rows(
+        [(leg.account.pk, entry_id, leg.amount_minor, leg.currency) for leg in sorted(legs, key=lambda x: x.account.pk)]
+    )
+
+
+_POST_PG_SQL = (
+    f"WITH entry AS (INSERT INTO {JournalEntry._meta.db_table} "
+    "(idempotency_key, kind, memo, effective_date, created_at, reference_type, reference_id, reverses_id, "
+    "content_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id) "
+    f"INSERT INTO {Posting._meta.db_table} (entry_id, account_id, amount_minor, currency, balance_after_minor) "
+    "SELECT entry.id, leg.account_id, leg.amount_minor, leg.currency, 0 FROM entry, "
+    "unnest(%s::bigint[], %s::bigint[], %s::varchar[]) WITH ORDINALITY AS leg(account_id, amount_minor, currency, n) "
+    "ORDER BY leg.n RETURNING entry_id"
+)
+_DEADLOCK_RETRIES = 3
+
+
+def _post_statement_pg(spec: EntrySpec, *, now: datetime, reverses_id: int | None, content_hash: str) -> int | None:
+    """The whole entry as ONE statement: the entry row, then its postings in account-id order (the
+    posting trigger moves the balances). Outside a transaction it commits on its own, so the rows it
+    locks are held only inside the server, never while a client process waits for a CPU — on a hot
+    account that is the difference between a lock held for microseconds and one held for a
+    scheduler tick. Returns the new entry id, or None when the key already exists."""
+    legs = sorted(spec.legs, key=lambda leg: leg.account.pk)
+    params = [
+        spec.idempotency_key,
+        spec.kind,
+        spec.memo[:500],
+        spec.effective_date or timezone.localdate(now),
+        now,
+        spec.reference_type,
+        str(spec.reference_id),
+        reverses_id,
+        content_hash,
+        [leg.account.pk for leg in legs],
+        [leg.amount_minor for leg in legs],
+        [leg.currency for leg in legs],
     ]
-    Posting.objects.bulk_create(postings)
+    with connection.cursor() as cursor:
+        cursor.execute(_POST_PG_SQL, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
@@ -224,15 +262,22 @@ def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
     content_hash = _content_hash(spec, reverses_id)
     now = timezone.now()
     try:
-        with transaction.atomic():
-            entry_id = _insert_entry(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
-            if entry_id is None:
-                return PostResult(entry=_replay_or_conflict(spec.idempotency_key, content_hash), replayed=True)
-            _insert_postings(entry_id, spec.legs)
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            entry_id = _post_autocommit_pg(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
+        else:
+            with transaction.atomic():
+                if connection.vendor == "postgresql":
+                    entry_id = _post_statement_pg(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
+                else:
+                    entry_id = _insert_entry(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
+                    if entry_id is not None:
+                        _insert_postings(entry_id, spec.legs)
     except IntegrityError as exc:
         if reverses_id is not None and "reverses" in str(exc):
             raise AlreadyReversed("This entry has already been reversed.", details={"entry_id": reverses_id}) from exc
         raise ledger_error_from(exc) from exc
+    if entry_id is None:
+        return PostResult(entry=_replay_or_conflict(spec.idempotency_key, content_hash), replayed=True)
     entry = JournalEntry(
         pk=entry_id,
         idempotency_key=spec.idempotency_key,
@@ -247,6 +292,19 @@ def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
     )
     entry._state.adding = False
     return PostResult(entry=entry, replayed=False)
+
+
+def _post_autocommit_pg(spec: EntrySpec, *, now: datetime, reverses_id: int | None, content_hash: str) -> int | None:
+    """Outside any transaction the single statement is its own transaction. Lock order makes
+    deadlocks impossible between our own writers; the retry covers anything else that locks
+    accounts in another order (an operator's script)."""
+    for attempt in range(_DEADLOCK_RETRIES):
+        try:
+            return _post_statement_pg(spec, now=now, reverses_id=reverses_id, content_hash=content_hash)
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "40P01" or attempt == _DEADLOCK_RETRIES - 1:
+                raise
+    return None
 
 
 def ledger_entry_post(
@@ -322,53 +380,86 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
                             details={"idempotency_key": entry.idempotency_key, "entry_id": entry.pk},
                         )
                     result.replayed.append(entry)
-            postings = [
-                Posting(
-                    entry_id=new_ids[spec.idempotency_key],
-                    account_id=leg.account.pk,
-                    amount_minor=leg.amount_minor,
-                    currency=leg.currency,
-                )
+            # Sorted by account, then entry: every batch locks accounts in the same order.
+            rows = sorted(
+                (leg.account.pk, new_ids[spec.idempotency_key], leg.amount_minor, leg.currency)
                 for spec in fresh
                 for leg in spec.legs
-            ]
-            postings.sort(key=lambda p: (p.account_id, p.entry_id))
-            Posting.objects.bulk_create(postings, batch_size=5000)
+            )
+            _insert_postings_rows(rows)
     except IntegrityError as exc:
         raise ledger_error_from(exc) from exc
-    result.posted = list(JournalEntry.objects.filter(pk__in=list(new_ids.values())).order_by("pk"))
+    for spec in fresh:
+        entry = JournalEntry(
+            pk=new_ids[spec.idempotency_key],
+            idempotency_key=spec.idempotency_key,
+            kind=spec.kind,
+            memo=spec.memo[:500],
+            effective_date=spec.effective_date or timezone.localdate(now),
+            created_at=now,
+            reference_type=spec.reference_type,
+            reference_id=str(spec.reference_id),
+            content_hash=hashes[spec.idempotency_key],
+        )
+        entry._state.adding = False
+        result.posted.append(entry)
     return result
 
 
+def _insert_postings_rows(rows: Sequence[tuple[int, int, int, str]]) -> None:
+    """Insert (account_id, entry_id, amount_minor, currency) rows in the given order. On PostgreSQL
+    one statement over arrays, which is several times faster than a VALUES list for thousands."""
+    if connection.vendor != "postgresql":
+        Posting.objects.bulk_create(
+            [Posting(account_id=a, entry_id=e, amount_minor=m, currency=c) for a, e, m, c in rows], batch_size=2000
+        )
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Posting._meta.db_table} (account_id, entry_id, amount_minor, currency, balance_after_minor) "
+            "SELECT a, e, m, c, 0 FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::varchar[]) "
+            "WITH ORDINALITY AS t(a, e, m, c, n) ORDER BY n",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]],
+        )
+
+
 def _insert_entries_bulk(entries: Sequence[EntrySpec], *, now: datetime, hashes: dict[str, str]) -> dict[str, int]:
+    """Insert the entry rows; returns {key: id} for the new ones (existing keys are left out)."""
     table = JournalEntry._meta.db_table
     today = timezone.localdate(now)
-    new_ids: dict[str, int] = {}
-    chunk = 500
+    columns = [
+        [spec.idempotency_key for spec in entries],
+        [spec.kind for spec in entries],
+        [spec.memo[:500] for spec in entries],
+        [spec.effective_date or today for spec in entries],
+        [spec.reference_type for spec in entries],
+        [str(spec.reference_id) for spec in entries],
+        [hashes[spec.idempotency_key] for spec in entries],
+    ]
+    insert = (
+        f"INSERT INTO {table} (idempotency_key, kind, memo, effective_date, created_at, "
+        "reference_type, reference_id, reverses_id, content_hash) "
+    )
     with connection.cursor() as cursor:
-        for start in range(0, len(entries), chunk):
-            part = entries[start : start + chunk]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, NULL, %s)"] * len(part))
-            params: list = []
-            for spec in part:
-                params += [
-                    spec.idempotency_key,
-                    spec.kind,
-                    spec.memo[:500],
-                    spec.effective_date or today,
-                    now,
-                    spec.reference_type,
-                    str(spec.reference_id),
-                    hashes[spec.idempotency_key],
-                ]
+        if connection.vendor == "postgresql":
             cursor.execute(
-                f"INSERT INTO {table} (idempotency_key, kind, memo, effective_date, created_at, "
-                f"reference_type, reference_id, reverses_id, content_hash) VALUES {values} "
+                insert + "SELECT k, kd, m, d, %s, rt, ri, NULL, h FROM unnest(%s::varchar[], %s::varchar[], "
+                "%s::varchar[], %s::date[], %s::varchar[], %s::varchar[], %s::varchar[]) AS t(k, kd, m, d, rt, ri, h) "
                 "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, idempotency_key",
+                [now, *columns],
+            )
+            return {key: pk for pk, key in cursor.fetchall()}
+        new_ids: dict[str, int] = {}
+        for start in range(0, len(entries), 500):
+            part = list(zip(*(column[start : start + 500] for column in columns), strict=True))
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, NULL, %s)"] * len(part))
+            params = [value for k, kd, m, d, rt, ri, h in part for value in (k, kd, m, d, now, rt, ri, h)]
+            cursor.execute(
+                insert + f"VALUES {values} ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, idempotency_key",
                 params,
             )
             new_ids.update({key: pk for pk, key in cursor.fetchall()})
-    return new_ids
+        return new_ids
 
 
 def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str = "") -> PostResult:

@@ -16,6 +16,10 @@ BEGIN
            + CASE WHEN kind IN ('asset', 'expense') THEN NEW.amount_minor ELSE -NEW.amount_minor END
      WHERE id = NEW.account_id
     RETURNING posted_minor, currency, is_active INTO NEW.balance_after_minor, acc_currency, acc_active;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'posting for unknown account %', NEW.account_id
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'posting_account_exists';
+    END IF;
     IF acc_currency IS DISTINCT FROM NEW.currency THEN
         RAISE EXCEPTION 'posting currency % does not match account % currency %',
             NEW.currency, NEW.account_id, acc_currency
@@ -119,6 +123,10 @@ BEGIN
         UPDATE reconciliation_account SET held_minor = held_minor + NEW.amount_minor
          WHERE id = NEW.account_id
         RETURNING currency INTO acc_currency;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'hold on unknown account %', NEW.account_id
+                USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'posting_account_exists';
+        END IF;
         IF acc_currency IS DISTINCT FROM NEW.currency THEN
             RAISE EXCEPTION 'hold currency % does not match account currency %', NEW.currency, acc_currency
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'posting_currency_matches_account';

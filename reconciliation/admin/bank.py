@@ -1,0 +1,487 @@
+"""The reconciliation dashboard and the bank side of the admin.
+
+Every action calls a service (which audits it); the lists are annotated through selectors and never
+count a large table (``show_full_result_count = False``)."""
+
+import csv
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import F
+from django.http import HttpRequest, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from core.exceptions import ApplicationError
+from reconciliation.bank_selectors import dashboard
+from reconciliation.models import (
+    BankStatement,
+    Match,
+    MatchStatus,
+    PlatformBankAccount,
+    ReconciliationAction,
+    StatementImport,
+    StatementLine,
+    StatementLineStatus,
+    Suggestion,
+    SuggestionStatus,
+)
+from reconciliation.services.matching import (
+    match_undo,
+    statement_line_match_manual,
+    statement_line_move_to_suspense,
+    statement_lines_match,
+    suggestion_confirm,
+    write_off_decide,
+    write_off_request,
+)
+from reconciliation.services.statements import platform_bank_account_create, statement_import
+
+RECONCILE = "reconciliation.reconcile_statement"
+
+
+def _require(request: HttpRequest, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied
+
+
+class PlatformBankAccountForm(forms.ModelForm):
+    class Meta:
+        model = PlatformBankAccount
+        fields = ["name", "iban", "bic", "currency"]
+
+
+@admin.register(PlatformBankAccount)
+class PlatformBankAccountAdmin(admin.ModelAdmin):
+    list_display = ["name", "iban", "currency", "ledger_account", "is_active"]
+    list_select_related = ["ledger_account"]
+    form = PlatformBankAccountForm
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["iban", "currency"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = platform_bank_account_create(name=obj.name, iban=obj.iban, currency=obj.currency, bic=obj.bic)
+        obj.pk = created.pk
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField(help_text="camt.053 or camt.054 XML as the bank sent it.")
+
+
+@admin.register(StatementImport)
+class StatementImportAdmin(admin.ModelAdmin):
+    list_display = [
+        "created_at",
+        "filename",
+        "kind",
+        "source",
+        "statements_count",
+        "lines_count",
+        "new_lines_count",
+        "imported_by",
+    ]
+    list_select_related = ["imported_by"]
+    readonly_fields = [f.name for f in StatementImport._meta.fields]
+    show_full_result_count = False
+    change_list_template = "admin/reconciliation/statementimport/change_list.html"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        return [
+            path("upload/", self.admin_site.admin_view(self.upload_view), name="reconciliation_statement_upload"),
+            *super().get_urls(),
+        ]
+
+    def upload_view(self, request: HttpRequest):
+        _require(request, RECONCILE)
+        form = UploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                result = statement_import(source=upload, filename=upload.name, origin="admin", actor=request.user)
+            except ApplicationError as exc:
+                messages.error(request, f"{upload.name} was not imported ({exc.code}): {exc.message}")
+            else:
+                if result.replayed:
+                    messages.info(request, f"{upload.name} was imported before; nothing changed.")
+                else:
+                    messages.success(
+                        request,
+                        f"Imported {len(result.statements)} statement(s) with {result.new_lines} new line(s) "
+                        f"({result.duplicate_lines} already known). Matching runs in the background.",
+                    )
+                    for statement in result.balance_mismatches:
+                        messages.warning(
+                            request,
+                            f"Statement {statement.statement_id}: opening balance + entries differs from the "
+                            f"closing balance by {statement.balance_difference}.",
+                        )
+                return HttpResponseRedirect(reverse("reconciliation_dashboard"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Upload a bank statement",
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/reconciliation/upload.html", context)
+
+
+class BalanceMismatchFilter(admin.SimpleListFilter):
+    title = "closing balance check"
+    parameter_name = "balance_mismatch"
+
+    def lookups(self, request, model_admin):
+        return [("1", "Does not add up"), ("0", "Adds up")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "1":
+            return queryset.exclude(balance_difference=0).exclude(balance_difference__isnull=True)
+        if self.value() == "0":
+            return queryset.filter(balance_difference=0)
+        return queryset
+
+
+@admin.register(BankStatement)
+class BankStatementAdmin(admin.ModelAdmin):
+    list_display = [
+        "statement_id",
+        "bank_account",
+        "kind",
+        "closing_balance_date",
+        "opening_balance",
+        "closing_balance",
+        "entry_count",
+        "balance_check",
+    ]
+    list_filter = [BalanceMismatchFilter, "kind", "bank_account"]
+    list_select_related = ["bank_account"]
+    search_fields = ["=statement_id", "=message_id"]
+    show_full_result_count = False
+    readonly_fields = [f.name for f in BankStatement._meta.fields]
+
+    @admin.display(description="adds up")
+    def balance_check(self, obj: BankStatement) -> str:
+        if obj.balance_difference is None:
+            return "—"
+        return "yes" if obj.balance_difference == 0 else f"off by {obj.balance_difference}"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ExplainForm(forms.Form):
+    ACTIONS = [
+        ("match", "Match to a business object"),
+        ("suspense", "Keep in suspense (with a reason)"),
+        ("write_off", "Ask for a write-off (a second person approves)"),
+    ]
+    action = forms.ChoiceField(choices=ACTIONS)
+    target_type = forms.CharField(required=False, help_text="e.g. payout, payout_batch, brand_topup")
+    target_id = forms.CharField(required=False)
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("action") == "match" and not (data.get("target_type") and data.get("target_id")):
+            raise forms.ValidationError("Say what the line is matched to (type and id).")
+        if data.get("action") in {"suspense", "write_off"} and not data.get("reason", "").strip():
+            raise forms.ValidationError("Say why.")
+        return data
+
+
+@admin.register(StatementLine)
+class StatementLineAdmin(admin.ModelAdmin):
+    list_display = [
+        "booking_date",
+        "direction",
+        "amount",
+        "currency",
+        "status",
+        "end_to_end_id",
+        "counterparty_name",
+        "short_remittance",
+        "bank_account",
+    ]
+    list_filter = ["status", "credit_debit", "bank_account", "reversal", ("booking_date", admin.DateFieldListFilter)]
+    search_fields = ["=end_to_end_id", "=entry_reference", "remittance", "counterparty_name", "=counterparty_iban"]
+    list_select_related = ["bank_account"]
+    date_hierarchy = "booking_date"
+    show_full_result_count = False
+    ordering = ["-booking_date", "-pk"]
+    actions = ["run_matching", "export_csv"]
+    readonly_fields = [f.name for f in StatementLine._meta.fields] + ["explain_link"]
+
+    @admin.display(description="")
+    def direction(self, obj: StatementLine) -> str:
+        return "in" if obj.is_credit else "out"
+
+    @admin.display(description="remittance")
+    def short_remittance(self, obj: StatementLine) -> str:
+        return obj.remittance[:60]
+
+    @admin.display(description="explain")
+    def explain_link(self, obj: StatementLine) -> str:
+        return format_html(
+            '<a href="{}">Explain this line</a>', reverse("admin:reconciliation_line_explain", args=[obj.pk])
+        )
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:line_id>/explain/",
+                self.admin_site.admin_view(self.explain_view),
+                name="reconciliation_line_explain",
+            ),
+            *super().get_urls(),
+        ]
+
+    @admin.action(description="Run matching on the selected new lines")
+    def run_matching(self, request, queryset):
+        _require(request, RECONCILE)
+        result = statement_lines_match(line_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(
+            request,
+            f"Matched {result.matched_total}, suggested {result.suggested}, unmatched {result.unmatched}.",
+        )
+
+    @admin.action(description="Export the selected lines as CSV")
+    def export_csv(self, request, queryset):
+        return lines_csv_response(queryset)
+
+    def explain_view(self, request: HttpRequest, line_id: int):
+        line = get_object_or_404(StatementLine.objects.select_related("bank_account", "statement"), pk=line_id)
+        if not self.has_view_permission(request, line):
+            raise PermissionDenied
+        form = ExplainForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            _require(request, RECONCILE)
+            data = form.cleaned_data
+            try:
+                if data["action"] == "match":
+                    statement_line_match_manual(
+                        line_id=line.pk,
+                        target_type=data["target_type"].strip(),
+                        target_id=data["target_id"].strip(),
+                        actor=request.user,
+                        note=data["reason"],
+                    )
+                    messages.success(request, "Line matched.")
+                elif data["action"] == "suspense":
+                    statement_line_move_to_suspense(line_id=line.pk, actor=request.user, reason=data["reason"])
+                    messages.success(request, "Line kept in suspense.")
+                else:
+                    write_off_request(line_id=line.pk, actor=request.user, reason=data["reason"])
+                    messages.success(request, "Write-off requested; a second person must approve it.")
+            except ApplicationError as exc:
+                messages.error(request, f"{exc.message} ({exc.code})")
+            else:
+                return HttpResponseRedirect(reverse("admin:reconciliation_line_explain", args=[line.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Bank line {line}",
+            "line": line,
+            "form": form,
+            "suggestions": line.suggestions.filter(status=SuggestionStatus.OPEN).order_by("-score"),
+            "matches": line.matches.order_by("-pk"),
+            "actions": line.actions.select_related("actor", "approved_by").order_by("-pk"),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/reconciliation/line_explain.html", context)
+
+
+def lines_csv_response(queryset) -> StreamingHttpResponse:
+    """Streams, so exporting a million lines holds one row at a time."""
+
+    class Echo:
+        def write(self, value):
+            return value
+
+    writer = csv.writer(Echo())
+    header = [
+        "id",
+        "booking_date",
+        "direction",
+        "amount",
+        "currency",
+        "status",
+        "end_to_end_id",
+        "counterparty_name",
+        "counterparty_iban",
+        "remittance",
+        "bank_account",
+    ]
+
+    def rows():
+        yield writer.writerow(header)
+        for line in queryset.select_related("bank_account").order_by("pk").iterator(chunk_size=2000):
+            yield writer.writerow(
+                [
+                    line.pk,
+                    line.booking_date,
+                    line.credit_debit,
+                    line.amount,
+                    line.currency,
+                    line.status,
+                    line.end_to_end_id,
+                    line.counterparty_name,
+                    line.counterparty_iban,
+                    line.remittance,
+                    line.bank_account.iban,
+                ]
+            )
+
+    response = StreamingHttpResponse(rows(), content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="statement-lines.csv"'
+    return response
+
+
+class AmountMismatchFilter(admin.SimpleListFilter):
+    title = "amount"
+    parameter_name = "amount_mismatch"
+
+    def lookups(self, request, model_admin):
+        return [("1", "Differs from the bank line")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "1":
+            return queryset.exclude(line__amount_minor=F("amount_minor")).exclude(matcher="reversal")
+        return queryset
+
+
+@admin.register(Match)
+class MatchAdmin(admin.ModelAdmin):
+    list_display = ["line", "matcher", "target_type", "target_id", "amount_minor", "status", "created_by", "created_at"]
+    list_filter = ["status", "matcher", "target_type", AmountMismatchFilter]
+    search_fields = ["=target_id", "=line__end_to_end_id"]
+    list_select_related = ["line", "created_by"]
+    show_full_result_count = False
+    actions = ["undo"]
+    readonly_fields = [f.name for f in Match._meta.fields]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Undo the selected matches (lines go back to suspense)")
+    def undo(self, request, queryset):
+        _require(request, RECONCILE)
+        done = 0
+        for match in queryset.filter(status=MatchStatus.ACTIVE):
+            try:
+                match_undo(match_id=match.pk, actor=request.user, reason="undone from the admin")
+                done += 1
+            except ApplicationError as exc:
+                self.message_user(request, f"Match {match.pk}: {exc.message}", level=messages.ERROR)
+        self.message_user(request, f"Undid {done} match(es).")
+
+
+@admin.register(Suggestion)
+class SuggestionAdmin(admin.ModelAdmin):
+    list_display = ["line", "target_type", "target_id", "score", "reason", "status"]
+    list_filter = ["status", "target_type"]
+    list_select_related = ["line"]
+    show_full_result_count = False
+    actions = ["confirm"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Confirm the selected suggestions")
+    def confirm(self, request, queryset):
+        _require(request, RECONCILE)
+        for suggestion in queryset.filter(status=SuggestionStatus.OPEN):
+            try:
+                suggestion_confirm(suggestion_id=suggestion.pk, actor=request.user)
+            except ApplicationError as exc:
+                self.message_user(request, f"Suggestion {suggestion.pk}: {exc.message}", level=messages.ERROR)
+
+
+@admin.register(ReconciliationAction)
+class ReconciliationActionAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "kind", "status", "line", "actor", "approved_by", "reason"]
+    list_filter = ["kind", "status"]
+    list_select_related = ["line", "actor", "approved_by"]
+    show_full_result_count = False
+    actions = ["approve", "reject"]
+    readonly_fields = [f.name for f in ReconciliationAction._meta.fields]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _decide(self, request, queryset, approve: bool):
+        for action in queryset.filter(status=ReconciliationAction.Status.PENDING_APPROVAL):
+            try:
+                write_off_decide(action_id=action.pk, approver=request.user, approve=approve)
+            except ApplicationError as exc:
+                self.message_user(request, f"Request {action.pk}: {exc.message}", level=messages.ERROR)
+
+    @admin.action(description="Approve the selected write-offs (four-eyes)")
+    def approve(self, request, queryset):
+        self._decide(request, queryset, True)
+
+    @admin.action(description="Reject the selected write-offs")
+    def reject(self, request, queryset):
+        self._decide(request, queryset, False)
+
+
+def dashboard_view(request: HttpRequest):
+    if not request.user.has_perm("reconciliation.view_statementline"):
+        raise PermissionDenied
+    context = {**admin.site.each_context(request), "title": "Reconciliation", **dashboard()}
+    if request.GET.get("export") == "unmatched":
+        return lines_csv_response(
+            StatementLine.objects.filter(
+                status__in=[StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED]
+            )
+        )
+    return TemplateResponse(request, "admin/reconciliation/dashboard.html", context)

@@ -1,0 +1,204 @@
+"""Reads for the reconciliation dashboard. Every figure is one aggregate query over indexed
+columns (status, booking date, account), so the page stays fast on millions of lines."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from core.money import minor_to_decimal
+from reconciliation.models import (
+    BankStatement,
+    Match,
+    MatchStatus,
+    PlatformBankAccount,
+    Posting,
+    ReconciliationAction,
+    StatementLine,
+    StatementLineStatus,
+)
+
+OPEN = [StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED, StatementLineStatus.NEW]
+AGING_BUCKETS = [
+    (0, 1, "0–1 days"),
+    (2, 3, "2–3 days"),
+    (4, 7, "4–7 days"),
+    (8, 30, "8–30 days"),
+    (31, None, "over 30 days"),
+]
+
+
+@dataclass(frozen=True)
+class CountAmount:
+    label: str
+    count: int
+    amount: Decimal
+
+
+@dataclass(frozen=True)
+class AccountPosition:
+    bank_account: PlatformBankAccount
+    statement: BankStatement | None
+    closing_balance: Decimal | None
+    ledger_balance: Decimal | None
+    difference: Decimal | None
+    open_lines_amount: Decimal
+    statement_mismatch: Decimal | None
+
+
+@dataclass(frozen=True)
+class OpenException:
+    kind: str
+    title: str
+    count: int
+    amount: Decimal
+    link: str = ""
+
+
+ExceptionSource = Callable[[], list[OpenException]]
+_EXCEPTION_SOURCES: list[ExceptionSource] = []
+
+
+def register_exception_source(source: ExceptionSource) -> ExceptionSource:
+    """Domains add their own exception lists (e.g. payouts submitted but never seen on the bank)."""
+    if source not in _EXCEPTION_SOURCES:
+        _EXCEPTION_SOURCES.append(source)
+    return source
+
+
+def _count_and_gross(qs) -> tuple[int, Decimal]:
+    """How many lines and how much money moved on them, in either direction."""
+    row = qs.aggregate(
+        n=Count("pk"),
+        credits=Sum("amount", filter=Q(credit_debit="CRDT")),
+        debits=Sum("amount", filter=Q(credit_debit="DBIT")),
+    )
+    return row["n"], (row["credits"] or Decimal(0)) + (row["debits"] or Decimal(0))
+
+
+def activity(*, since: date, label: str) -> list[CountAmount]:
+    base = StatementLine.objects.filter(booking_date__gte=since).exclude(status=StatementLineStatus.IGNORED)
+    matched = _count_and_gross(base.filter(status=StatementLineStatus.MATCHED))
+    unmatched = _count_and_gross(base.filter(status__in=OPEN))
+    return [
+        CountAmount(f"{label}: matched", matched[0], matched[1]),
+        CountAmount(f"{label}: unmatched", unmatched[0], unmatched[1]),
+    ]
+
+
+def unmatched_aging(*, today: date | None = None) -> list[CountAmount]:
+    today = today or timezone.localdate()
+    buckets = []
+    for low, high, label in AGING_BUCKETS:
+        qs = StatementLine.objects.filter(status__in=OPEN, booking_date__lte=today - timedelta(days=low))
+        if high is not None:
+            qs = qs.filter(booking_date__gte=today - timedelta(days=high))
+        count, amount = _count_and_gross(qs)
+        buckets.append(CountAmount(label, count, amount))
+    return buckets
+
+
+def _ledger_balance_on(account_id: int, day: date | None) -> int:
+    """The bank account's ledger balance at the end of ``day`` (by effective date: an entry posted
+    today for yesterday's booking counts for yesterday). Bank accounts are assets: debit-normal."""
+    qs = Posting.objects.filter(account_id=account_id)
+    if day is not None:
+        qs = qs.filter(entry__effective_date__lte=day)
+    return qs.aggregate(t=Sum("amount_minor"))["t"] or 0
+
+
+def account_positions() -> list[AccountPosition]:
+    """Per bank account: the newest statement's closing balance against the ledger's bank account
+    on that day; the open (unexplained) lines are the first explanation of a difference."""
+    positions = []
+    for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban"):
+        statement = (
+            BankStatement.objects.filter(bank_account=bank, closing_balance__isnull=False)
+            .order_by("-closing_balance_date", "-pk")
+            .first()
+        )
+        ledger = minor_to_decimal(
+            _ledger_balance_on(bank.ledger_account_id, statement.closing_balance_date if statement else None),
+            bank.currency,
+        )
+        closing = statement.closing_balance if statement else None
+        _, open_amount = _count_and_gross(
+            StatementLine.objects.filter(bank_account=bank, status=StatementLineStatus.NEW)
+        )
+        positions.append(
+            AccountPosition(
+                bank_account=bank,
+                statement=statement,
+                closing_balance=closing,
+                ledger_balance=ledger,
+                difference=(closing - ledger) if closing is not None else None,
+                open_lines_amount=open_amount,
+                statement_mismatch=statement.balance_difference if statement else None,
+            )
+        )
+    return positions
+
+
+def open_exceptions() -> list[OpenException]:
+    rows = []
+    count, amount = _count_and_gross(StatementLine.objects.filter(status__in=OPEN))
+    rows.append(
+        OpenException(
+            "unmatched_lines",
+            "Bank lines nobody explained yet",
+            count,
+            amount,
+            "reconciliation/statementline/?status__in=new,unmatched,suggested",
+        )
+    )
+    mismatched = Match.objects.filter(status=MatchStatus.ACTIVE).exclude(line__amount_minor=F("amount_minor"))
+    mismatched = mismatched.exclude(matcher="reversal")
+    rows.append(
+        OpenException(
+            "amount_mismatch",
+            "Matches whose amount differs from the bank line",
+            mismatched.count(),
+            Decimal(0),
+            "reconciliation/match/?amount_mismatch=1",
+        )
+    )
+    bad_statements = BankStatement.objects.exclude(balance_difference=0).exclude(balance_difference__isnull=True)
+    rows.append(
+        OpenException(
+            "statement_balance",
+            "Statements whose opening balance + entries ≠ closing balance",
+            bad_statements.count(),
+            bad_statements.aggregate(t=Sum("balance_difference"))["t"] or Decimal(0),
+            "reconciliation/bankstatement/?balance_mismatch=1",
+        )
+    )
+    pending = ReconciliationAction.objects.filter(status=ReconciliationAction.Status.PENDING_APPROVAL)
+    rows.append(
+        OpenException(
+            "write_off_pending",
+            "Write-offs waiting for a second approver",
+            pending.count(),
+            Decimal(0),
+            "reconciliation/reconciliationaction/?status__exact=pending_approval",
+        )
+    )
+    for source in _EXCEPTION_SOURCES:
+        rows.extend(source())
+    return rows
+
+
+def dashboard(*, today: date | None = None) -> dict:
+    today = today or timezone.localdate()
+    week_start = today - timedelta(days=today.weekday())
+    aging = unmatched_aging(today=today)
+    return {
+        "today": today,
+        "activity": activity(since=today, label="Today") + activity(since=week_start, label="This week"),
+        "aging": aging,
+        "aging_max": max((abs(b.amount) for b in aging), default=Decimal(0)) or Decimal(1),
+        "positions": account_positions(),
+        "exceptions": open_exceptions(),
+    }

@@ -1,0 +1,82 @@
+"""The registration point between the books and the domains that explain bank lines.
+
+Reconciliation knows statement lines and the ledger; it does not know what a payout or a brand
+top-up is. A domain app (payouts, campaigns) registers a ``Matcher`` in its ``AppConfig.ready()``;
+the engine (``reconciliation.services.matching``) runs the matchers in ``order`` over batches of new
+lines, records each match with the ledger entry the matcher posted, and parks whatever nobody
+explains in suspense.
+
+A matcher has two halves so that a dry run is just the first half:
+- ``propose(lines)`` reads only and says which line it would tie to which object (or, with
+  ``suggest=True``, which object staff might confirm);
+- ``apply(proposals)`` makes the domain change and posts the ledger entry, inside the engine's
+  transaction, returning one ``Applied`` per proposal it carried out. It must be idempotent: a
+  proposal for an object that has already moved on is skipped, not applied twice.
+``unapply(match)`` undoes the domain change of an active match (the engine reverses the entry), and
+``propose_manual(line, target_id)`` validates a match staff make by hand.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciliation.models import JournalEntry, Match, StatementLine
+
+
+@dataclass(frozen=True)
+class Proposal:
+    line_id: int
+    target_type: str
+    target_id: str
+    amount_minor: int
+    reason: str = ""
+    score: int = 100
+    suggest: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Applied:
+    line_id: int
+    target_type: str
+    target_id: str
+    amount_minor: int
+    entry: JournalEntry | None
+
+
+class Matcher(Protocol):
+    name: str
+    order: int
+    target_type: str
+
+    def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]: ...
+
+    def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]: ...
+
+    def unapply(self, match: Match) -> None: ...
+
+    def propose_manual(self, line: StatementLine, target_id: str) -> Proposal: ...
+
+
+_REGISTRY: dict[str, Matcher] = {}
+
+
+def register(matcher: Matcher) -> Matcher:
+    """Add (or replace, by name) a matcher. Called from AppConfig.ready()."""
+    _REGISTRY[matcher.name] = matcher
+    return matcher
+
+
+def matchers() -> list[Matcher]:
+    return sorted(_REGISTRY.values(), key=lambda m: (m.order, m.name))
+
+
+def matcher_for_target(target_type: str) -> Matcher | None:
+    for matcher in matchers():
+        if matcher.target_type == target_type and hasattr(matcher, "propose_manual"):
+            return matcher
+    return None
+
+
+def matcher_by_name(name: str) -> Matcher | None:
+    return _REGISTRY.get(name)

@@ -1,0 +1,41 @@
+from reconciliation.models.bank import (
+    BankStatement,
+    Match,
+    MatchStatus,
+    PlatformBankAccount,
+    ReconciliationAction,
+    StatementImport,
+    StatementLine,
+    StatementLineStatus,
+    Suggestion,
+    SuggestionStatus,
+)
+from reconciliation.models.ledger import (
+    DEBIT_NORMAL_KINDS,
+    Account,
+    AccountKind,
+    Hold,
+    HoldStatus,
+    JournalEntry,
+    Posting,
+)
+
+__all__ = [
+    "DEBIT_NORMAL_KINDS",
+    "Account",
+    "AccountKind",
+    "BankStatement",
+    "Hold",
+    "HoldStatus",
+    "JournalEntry",
+    "Match",
+    "MatchStatus",
+    "PlatformBankAccount",
+    "Posting",
+    "ReconciliationAction",
+    "StatementImport",
+    "StatementLine",
+    "StatementLineStatus",
+    "Suggestion",
+    "SuggestionStatus",
+]

@@ -1,0 +1,269 @@
+"""The bank side of reconciliation: the platform's bank accounts, imported statements and their
+lines, matches (a line explained by a business object, with the ledger entry that records it),
+suggestions for staff, and an audit row for every staff action.
+
+Amounts on statements are kept exactly as the bank wrote them (``Decimal`` with up to five places);
+``amount_minor`` is filled when the amount is exact in the currency's minor unit, which is what the
+ledger and the matchers work with.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from reconciliation.models.ledger import Account, JournalEntry
+
+
+class PlatformBankAccount(models.Model):
+    name = models.CharField(max_length=120)
+    iban = models.CharField(max_length=34, unique=True)
+    bic = models.CharField(max_length=11, blank=True, default="")
+    currency = models.CharField(max_length=3)
+    ledger_account = models.OneToOneField(Account, on_delete=models.PROTECT, related_name="bank_account")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.iban})"
+
+
+class StatementImport(models.Model):
+    """One uploaded file. Its sha256 makes a re-upload of the same bytes a no-op."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "Admin upload"
+        COMMAND = "command", "Management command"
+        API = "api", "API"
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    filename = models.CharField(max_length=255)
+    size_bytes = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=10)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    imported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
+    created_at = models.DateTimeField(auto_now_add=True)
+    statements_count = models.PositiveIntegerField(default=0)
+    lines_count = models.PositiveIntegerField(default=0)
+    new_lines_count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class BankStatement(models.Model):
+    statement_import = models.ForeignKey(StatementImport, on_delete=models.PROTECT, related_name="statements")
+    bank_account = models.ForeignKey(PlatformBankAccount, on_delete=models.PROTECT, related_name="statements")
+    statement_id = models.CharField(max_length=64)
+    kind = models.CharField(max_length=10)
+    version = models.CharField(max_length=10, blank=True, default="")
+    message_id = models.CharField(max_length=64, blank=True, default="")
+    electronic_sequence_number = models.BigIntegerField(null=True, blank=True)
+    created_at_bank = models.DateTimeField(null=True, blank=True)
+    opening_balance = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
+    opening_balance_date = models.DateField(null=True, blank=True)
+    closing_balance = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
+    closing_balance_date = models.DateField(null=True, blank=True)
+    entry_count = models.PositiveIntegerField(default=0)
+    credit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
+    debit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
+    # Opening + booked entries must equal the closing balance; a difference is flagged, not hidden.
+    balance_difference = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bank_account", "statement_id"], name="statement_unique_per_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.statement_id} ({self.bank_account.iban})"
+
+    @property
+    def balance_mismatch(self) -> bool:
+        return self.balance_difference is not None and self.balance_difference != 0
+
+
+class StatementLineStatus(models.TextChoices):
+    NEW = "new", "New (not yet matched)"
+    MATCHED = "matched", "Matched"
+    SUGGESTED = "suggested", "Suggestion waiting for staff"
+    UNMATCHED = "unmatched", "Unmatched (in suspense)"
+    WRITTEN_OFF = "written_off", "Written off"
+    IGNORED = "ignored", "Ignored (not booked)"
+
+
+class StatementLine(models.Model):
+    """One booking (camt Ntry / CSV row) on a platform bank account."""
+
+    statement = models.ForeignKey(BankStatement, on_delete=models.PROTECT, related_name="lines")
+    bank_account = models.ForeignKey(PlatformBankAccount, on_delete=models.PROTECT, related_name="lines")
+    sequence = models.PositiveIntegerField()
+    # The bank's reference for the entry when it gave one, else a digest of what identifies it; unique
+    # per account so overlapping statements (camt.054 then camt.053) never import a booking twice.
+    dedupe_key = models.CharField(max_length=128)
+    entry_reference = models.CharField(max_length=64, blank=True, default="")
+    amount = models.DecimalField(max_digits=22, decimal_places=5)
+    amount_minor = models.BigIntegerField(null=True, blank=True)
+    currency = models.CharField(max_length=3)
+    credit_debit = models.CharField(max_length=4)
+    bank_status = models.CharField(max_length=8, default="BOOK")
+    booking_date = models.DateField(null=True, blank=True)
+    value_date = models.DateField(null=True, blank=True)
+    reversal = models.BooleanField(default=False)
+    bank_tx_code = models.CharField(max_length=40, blank=True, default="")
+    end_to_end_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    batch_message_id = models.CharField(max_length=64, blank=True, default="")
+    batch_payment_information_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    batch_count = models.PositiveIntegerField(null=True, blank=True)
+    counterparty_name = models.CharField(max_length=140, blank=True, default="")
+    counterparty_iban = models.CharField(max_length=34, blank=True, default="")
+    remittance = models.TextField(blank=True, default="")
+    return_reason_code = models.CharField(max_length=8, blank=True, default="")
+    details = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=12, choices=StatementLineStatus.choices, default=StatementLineStatus.NEW)
+    # The entry that parks an unexplained line in suspense; reversed when the line is explained.
+    suspense_entry = models.ForeignKey(JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    status_note = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bank_account", "dedupe_key"], name="line_unique_per_account"),
+            models.CheckConstraint(condition=Q(amount__gte=0), name="line_amount_not_negative"),
+            models.CheckConstraint(condition=Q(credit_debit__in=["CRDT", "DBIT"]), name="line_direction_valid"),
+            models.CheckConstraint(
+                condition=Q(status="unmatched", suspense_entry__isnull=False) | ~Q(status="unmatched"),
+                name="line_unmatched_is_in_suspense",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "booking_date"], name="line_status_date_idx"),
+            models.Index(fields=["bank_account", "booking_date"], name="line_account_date_idx"),
+        ]
+
+    def __str__(self) -> str:
+        sign = "+" if self.credit_debit == "CRDT" else "-"
+        return f"{self.booking_date} {sign}{self.amount} {self.currency} {self.entry_reference or self.dedupe_key[:12]}"
+
+    @property
+    def is_credit(self) -> bool:
+        return self.credit_debit == "CRDT"
+
+
+class MatchStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    UNDONE = "undone", "Undone"
+
+
+class Match(models.Model):
+    """A line explained: which matcher (or staff member) tied it to which business object, and the
+    ledger entry that records it. Undoing posts the reversal and keeps this row as history."""
+
+    line = models.ForeignKey(StatementLine, on_delete=models.PROTECT, related_name="matches")
+    matcher = models.CharField(max_length=40)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64)
+    amount_minor = models.BigIntegerField()
+    entry = models.ForeignKey(JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=8, choices=MatchStatus.choices, default=MatchStatus.ACTIVE)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    undo_entry = models.ForeignKey(JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    note = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name_plural = "matches"
+        constraints = [
+            models.UniqueConstraint(fields=["line"], condition=Q(status="active"), name="match_one_active_per_line"),
+            models.CheckConstraint(
+                condition=Q(status="active", undone_at__isnull=True) | Q(status="undone", undone_at__isnull=False),
+                name="match_status_coherent",
+            ),
+        ]
+        indexes = [models.Index(fields=["target_type", "target_id"], name="match_target_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.line_id} → {self.target_type}:{self.target_id} ({self.matcher})"
+
+
+class SuggestionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    CONFIRMED = "confirmed", "Confirmed"
+    REJECTED = "rejected", "Rejected"
+
+
+class Suggestion(models.Model):
+    line = models.ForeignKey(StatementLine, on_delete=models.PROTECT, related_name="suggestions")
+    matcher = models.CharField(max_length=40)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64)
+    score = models.PositiveSmallIntegerField()
+    reason = models.CharField(max_length=255)
+    status = models.CharField(max_length=10, choices=SuggestionStatus.choices, default=SuggestionStatus.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["line", "target_type", "target_id"], name="suggestion_unique_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.line_id} ? {self.target_type}:{self.target_id} ({self.score})"
+
+
+class ReconciliationAction(models.Model):
+    """Audit of every staff action on the bank side, and the four-eyes queue for write-offs."""
+
+    class Kind(models.TextChoices):
+        IMPORT = "import", "Statement imported"
+        CONFIRM_SUGGESTION = "confirm_suggestion", "Suggestion confirmed"
+        MANUAL_MATCH = "manual_match", "Matched by hand"
+        UNDO_MATCH = "undo_match", "Match undone"
+        MOVE_TO_SUSPENSE = "move_to_suspense", "Moved to suspense"
+        WRITE_OFF = "write_off", "Write-off"
+
+    class Status(models.TextChoices):
+        DONE = "done", "Done"
+        PENDING_APPROVAL = "pending_approval", "Waiting for a second approver"
+        APPROVED = "approved", "Approved and executed"
+        REJECTED = "rejected", "Rejected"
+
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DONE)
+    line = models.ForeignKey(StatementLine, null=True, blank=True, on_delete=models.PROTECT, related_name="actions")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.CharField(max_length=500, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Four-eyes in the database: whoever approves is not who asked.
+            models.CheckConstraint(
+                condition=Q(approved_by__isnull=True) | ~Q(approved_by=models.F("actor")),
+                name="action_approver_is_not_actor",
+            ),
+        ]
+        permissions = [
+            ("reconcile_statement", "Can import statements and match lines"),
+            ("approve_write_off", "Can approve a write-off requested by someone else"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} by {self.actor} ({self.status})"

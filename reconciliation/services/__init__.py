@@ -1,0 +1,38 @@
+"""Writes to the books and the bank side. ``ledger`` posts entries and holds; ``statements``
+imports bank files; ``matching`` explains statement lines (see each module's docstring)."""
+
+from reconciliation.services.ledger import (
+    BatchResult,
+    EntrySpec,
+    HoldResult,
+    Leg,
+    PostResult,
+    Refusal,
+    account_get_or_create,
+    account_set_active,
+    ledger_entries_post,
+    ledger_entry_post,
+    ledger_entry_reverse,
+    ledger_hold_commit,
+    ledger_hold_create,
+    ledger_hold_void,
+    ledger_holds_expire,
+)
+
+__all__ = [
+    "BatchResult",
+    "EntrySpec",
+    "HoldResult",
+    "Leg",
+    "PostResult",
+    "Refusal",
+    "account_get_or_create",
+    "account_set_active",
+    "ledger_entries_post",
+    "ledger_entry_post",
+    "ledger_entry_reverse",
+    "ledger_hold_commit",
+    "ledger_hold_create",
+    "ledger_hold_void",
+    "ledger_holds_expire",
+]

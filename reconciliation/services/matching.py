@@ -1,0 +1,432 @@
+"""Explaining statement lines: the matching engine and the staff actions around it.
+
+The engine takes new lines in chunks, each chunk in one short durable transaction with the lines
+locked (``SKIP LOCKED``: two runs never process the same line), runs the registered matchers in
+order (``reconciliation.matching``), records every match with its ledger entry, stores suggestions,
+and parks the rest in the suspense account (bank ↔ suspense), so the ledger's bank account always
+mirrors the statement. A staff match first reverses the line's suspense entry; undoing a match
+reverses its entry and parks the line in suspense again. Every staff action writes an audit row in
+the same transaction; write-offs need a second person (four-eyes).
+"""
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.exceptions import Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
+from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
+from reconciliation.models import (
+    AccountKind,
+    Match,
+    MatchStatus,
+    ReconciliationAction,
+    StatementLine,
+    StatementLineStatus,
+    Suggestion,
+    SuggestionStatus,
+)
+from reconciliation.services.ledger import (
+    EntrySpec,
+    Leg,
+    account_get_or_create,
+    ledger_entries_post,
+    ledger_entry_post,
+    ledger_entry_reverse,
+)
+from reconciliation.services.statements import ledger_minor
+
+OPEN_STATUSES = (StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED)
+
+
+@dataclass
+class MatchRunResult:
+    dry_run: bool
+    lines_seen: int = 0
+    matched: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    suggested: int = 0
+    unmatched: int = 0
+    proposals: list[Proposal] = field(default_factory=list)
+
+    @property
+    def matched_total(self) -> int:
+        return sum(self.matched.values())
+
+
+def suspense_account(currency: str):
+    return account_get_or_create(
+        code=f"suspense:{currency}",
+        name=f"Suspense {currency} (unexplained bank lines)",
+        kind=AccountKind.LIABILITY,
+        currency=currency,
+        allow_overdraft=True,
+        owner_type="platform",
+    )
+
+
+def _suspense_spec(line: StatementLine, key: str) -> EntrySpec:
+    bank = line.bank_account.ledger_account
+    suspense = suspense_account(line.currency)
+    amount = ledger_minor(line)
+    legs = (
+        [Leg.debit(bank, amount), Leg.credit(suspense, amount)]
+        if line.is_credit
+        else [Leg.debit(suspense, amount), Leg.credit(bank, amount)]
+    )
+    return EntrySpec(
+        idempotency_key=key,
+        kind="suspense",
+        legs=legs,
+        memo=f"Unexplained bank line {line}"[:500],
+        effective_date=line.booking_date,
+        reference_type="statement_line",
+        reference_id=str(line.pk),
+    )
+
+
+def _record_matches(applied: Sequence[Applied], matcher_name: str, lines: dict[int, StatementLine], actor) -> None:
+    Match.objects.bulk_create(
+        [
+            Match(
+                line_id=a.line_id,
+                matcher=matcher_name,
+                target_type=a.target_type,
+                target_id=a.target_id,
+                amount_minor=a.amount_minor,
+                entry=a.entry,
+                created_by=actor,
+            )
+            for a in applied
+        ]
+    )
+    ids = [a.line_id for a in applied]
+    StatementLine.objects.filter(pk__in=ids).update(status=StatementLineStatus.MATCHED, suspense_entry=None)
+    for line_id in ids:
+        lines[line_id].status = StatementLineStatus.MATCHED
+
+
+def _match_chunk(ids: Sequence[int], result: MatchRunResult) -> None:
+    with transaction.atomic(durable=True):
+        lines = {
+            line.pk: line
+            for line in StatementLine.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(pk__in=ids, status=StatementLineStatus.NEW)
+            .select_related("bank_account__ledger_account")
+            .order_by("pk")
+        }
+        result.lines_seen += len(lines)
+        remaining = dict(lines)
+        suggestions: dict[int, list[Proposal]] = defaultdict(list)
+        for matcher in matchers():
+            if not remaining:
+                break
+            proposals = matcher.propose(list(remaining.values()))
+            exact: dict[int, Proposal] = {}
+            for proposal in proposals:
+                if proposal.line_id not in remaining:
+                    continue
+                if proposal.suggest:
+                    suggestions[proposal.line_id].append(proposal)
+                else:
+                    exact.setdefault(proposal.line_id, proposal)
+            if not exact:
+                continue
+            if result.dry_run:
+                result.proposals.extend(exact.values())
+                result.matched[matcher.name] += len(exact)
+                for line_id in exact:
+                    remaining.pop(line_id)
+                continue
+            applied = matcher.apply(list(exact.values()), lines=remaining)
+            _record_matches(applied, matcher.name, remaining, actor=None)
+            result.matched[matcher.name] += len(applied)
+            for a in applied:
+                remaining.pop(a.line_id, None)
+        leftovers = list(remaining.values())
+        if result.dry_run:
+            result.proposals.extend(p for line in leftovers for p in suggestions.get(line.pk, []))
+            result.suggested += sum(1 for line in leftovers if suggestions.get(line.pk))
+            result.unmatched += sum(1 for line in leftovers if not suggestions.get(line.pk))
+            transaction.set_rollback(True)
+            return
+        if not leftovers:
+            return
+        posted = ledger_entries_post(
+            entries=[_suspense_spec(line, f"line:{line.pk}:suspense:0") for line in leftovers], all_or_nothing=True
+        )
+        entry_by_line = {int(e.reference_id): e for e in [*posted.posted, *posted.replayed]}
+        Suggestion.objects.bulk_create(
+            [
+                Suggestion(
+                    line_id=p.line_id,
+                    matcher=p.data.get("matcher", ""),
+                    target_type=p.target_type,
+                    target_id=p.target_id,
+                    score=p.score,
+                    reason=p.reason[:255],
+                )
+                for line in leftovers
+                for p in suggestions.get(line.pk, [])
+            ],
+            ignore_conflicts=True,
+        )
+        for line in leftovers:
+            line.status = StatementLineStatus.SUGGESTED if suggestions.get(line.pk) else StatementLineStatus.UNMATCHED
+            line.suspense_entry = entry_by_line[line.pk]
+        StatementLine.objects.bulk_update(leftovers, ["status", "suspense_entry"])
+        result.suggested += sum(1 for line in leftovers if line.status == StatementLineStatus.SUGGESTED)
+        result.unmatched += sum(1 for line in leftovers if line.status == StatementLineStatus.UNMATCHED)
+
+
+def statement_lines_match(
+    *, line_ids: Sequence[int] | None = None, dry_run: bool = False, chunk_size: int = 1000
+) -> MatchRunResult:
+    """Match every new line (or the given ones that are still new).
+
+    Idempotent and re-runnable: only lines in status ``new`` are taken, under a row lock, and each
+    chunk commits on its own, so a crash loses at most the chunk in flight (it stays ``new``).
+    ``dry_run`` runs the same proposals and rolls everything back; the result lists them.
+    Must not be called inside another transaction (each chunk is durable).
+    """
+    result = MatchRunResult(dry_run=dry_run)
+    qs = StatementLine.objects.filter(status=StatementLineStatus.NEW)
+    if line_ids is not None:
+        qs = qs.filter(pk__in=list(line_ids))
+    ids = list(qs.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), chunk_size):
+        _match_chunk(ids[start : start + chunk_size], result)
+    return result
+
+
+# --- staff actions -------------------------------------------------------------------------------
+
+
+def _lock_open_line(line_id: int) -> StatementLine:
+    line = (
+        StatementLine.objects.select_for_update(of=("self",))
+        .select_related("bank_account__ledger_account")
+        .filter(pk=line_id)
+        .first()
+    )
+    if line is None:
+        raise NotFound(f"No statement line {line_id}.")
+    if line.status not in OPEN_STATUSES:
+        raise InvalidTransition(f"Line {line_id} is {line.get_status_display().lower()}; it cannot be matched.")
+    return line
+
+
+def _unpark(line: StatementLine) -> None:
+    if line.suspense_entry_id:
+        ledger_entry_reverse(
+            entry=line.suspense_entry,
+            idempotency_key=f"line:{line.pk}:unpark:{line.suspense_entry_id}",
+            memo=f"Bank line {line.pk} explained",
+        )
+        line.suspense_entry = None
+
+
+def statement_line_match_manual(
+    *, line_id: int, target_type: str, target_id: str, actor, note: str = "", suggestion: Suggestion | None = None
+) -> Match:
+    """Tie an open line to a business object by hand (or by confirming a suggestion).
+
+    The domain matcher for ``target_type`` validates it (amount, direction, state) and applies it;
+    the line's suspense entry is reversed in the same transaction. Raises InvalidInput (no matcher
+    for that type, or the matcher refuses), InvalidTransition (line already explained), Conflict
+    (the target has moved on)."""
+    matcher = matcher_for_target(target_type)
+    if matcher is None:
+        raise InvalidInput(f"Nothing can be matched to a {target_type!r}.", code="unknown_target_type")
+    with transaction.atomic(durable=True):
+        line = _lock_open_line(line_id)
+        proposal = matcher.propose_manual(line, str(target_id))
+        _unpark(line)
+        applied = matcher.apply([proposal], lines={line.pk: line})
+        if not applied:
+            raise Conflict(f"{target_type} {target_id} can no longer take this line.", code="target_moved_on")
+        _record_matches(applied, matcher.name, {line.pk: line}, actor=actor)
+        Suggestion.objects.filter(line=line, status=SuggestionStatus.OPEN).update(
+            status=SuggestionStatus.REJECTED, decided_by=actor, decided_at=timezone.now()
+        )
+        if suggestion is not None:
+            Suggestion.objects.filter(pk=suggestion.pk).update(status=SuggestionStatus.CONFIRMED)
+        ReconciliationAction.objects.create(
+            kind=(
+                ReconciliationAction.Kind.CONFIRM_SUGGESTION if suggestion else ReconciliationAction.Kind.MANUAL_MATCH
+            ),
+            line=line,
+            actor=actor,
+            reason=note[:500],
+            detail={"target_type": target_type, "target_id": str(target_id)},
+        )
+        return Match.objects.get(line=line, status=MatchStatus.ACTIVE)
+
+
+def suggestion_confirm(*, suggestion_id: int, actor) -> Match:
+    suggestion = Suggestion.objects.filter(pk=suggestion_id, status=SuggestionStatus.OPEN).first()
+    if suggestion is None:
+        raise InvalidTransition("That suggestion is no longer open.")
+    return statement_line_match_manual(
+        line_id=suggestion.line_id,
+        target_type=suggestion.target_type,
+        target_id=suggestion.target_id,
+        actor=actor,
+        note=f"Confirmed suggestion: {suggestion.reason}",
+        suggestion=suggestion,
+    )
+
+
+def match_undo(*, match_id: int, actor, reason: str) -> Match:
+    """Undo an active match: the domain change is undone by its matcher, the match's ledger entry is
+    reversed, and the line goes back to suspense (unmatched). Raises InvalidTransition if the match
+    was already undone."""
+    if not reason.strip():
+        raise InvalidInput("Say why the match is undone.", code="reason_required")
+    with transaction.atomic(durable=True):
+        match = Match.objects.select_for_update().filter(pk=match_id).first()
+        if match is None:
+            raise NotFound(f"No match {match_id}.")
+        if match.status != MatchStatus.ACTIVE:
+            raise InvalidTransition("This match has already been undone.")
+        line = (
+            StatementLine.objects.select_for_update(of=("self",))
+            .select_related("bank_account__ledger_account")
+            .get(pk=match.line_id)
+        )
+        matcher = matcher_by_name(match.matcher)
+        if matcher is not None:
+            matcher.unapply(match)
+        undo_entry = None
+        if match.entry_id:
+            undo_entry = ledger_entry_reverse(
+                entry=match.entry, idempotency_key=f"match:{match.pk}:undo", memo=f"Undo match {match.pk}: {reason}"
+            ).entry
+        now = timezone.now()
+        Match.objects.filter(pk=match.pk).update(
+            status=MatchStatus.UNDONE, undone_at=now, undone_by=actor, undo_entry=undo_entry
+        )
+        parked = ledger_entry_post(**_spec_kwargs(_suspense_spec(line, f"line:{line.pk}:suspense:undo:{match.pk}")))
+        StatementLine.objects.filter(pk=line.pk).update(
+            status=StatementLineStatus.UNMATCHED, suspense_entry=parked.entry, status_note=reason[:255]
+        )
+        ReconciliationAction.objects.create(
+            kind=ReconciliationAction.Kind.UNDO_MATCH,
+            line=line,
+            actor=actor,
+            reason=reason[:500],
+            detail={"match_id": match.pk, "target_type": match.target_type, "target_id": match.target_id},
+        )
+        match.refresh_from_db()
+        return match
+
+
+def _spec_kwargs(spec: EntrySpec) -> dict:
+    return {
+        "idempotency_key": spec.idempotency_key,
+        "kind": spec.kind,
+        "legs": spec.legs,
+        "memo": spec.memo,
+        "effective_date": spec.effective_date,
+        "reference_type": spec.reference_type,
+        "reference_id": spec.reference_id,
+    }
+
+
+def statement_line_move_to_suspense(*, line_id: int, actor, reason: str) -> StatementLine:
+    """Staff decide a line stays unexplained for now: open suggestions are rejected, the line is
+    (or stays) parked in suspense with the reason."""
+    if not reason.strip():
+        raise InvalidInput("Say why the line goes to suspense.", code="reason_required")
+    with transaction.atomic(durable=True):
+        line = _lock_open_line(line_id)
+        if line.suspense_entry_id is None:
+            line.suspense_entry = ledger_entry_post(
+                **_spec_kwargs(_suspense_spec(line, f"line:{line.pk}:suspense:staff"))
+            ).entry
+        Suggestion.objects.filter(line=line, status=SuggestionStatus.OPEN).update(
+            status=SuggestionStatus.REJECTED, decided_by=actor, decided_at=timezone.now()
+        )
+        line.status = StatementLineStatus.UNMATCHED
+        line.status_note = reason[:255]
+        line.save(update_fields=["status", "suspense_entry", "status_note"])
+        ReconciliationAction.objects.create(
+            kind=ReconciliationAction.Kind.MOVE_TO_SUSPENSE, line=line, actor=actor, reason=reason[:500]
+        )
+        return line
+
+
+def write_off_request(*, line_id: int, actor, reason: str) -> ReconciliationAction:
+    """Ask for a parked line to be written off. Nothing moves until someone else approves."""
+    if not reason.strip():
+        raise InvalidInput("Say why the line is written off.", code="reason_required")
+    with transaction.atomic(durable=True):
+        line = _lock_open_line(line_id)
+        if line.status != StatementLineStatus.UNMATCHED:
+            raise InvalidTransition("Only an unmatched line in suspense can be written off.")
+        if ReconciliationAction.objects.filter(
+            line=line, kind=ReconciliationAction.Kind.WRITE_OFF, status=ReconciliationAction.Status.PENDING_APPROVAL
+        ).exists():
+            raise Conflict("A write-off for this line is already waiting for approval.", code="write_off_pending")
+        return ReconciliationAction.objects.create(
+            kind=ReconciliationAction.Kind.WRITE_OFF,
+            status=ReconciliationAction.Status.PENDING_APPROVAL,
+            line=line,
+            actor=actor,
+            reason=reason[:500],
+        )
+
+
+def write_off_decide(*, action_id: int, approver, approve: bool) -> ReconciliationAction:
+    """Four-eyes: a second staff member (not the requester, with ``approve_write_off``) approves or
+    rejects. Approval moves the line's amount from suspense to the write-offs account."""
+    if not approver.has_perm("reconciliation.approve_write_off"):
+        raise PermissionDenied("You may not approve write-offs.")
+    with transaction.atomic(durable=True):
+        action = ReconciliationAction.objects.select_for_update().filter(pk=action_id).first()
+        if action is None or action.kind != ReconciliationAction.Kind.WRITE_OFF:
+            raise NotFound(f"No write-off request {action_id}.")
+        if action.status != ReconciliationAction.Status.PENDING_APPROVAL:
+            raise InvalidTransition("This write-off has already been decided.")
+        if action.actor_id == approver.pk:
+            raise PermissionDenied("A write-off needs a second person: you asked for this one.")
+        now = timezone.now()
+        if not approve:
+            ReconciliationAction.objects.filter(pk=action.pk).update(
+                status=ReconciliationAction.Status.REJECTED, approved_by=approver, decided_at=now
+            )
+            action.refresh_from_db()
+            return action
+        line = _lock_open_line(action.line_id)
+        if line.status != StatementLineStatus.UNMATCHED or line.suspense_entry_id is None:
+            raise InvalidTransition("The line is no longer in suspense.")
+        write_offs = account_get_or_create(
+            code=f"platform:write_offs:{line.currency}",
+            name=f"Written-off bank differences {line.currency}",
+            kind=AccountKind.EXPENSE,
+            currency=line.currency,
+            allow_overdraft=True,
+            owner_type="platform",
+        )
+        suspense = suspense_account(line.currency)
+        amount = ledger_minor(line)
+        legs = (
+            [Leg.debit(suspense, amount), Leg.credit(write_offs, amount)]
+            if line.is_credit
+            else [Leg.debit(write_offs, amount), Leg.credit(suspense, amount)]
+        )
+        ledger_entry_post(
+            idempotency_key=f"line:{line.pk}:write_off:{action.pk}",
+            kind="write_off",
+            legs=legs,
+            memo=f"Write-off of bank line {line.pk}: {action.reason}"[:500],
+            reference_type="statement_line",
+            reference_id=str(line.pk),
+        )
+        StatementLine.objects.filter(pk=line.pk).update(status=StatementLineStatus.WRITTEN_OFF)
+        ReconciliationAction.objects.filter(pk=action.pk).update(
+            status=ReconciliationAction.Status.APPROVED, approved_by=approver, decided_at=now
+        )
+        action.refresh_from_db()
+        return action

@@ -1,0 +1,352 @@
+"""Importing bank statements: camt.053 / camt.054 (streamed) and CSV with a per-bank mapping.
+
+An import is all or nothing: the whole file is parsed inside one transaction and any error (a
+malformed file, an unknown account, a currency that is not the account's) rolls it back, so a bad
+file imports nothing. A file already imported (same sha256) is a no-op; a statement already
+imported for the account is skipped; a booking already seen (same bank reference and status) is
+skipped, so overlapping camt.054 notifications and camt.053 statements never double-count.
+Matching runs after the commit (see ``services.matching``).
+"""
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+from django.db import transaction
+
+from core.exceptions import InvalidInput
+from core.money import currency_exponent, validate_currency
+from reconciliation.models import (
+    AccountKind,
+    BankStatement,
+    PlatformBankAccount,
+    ReconciliationAction,
+    StatementImport,
+    StatementLine,
+    StatementLineStatus,
+)
+from reconciliation.services.ledger import account_get_or_create
+from reconciliation.statements.errors import StatementParseError
+from reconciliation.statements.types import ParsedEntry, ParsedStatement
+
+LINE_CHUNK = 2000
+
+
+@dataclass
+class ImportResult:
+    statement_import: StatementImport
+    replayed: bool
+    statements: list[BankStatement] = field(default_factory=list)
+    skipped_statements: list[str] = field(default_factory=list)
+    new_lines: int = 0
+    duplicate_lines: int = 0
+
+    @property
+    def balance_mismatches(self) -> list[BankStatement]:
+        return [s for s in self.statements if s.balance_mismatch]
+
+
+def platform_bank_account_create(*, name: str, iban: str, currency: str, bic: str = "") -> PlatformBankAccount:
+    """The platform's bank account and the ledger asset account that mirrors it. Idempotent by IBAN."""
+    from schwifty import IBAN
+    from schwifty.exceptions import SchwiftyException
+
+    currency = validate_currency(currency)
+    try:
+        iban = IBAN(iban).compact
+    except SchwiftyException as exc:
+        raise InvalidInput(f"{iban!r} is not a valid IBAN: {exc}", code="invalid_iban") from exc
+    existing = PlatformBankAccount.objects.filter(iban=iban).first()
+    if existing:
+        if existing.currency != currency:
+            raise InvalidInput(f"{iban} is registered in {existing.currency}.", code="account_conflict")
+        return existing
+    with transaction.atomic():
+        ledger_account = account_get_or_create(
+            code=f"platform:bank:{iban}:{currency}",
+            name=f"Bank {name}",
+            kind=AccountKind.ASSET,
+            currency=currency,
+            allow_overdraft=True,
+            owner_type="platform_bank",
+            owner_id=iban,
+        )
+        return PlatformBankAccount.objects.create(
+            name=name, iban=iban, bic=bic, currency=currency, ledger_account=ledger_account
+        )
+
+
+def _sha256(source: bytes | str | os.PathLike | BinaryIO) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    if isinstance(source, bytes | bytearray | memoryview):
+        digest.update(source)
+        return digest.hexdigest(), len(source)
+    if isinstance(source, str | os.PathLike):
+        with open(source, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+        return digest.hexdigest(), size
+    position = source.tell()
+    while chunk := source.read(1 << 20):
+        digest.update(chunk if isinstance(chunk, bytes) else chunk.encode())
+        size += len(chunk)
+    source.seek(position)
+    return digest.hexdigest(), size
+
+
+def _looks_like_xml(source) -> bool:
+    if isinstance(source, bytes | bytearray | memoryview):
+        head = bytes(source[:256])
+    elif isinstance(source, str | os.PathLike):
+        with open(source, "rb") as handle:
+            head = handle.read(256)
+    else:
+        position = source.tell()
+        head = source.read(256)
+        source.seek(position)
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<")
+
+
+def _exact_minor(amount: Decimal, currency: str) -> int | None:
+    scaled = amount.scaleb(currency_exponent(currency))
+    return int(scaled) if scaled == scaled.to_integral_value() else None
+
+
+def ledger_minor(line: StatementLine) -> int:
+    """What the ledger records for a line: exact when the bank's amount fits the minor unit, else
+    rounded by the project's one rule (ROUND_HALF_UP); the sub-cent rest shows as a difference."""
+    if line.amount_minor is not None:
+        return line.amount_minor
+    return int(Decimal(line.amount).scaleb(currency_exponent(line.currency)).quantize(Decimal(1), ROUND_HALF_UP))
+
+
+def _dedupe_key(statement: ParsedStatement, entry: ParsedEntry) -> str:
+    if entry.entry_reference:
+        return f"{entry.status}:ref:{entry.entry_reference}"[:128]
+    first_e2e = entry.details[0].end_to_end_id if entry.details else ""
+    raw = "|".join(
+        str(x)
+        for x in (
+            statement.statement_id,
+            entry.sequence,
+            entry.amount,
+            entry.credit_debit,
+            entry.booking_date or entry.booking_datetime,
+            first_e2e,
+        )
+    )
+    return f"{entry.status}:h:{hashlib.sha256(raw.encode()).hexdigest()[:48]}"
+
+
+def _detail_json(entry: ParsedEntry) -> list[dict]:
+    return [
+        {
+            "end_to_end_id": d.end_to_end_id,
+            "instruction_id": d.instruction_id,
+            "tx_id": d.tx_id,
+            "payment_information_id": d.payment_information_id,
+            "amount": str(d.amount) if d.amount is not None else None,
+            "currency": d.currency,
+            "credit_debit": d.credit_debit,
+            "counterparty_name": d.counterparty_name,
+            "counterparty_iban": d.counterparty_iban,
+            "remittance": d.remittance,
+            "structured_reference": d.structured_reference,
+            "return_reason_code": d.return_info.reason_code if d.return_info else None,
+            "return_original_end_to_end_id": d.return_info.original_end_to_end_id if d.return_info else None,
+        }
+        for d in entry.details
+    ]
+
+
+def _line(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEntry) -> StatementLine:
+    currency = entry.currency.upper()
+    if currency != statement.bank_account.currency:
+        raise StatementParseError(
+            "invalid_value",
+            f"entry in {currency} on account {statement.bank_account.iban} kept in {statement.bank_account.currency}",
+            entry.line,
+        )
+    first = entry.details[0] if entry.details else None
+    single = first if len(entry.details) == 1 else None
+    batch = entry.batch
+    remittances = [d.remittance or d.structured_reference or "" for d in entry.details]
+    return StatementLine(
+        statement=statement,
+        bank_account=statement.bank_account,
+        sequence=entry.sequence,
+        dedupe_key=_dedupe_key(parsed, entry),
+        entry_reference=(entry.entry_reference or "")[:64],
+        amount=entry.amount,
+        amount_minor=_exact_minor(entry.amount, currency),
+        currency=currency,
+        credit_debit=entry.credit_debit,
+        bank_status=entry.status[:8],
+        booking_date=entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None),
+        value_date=entry.value_date or (entry.value_datetime.date() if entry.value_datetime else None),
+        reversal=entry.reversal,
+        bank_tx_code=(entry.bank_tx_code or "")[:40],
+        end_to_end_id=((single.end_to_end_id if single else None) or "")[:64],
+        batch_message_id=((batch.message_id if batch else None) or (first.message_id if first else None) or "")[:64],
+        batch_payment_information_id=(
+            (batch.payment_information_id if batch else None) or (first.payment_information_id if first else None) or ""
+        )[:64],
+        batch_count=(batch.number_of_transactions if batch and batch.number_of_transactions else None)
+        or (len(entry.details) if len(entry.details) > 1 else None),
+        counterparty_name=((first.counterparty_name if first else None) or "")[:140],
+        counterparty_iban=((first.counterparty_iban if first else None) or "")[:34],
+        remittance=" ".join(r for r in remittances if r) or (entry.additional_info or ""),
+        return_reason_code=((first.return_info.reason_code if first and first.return_info else None) or "")[:8],
+        details=_detail_json(entry),
+        status=StatementLineStatus.NEW if entry.status == "BOOK" else StatementLineStatus.IGNORED,
+    )
+
+
+def _parse(source, *, csv_mapping, csv_account_iban: str, max_bytes: int) -> Iterable[ParsedStatement]:
+    if _looks_like_xml(source):
+        from reconciliation.statements.camt import iter_camt_statements
+
+        return iter_camt_statements(source, max_bytes=max_bytes)
+    if csv_mapping is None:
+        raise StatementParseError("unsupported_document", "not XML; a CSV file needs a bank column mapping")
+    from reconciliation.statements.csv_import import parse_csv
+
+    return [parse_csv(source, mapping=csv_mapping, account_iban=csv_account_iban, max_bytes=max_bytes)]
+
+
+def statement_import(
+    *,
+    source: bytes | str | Path | BinaryIO,
+    filename: str,
+    origin: str,
+    actor=None,
+    csv_mapping=None,
+    csv_account_iban: str = "",
+    max_bytes: int | None = None,
+    match: bool = True,
+) -> ImportResult:
+    """Import a bank file (bytes, a path or an open binary file).
+
+    Preconditions: every statement's account is a registered PlatformBankAccount.
+    Guarantees: all or nothing (one durable transaction); the same file twice → ``replayed=True``
+    and nothing changes; known statements and bookings are skipped; opening + booked entries is
+    compared with the closing balance and any difference stored on the statement. When ``match``,
+    the new lines are matched after the commit (task, at least once; the periodic sweep catches a
+    crash in between).
+    Raises StatementParseError (malformed, hostile or oversize file: codes in its docstring) and
+    InvalidInput (``unknown_bank_account``).
+    """
+    max_bytes = max_bytes or settings.STATEMENT_MAX_BYTES
+    sha, size = _sha256(source)
+    if size > max_bytes:
+        raise StatementParseError("file_too_large", f"the file has {size} bytes; the limit is {max_bytes} bytes")
+    existing = StatementImport.objects.filter(sha256=sha).first()
+    if existing:
+        return ImportResult(statement_import=existing, replayed=True)
+
+    accounts = {a.iban: a for a in PlatformBankAccount.objects.select_related("ledger_account")}
+    with transaction.atomic(durable=True):
+        record = StatementImport.objects.create(
+            sha256=sha, filename=filename[:255], size_bytes=size, kind="", source=origin, imported_by=actor
+        )
+        result = ImportResult(statement_import=record, replayed=False)
+        total_entries = 0
+        for parsed in _parse(source, csv_mapping=csv_mapping, csv_account_iban=csv_account_iban, max_bytes=max_bytes):
+            record.kind = parsed.kind
+            account = accounts.get(parsed.account_iban or "") or accounts.get(parsed.account_id or "")
+            if account is None:
+                raise InvalidInput(
+                    f"Statement {parsed.statement_id} is for account {parsed.account_id}, which is not a "
+                    "registered platform bank account.",
+                    code="unknown_bank_account",
+                    details={"account": parsed.account_id, "statement_id": parsed.statement_id},
+                )
+            if parsed.currency and parsed.currency.upper() != account.currency:
+                raise InvalidInput(
+                    f"Statement {parsed.statement_id} is in {parsed.currency}; account {account.iban} is "
+                    f"kept in {account.currency}.",
+                    code="currency_mismatch",
+                )
+            if BankStatement.objects.filter(bank_account=account, statement_id=parsed.statement_id).exists():
+                result.skipped_statements.append(parsed.statement_id)
+                skipped = sum(1 for _ in parsed.entries)
+                total_entries += skipped
+                result.duplicate_lines += skipped
+                continue
+            statement = BankStatement.objects.create(
+                statement_import=record,
+                bank_account=account,
+                statement_id=parsed.statement_id[:64],
+                kind=parsed.kind,
+                version=parsed.version or "",
+                message_id=(parsed.message_id or "")[:64],
+                electronic_sequence_number=parsed.electronic_sequence_number,
+                created_at_bank=parsed.created_at,
+                opening_balance=parsed.opening_balance,
+                opening_balance_date=parsed.opening_balance_date,
+                closing_balance=parsed.closing_balance,
+                closing_balance_date=parsed.closing_balance_date,
+            )
+            credits = debits = Decimal(0)
+            count = 0
+            batch: list[StatementLine] = []
+            for entry in parsed.entries:
+                count += 1
+                if entry.status == "BOOK":
+                    if entry.credit_debit == "CRDT":
+                        credits += entry.amount
+                    else:
+                        debits += entry.amount
+                batch.append(_line(statement, parsed, entry))
+                if len(batch) >= LINE_CHUNK:
+                    StatementLine.objects.bulk_create(batch, ignore_conflicts=True)
+                    batch = []
+            if batch:
+                StatementLine.objects.bulk_create(batch, ignore_conflicts=True)
+            created = StatementLine.objects.filter(statement=statement).count()
+            total_entries += count
+            result.new_lines += created
+            result.duplicate_lines += count - created
+            statement.entry_count = count
+            statement.credit_total = credits
+            statement.debit_total = debits
+            if statement.opening_balance is not None and statement.closing_balance is not None:
+                statement.balance_difference = statement.closing_balance - (
+                    statement.opening_balance + credits - debits
+                )
+            statement.save(update_fields=["entry_count", "credit_total", "debit_total", "balance_difference"])
+            result.statements.append(statement)
+        if not result.statements and not result.skipped_statements:
+            raise StatementParseError("missing_element", "the file holds no statement")
+        record.statements_count = len(result.statements)
+        record.lines_count = total_entries
+        record.new_lines_count = result.new_lines
+        record.save(update_fields=["kind", "statements_count", "lines_count", "new_lines_count"])
+        ReconciliationAction.objects.create(
+            kind=ReconciliationAction.Kind.IMPORT,
+            actor=actor,
+            detail={
+                "import_id": record.pk,
+                "filename": record.filename,
+                "statements": [s.statement_id for s in result.statements],
+                "skipped_statements": result.skipped_statements,
+                "new_lines": result.new_lines,
+                "duplicate_lines": result.duplicate_lines,
+            },
+        )
+        if match and result.new_lines:
+            transaction.on_commit(lambda: _enqueue_match(record.pk))
+    return result
+
+
+def _enqueue_match(import_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task("reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}")

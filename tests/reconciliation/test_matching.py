@@ -1,0 +1,317 @@
+"""The matching engine, exercised through a small domain matcher registered the way payouts and
+campaigns register theirs: it ties incoming money to an 'invoice' account by remittance text."""
+
+import threading
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.db import connection
+
+from bench.camt_gen import GenLine, GenStatement, write_camt053
+from core.exceptions import InvalidTransition, PermissionDenied
+from reconciliation import matching
+from reconciliation.matching import Applied, Proposal
+from reconciliation.models import (
+    AccountKind,
+    JournalEntry,
+    Match,
+    MatchStatus,
+    ReconciliationAction,
+    StatementLine,
+    StatementLineStatus,
+    Suggestion,
+)
+from reconciliation.selectors import account_balance, ledger_verify_report
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+from reconciliation.services.matching import (
+    match_undo,
+    statement_line_match_manual,
+    statement_lines_match,
+    suggestion_confirm,
+    suspense_account,
+    write_off_decide,
+    write_off_request,
+)
+from reconciliation.services.statements import ledger_minor, platform_bank_account_create, statement_import
+
+IBAN = "NL91ABNA0417164300"
+
+
+class InvoiceMatcher:
+    """Incoming money whose remittance names INV-<n> pays invoice n: bank → receivable."""
+
+    name = "test_invoice"
+    order = 30
+    target_type = "invoice"
+
+    def __init__(self):
+        self.unapplied: list[str] = []
+
+    def _receivable(self):
+        return account_get_or_create(
+            code="test:receivable:EUR",
+            name="Receivable",
+            kind=AccountKind.LIABILITY,
+            currency="EUR",
+            allow_overdraft=True,
+        )
+
+    def propose(self, lines):
+        out = []
+        for line in lines:
+            if line.is_credit and "INV-" in line.remittance:
+                number = line.remittance.split("INV-")[1].split()[0]
+                out.append(
+                    Proposal(line_id=line.pk, target_type="invoice", target_id=number, amount_minor=line.amount_minor)
+                )
+            elif line.is_credit and "maybe" in line.remittance:
+                out.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type="invoice",
+                        target_id="77",
+                        amount_minor=0,
+                        suggest=True,
+                        score=60,
+                        reason="amount and date look right",
+                        data={"matcher": self.name},
+                    )
+                )
+        return out
+
+    def apply(self, proposals, *, lines):
+        applied = []
+        for p in proposals:
+            line = lines[p.line_id]
+            entry = ledger_entry_post(
+                idempotency_key=f"test-invoice:{p.target_id}:{line.pk}",
+                kind="invoice_paid",
+                legs=[
+                    Leg.debit(line.bank_account.ledger_account, ledger_minor(line)),
+                    Leg.credit(self._receivable(), ledger_minor(line)),
+                ],
+            ).entry
+            applied.append(
+                Applied(
+                    line_id=p.line_id,
+                    target_type="invoice",
+                    target_id=p.target_id,
+                    amount_minor=ledger_minor(line),
+                    entry=entry,
+                )
+            )
+        return applied
+
+    def unapply(self, match):
+        self.unapplied.append(match.target_id)
+
+    def propose_manual(self, line, target_id):
+        return Proposal(line_id=line.pk, target_type="invoice", target_id=target_id, amount_minor=line.amount_minor)
+
+
+@pytest.fixture
+def invoice_matcher():
+    matcher = matching.register(InvoiceMatcher())
+    yield matcher
+    matching._REGISTRY.pop(matcher.name)
+
+
+@pytest.fixture
+def bank():
+    return platform_bank_account_create(name="Operating", iban=IBAN, currency="EUR")
+
+
+def imported(tmp_path, lines, statement_id="S1"):
+    path = tmp_path / f"{statement_id}.xml"
+    write_camt053(
+        path,
+        [
+            GenStatement(
+                statement_id=statement_id, account_iban=IBAN, currency="EUR", opening_balance=Decimal(0), lines=lines
+            )
+        ],
+    )
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    return list(StatementLine.objects.filter(statement__statement_id=statement_id).order_by("sequence"))
+
+
+def books_state():
+    return (
+        JournalEntry.objects.count(),
+        Match.objects.count(),
+        Suggestion.objects.count(),
+        list(StatementLine.objects.order_by("pk").values_list("status", flat=True)),
+    )
+
+
+@pytest.mark.django_db
+def test_matched_unmatched_and_suggested_lines(tmp_path, bank, invoice_matcher):
+    paid, stray, maybe, out = imported(
+        tmp_path,
+        [
+            GenLine(amount=Decimal("12.50"), credit_debit="CRDT", remittance="INV-1"),
+            GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance="who knows"),
+            GenLine(amount=Decimal("4.00"), credit_debit="CRDT", remittance="maybe this"),
+            GenLine(amount=Decimal("1.00"), credit_debit="DBIT", remittance="fee"),
+        ],
+    )
+
+    result = statement_lines_match()
+
+    assert dict(result.matched) == {"test_invoice": 1} and result.suggested == 1 and result.unmatched == 2
+    for line in (paid, stray, maybe, out):
+        line.refresh_from_db()
+    assert paid.status == StatementLineStatus.MATCHED and paid.suspense_entry is None
+    assert Match.objects.get(line=paid).target_id == "1"
+    assert stray.status == StatementLineStatus.UNMATCHED and stray.suspense_entry is not None
+    assert maybe.status == StatementLineStatus.SUGGESTED and Suggestion.objects.get(line=maybe).score == 60
+    # The bank account mirrors the statement whatever was explained; suspense holds the rest.
+    assert account_balance(account_id=bank.ledger_account_id).posted_minor == 1250 + 300 + 400 - 100
+    assert account_balance(account_id=suspense_account("EUR").pk).posted_minor == 300 + 400 - 100
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_dry_run_writes_nothing_and_rerun_changes_nothing(tmp_path, bank, invoice_matcher):
+    imported(
+        tmp_path,
+        [
+            GenLine(amount=Decimal("12.50"), credit_debit="CRDT", remittance="INV-1"),
+            GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance="stray"),
+        ],
+    )
+    before = books_state()
+    dry = statement_lines_match(dry_run=True)
+    assert dry.dry_run and dict(dry.matched) == {"test_invoice": 1} and dry.unmatched == 1
+    assert [p.target_id for p in dry.proposals] == ["1"]
+    assert books_state() == before
+
+    statement_lines_match()
+    after_first = books_state()
+    again = statement_lines_match()
+    assert again.lines_seen == 0 and books_state() == after_first
+
+
+@pytest.mark.django_db
+def test_manual_match_and_undo_restore_the_books(tmp_path, bank, invoice_matcher, admin_user):
+    (stray,) = imported(tmp_path, [GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance="no ref")])
+    statement_lines_match()
+    suspense = suspense_account("EUR")
+    assert account_balance(account_id=suspense.pk).posted_minor == 300
+
+    match = statement_line_match_manual(
+        line_id=stray.pk, target_type="invoice", target_id="9", actor=admin_user, note="customer called"
+    )
+    assert match.created_by == admin_user and match.entry is not None
+    assert account_balance(account_id=suspense.pk).posted_minor == 0
+    assert ReconciliationAction.objects.filter(kind="manual_match", actor=admin_user).count() == 1
+
+    undone = match_undo(match_id=match.pk, actor=admin_user, reason="wrong invoice")
+    assert undone.status == MatchStatus.UNDONE and undone.undo_entry is not None
+    assert invoice_matcher.unapplied == ["9"]
+    stray.refresh_from_db()
+    assert stray.status == StatementLineStatus.UNMATCHED
+    assert account_balance(account_id=suspense.pk).posted_minor == 300
+    assert account_balance(account_id=invoice_matcher._receivable().pk).posted_minor == 0
+    with pytest.raises(InvalidTransition):
+        match_undo(match_id=match.pk, actor=admin_user, reason="again")
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_confirming_a_suggestion_matches_the_line(tmp_path, bank, invoice_matcher, admin_user):
+    (maybe,) = imported(tmp_path, [GenLine(amount=Decimal("4.00"), credit_debit="CRDT", remittance="maybe")])
+    statement_lines_match()
+    suggestion = Suggestion.objects.get(line=maybe)
+    match = suggestion_confirm(suggestion_id=suggestion.pk, actor=admin_user)
+    assert match.target_id == "77"
+    suggestion.refresh_from_db()
+    assert suggestion.status == "confirmed"
+    assert ReconciliationAction.objects.filter(kind="confirm_suggestion").count() == 1
+    with pytest.raises(InvalidTransition):
+        suggestion_confirm(suggestion_id=suggestion.pk, actor=admin_user)
+
+
+@pytest.mark.django_db
+def test_bank_reversal_undoes_the_original_match(tmp_path, bank, invoice_matcher):
+    imported(
+        tmp_path,
+        [GenLine(amount=Decimal("12.50"), credit_debit="CRDT", remittance="INV-5", end_to_end_id="E2E-5")],
+        statement_id="S1",
+    )
+    statement_lines_match()
+    (reversal,) = imported(
+        tmp_path,
+        [
+            GenLine(
+                amount=Decimal("12.50"), credit_debit="DBIT", remittance="INV-5", end_to_end_id="E2E-5", reversal=True
+            )
+        ],
+        statement_id="S2",
+    )
+    result = statement_lines_match()
+    assert dict(result.matched) == {"reversal": 1}
+    assert invoice_matcher.unapplied == ["5"]
+    assert account_balance(account_id=bank.ledger_account_id).posted_minor == 0
+    assert account_balance(account_id=invoice_matcher._receivable().pk).posted_minor == 0
+    assert Match.objects.filter(status="active").count() == 2
+    reversal.refresh_from_db()
+    assert reversal.status == StatementLineStatus.MATCHED
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_write_off_needs_a_second_person(tmp_path, bank, django_user_model):
+    (stray,) = imported(tmp_path, [GenLine(amount=Decimal("0.07"), credit_debit="CRDT", remittance="rounding")])
+    statement_lines_match()
+    alice = django_user_model.objects.create_user("alice", password="x-alice-1", is_staff=True)
+    bob = django_user_model.objects.create_user("bob", password="x-bob-1", is_staff=True)
+    approve = Permission.objects.get(codename="approve_write_off")
+    alice.user_permissions.add(approve)
+    bob.user_permissions.add(approve)
+    alice = django_user_model.objects.get(pk=alice.pk)
+    bob = django_user_model.objects.get(pk=bob.pk)
+    carol = django_user_model.objects.create_user("carol", password="x-carol-1", is_staff=True)
+
+    request = write_off_request(line_id=stray.pk, actor=alice, reason="bank rounding, under 1 EUR")
+    entries = JournalEntry.objects.count()
+    with pytest.raises(PermissionDenied):
+        write_off_decide(action_id=request.pk, approver=alice, approve=True)
+    with pytest.raises(PermissionDenied):
+        write_off_decide(action_id=request.pk, approver=carol, approve=True)
+    assert JournalEntry.objects.count() == entries
+
+    decided = write_off_decide(action_id=request.pk, approver=bob, approve=True)
+    assert decided.status == "approved" and decided.approved_by == bob
+    stray.refresh_from_db()
+    assert stray.status == StatementLineStatus.WRITTEN_OFF
+    assert account_balance(account_id=suspense_account("EUR").pk).posted_minor == 0
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_runs_match_each_line_once(tmp_path, bank, invoice_matcher):
+    imported(tmp_path, [GenLine(amount=Decimal(i + 1), credit_debit="CRDT", remittance=f"INV-{i}") for i in range(200)])
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def run():
+        try:
+            barrier.wait()
+            statement_lines_match(chunk_size=20)
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert Match.objects.count() == 200
+    assert StatementLine.objects.filter(status=StatementLineStatus.MATCHED).count() == 200
+    assert ledger_verify_report().ok
