@@ -34,6 +34,8 @@ def constraint_name(exc: Exception) -> str:
     if name:
         return name
     text = str(exc)
+    if "UNIQUE constraint failed: reconciliation_journalentry.reverses_id" in text:
+        return "reconciliation_journalentry_reverses_id_key"
     for known in _BY_CONSTRAINT:
         if known in text:
             return known

@@ -28,8 +28,21 @@ from core.exceptions import (
     UnbalancedEntry,
 )
 from core.money import validate_currency
-from reconciliation.db import ledger_error_from
+from reconciliation.db import constraint_name, ledger_error_from
 from reconciliation.models import Account, AccountKind, Hold, HoldStatus, JournalEntry, Posting
+
+# Far above any real payment, far below where a sum of many could overflow a 64-bit balance.
+MAX_AMOUNT_MINOR = 10**15
+
+
+def _lock_accounts(account_ids) -> None:
+    """Lock account rows in ascending id: the one lock order every writer of the books follows."""
+    list(
+        Account.objects.select_for_update(no_key=True)
+        .filter(pk__in=sorted(set(account_ids)))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,8 @@ def account_get_or_create(
     """The account with ``code``, created if missing. Safe under concurrency (the unique code
     decides). Raises InvalidInput if an account with that code exists with another kind/currency."""
     currency = validate_currency(currency)
+    if kind not in AccountKind.values:
+        raise InvalidInput(f"{kind!r} is not an account kind.", code="invalid_account_kind")
     account = Account.objects.filter(code=code).first()
     if account is None:
         try:
@@ -153,6 +168,8 @@ def _validate(spec: EntrySpec) -> None:
     for leg in spec.legs:
         if type(leg.amount_minor) is not int:
             raise InvalidInput("Amounts are integers in minor units.", code="invalid_amount")
+        if abs(leg.amount_minor) > MAX_AMOUNT_MINOR:
+            raise InvalidInput("The amount is larger than the books accept.", code="invalid_amount")
         if leg.amount_minor == 0:
             raise InvalidInput("A leg cannot be zero.", code="invalid_amount")
         if leg.currency != leg.account.currency:
@@ -228,6 +245,7 @@ _POST_PG_SQL = (
     "ORDER BY leg.n RETURNING entry_id"
 )
 _DEADLOCK_RETRIES = 3
+REVERSES_UNIQUE = f"{JournalEntry._meta.db_table}_reverses_id_key"
 
 
 def _post_statement_pg(spec: EntrySpec, *, now: datetime, reverses_id: int | None, content_hash: str) -> int | None:
@@ -273,7 +291,7 @@ def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
                     if entry_id is not None:
                         _insert_postings(entry_id, spec.legs)
     except IntegrityError as exc:
-        if reverses_id is not None and "reverses" in str(exc):
+        if reverses_id is not None and constraint_name(exc) == REVERSES_UNIQUE:
             raise AlreadyReversed("This entry has already been reversed.", details={"entry_id": reverses_id}) from exc
         raise ledger_error_from(exc) from exc
     if entry_id is None:
@@ -577,6 +595,10 @@ def ledger_hold_commit(
     now = timezone.now()
     try:
         with transaction.atomic():
+            # Holds before accounts, accounts in id order: releasing the hold moves its account's
+            # held amount, so that account is locked with the others up front, not out of order.
+            list(Hold.objects.select_for_update().filter(pk=hold.pk).values_list("pk", flat=True))
+            _lock_accounts([hold.account_id, *(leg.account.pk for leg in legs)])
             entry_id = _insert_entry(spec, now=now, reverses_id=None, content_hash=content_hash)
             if entry_id is None:
                 entry = _replay_or_conflict(idempotency_key, content_hash)
@@ -633,6 +655,15 @@ def ledger_holds_expire(*, now: datetime | None = None, batch_size: int = 500) -
         if not ids:
             return total
         with transaction.atomic():
-            total += Hold.objects.filter(pk__in=ids, status=HoldStatus.PENDING).update(
+            # Holds first, then their accounts in id order, then the update (whose trigger touches
+            # the accounts already locked): the lock order every other writer follows.
+            locked = list(
+                Hold.objects.select_for_update()
+                .filter(pk__in=ids, status=HoldStatus.PENDING)
+                .order_by("id")
+                .values_list("pk", "account_id")
+            )
+            _lock_accounts([account_id for _, account_id in locked])
+            total += Hold.objects.filter(pk__in=[pk for pk, _ in locked], status=HoldStatus.PENDING).update(
                 status=HoldStatus.EXPIRED, resolved_at=now
             )
