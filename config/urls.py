@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from reconciliation.admin.bank import dashboard_view
@@ -8,5 +8,6 @@ urlpatterns = [
     # The reconciliation dashboard is an admin page; it sits before the admin's catch-all routes.
     path("admin/reconciliation/dashboard/", admin.site.admin_view(dashboard_view), name="reconciliation_dashboard"),
     path("admin/", admin.site.urls),
+    path("api/", include("config.api_urls")),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

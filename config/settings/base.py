@@ -202,3 +202,23 @@ if os.environ.get("WISE_BASE_URL"):
             "webhook_public_key_pem": os.environ.get("WISE_WEBHOOK_PUBLIC_KEY", ""),
         },
     }
+
+# Partner API (Django REST framework). Authentication, errors, pagination and throttling are the
+# project's own classes in core/api/ (see there); schema by drf-spectacular.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "JoyBack & Cashback partner API",
+    "DESCRIPTION": "Send trigger events, register people, read rewards, payouts and balances, receive signed webhooks.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
