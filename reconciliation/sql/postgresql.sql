@@ -11,6 +11,11 @@ DECLARE
     acc_currency text;
     acc_active boolean;
 BEGIN
+    PERFORM 1 FROM reconciliation_journalentry WHERE id = NEW.entry_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'posting for unknown journal entry %', NEW.entry_id
+            USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'posting_entry_exists';
+    END IF;
     UPDATE reconciliation_account
        SET posted_minor = posted_minor
            + CASE WHEN kind IN ('asset', 'expense') THEN NEW.amount_minor ELSE -NEW.amount_minor END
@@ -31,6 +36,11 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+
+-- Every query in these functions is a point lookup by key. Their plans are cached per session, and
+-- a plan made while a table was nearly empty would scan it whole for the rest of the session —
+-- inside the lock window of a hot account, growing with its history. Index paths only.
+ALTER FUNCTION ledger_posting_apply() SET enable_seqscan = off;
 
 DROP TRIGGER IF EXISTS ledger_posting_apply ON reconciliation_posting;
 CREATE TRIGGER ledger_posting_apply BEFORE INSERT ON reconciliation_posting
@@ -54,6 +64,8 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+ALTER FUNCTION ledger_entry_balanced() SET enable_seqscan = off;
 
 DROP TRIGGER IF EXISTS ledger_entry_balanced ON reconciliation_posting;
 CREATE CONSTRAINT TRIGGER ledger_entry_balanced AFTER INSERT ON reconciliation_posting
@@ -154,6 +166,8 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+
+ALTER FUNCTION ledger_hold_apply() SET enable_seqscan = off;
 
 DROP TRIGGER IF EXISTS ledger_hold_apply ON reconciliation_hold;
 CREATE TRIGGER ledger_hold_apply BEFORE INSERT OR UPDATE OR DELETE ON reconciliation_hold

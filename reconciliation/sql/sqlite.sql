@@ -3,6 +3,8 @@
 -- there, because SQLite has neither deferred triggers nor a way to tell a flush from an edit.
 CREATE TRIGGER IF NOT EXISTS ledger_posting_apply AFTER INSERT ON reconciliation_posting
 BEGIN
+    SELECT RAISE(ABORT, 'posting_entry_exists')
+     WHERE NOT EXISTS (SELECT 1 FROM reconciliation_journalentry WHERE id = NEW.entry_id);
     SELECT RAISE(ABORT, 'posting_currency_matches_account')
      WHERE (SELECT currency FROM reconciliation_account WHERE id = NEW.account_id) IS NOT NEW.currency;
     UPDATE reconciliation_account
