@@ -27,6 +27,10 @@ run: demo
 	@echo ""
 	@echo "  Admin (ops, reconciliation):  http://$(HOST):$(PORT)/admin/"
 	@echo "  Demo staff login:             ops / ops-demo-password  (superuser: admin / admin-demo-password)"
+	@echo "  Brand portal:                 http://$(HOST):$(PORT)/portal/  (brand@demo.joyback.example / brand-demo-password)"
+	@echo "  Claim pages (JoyBack):         http://$(HOST):$(PORT)/c/sole-shoes/summer-joy/  (fake TikTok and WhatsApp built in)"
+	@echo "  Claim pages (cashback):        http://$(HOST):$(PORT)/c/sole-shoes/cashback/"
+	@echo "  Emails (sign-up, claim links): printed here, in this terminal"
 	@echo "  Worker:                       django-q2 qcluster (ORM broker on the same database)"
 	@echo "  Stop both with Ctrl-C."
 	@echo ""
@@ -48,3 +52,6 @@ format: install
 
 bench-ledger: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ledger
+
+bench-ingest: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ingest

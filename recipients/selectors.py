@@ -22,8 +22,18 @@ def person_root(*, person: Person) -> Person:
 
 def person_cluster_ids(*, person: Person) -> list[int]:
     """Ids of the root and everyone merged into it, ascending: the set to count caps over."""
-    root_id = Person.objects.filter(pk=person.pk).values_list(Coalesce("merged_into_id", "id"), flat=True)
-    return sorted(Person.objects.filter(Q(id__in=root_id) | Q(merged_into_id__in=root_id)).values_list("id", flat=True))
+    root_id = Person.objects.filter(pk=person.pk).values_list(Coalesce("merged_into_id", "id"), flat=True).first()
+    return _cluster_members([root_id] if root_id is not None else [])
+
+
+def _cluster_members(root_ids: list[int]) -> list[int]:
+    # Literal ids, not a subquery: PostgreSQL then ORs two index scans (pk, merged_into) instead of
+    # scanning the people table, which is what it did for the IN-subquery form on every event.
+    if not root_ids:
+        return []
+    return sorted(
+        Person.objects.filter(Q(id__in=root_ids) | Q(merged_into_id__in=root_ids)).values_list("id", flat=True)
+    )
 
 
 def person_current_bank_account(*, person: Person) -> BankAccount | None:
@@ -52,10 +62,12 @@ def iban_fingerprint(iban: str) -> str:
 def iban_holder_ids(*, fingerprint: str) -> list[int]:
     """Every person id (all clusters, erased people included) that ever gave this IBAN: the set
     to count per-IBAN caps over. Erased people keep their fingerprints for exactly this."""
-    holders = BankAccount.objects.filter(iban_fingerprint=fingerprint).values_list(
-        Coalesce("person__merged_into_id", "person_id"), flat=True
+    holders = set(
+        BankAccount.objects.filter(iban_fingerprint=fingerprint).values_list(
+            Coalesce("person__merged_into_id", "person_id"), flat=True
+        )
     )
-    return sorted(Person.objects.filter(Q(id__in=holders) | Q(merged_into_id__in=holders)).values_list("id", flat=True))
+    return _cluster_members(sorted(holders))
 
 
 def people_sharing_iban_count(*, fingerprint: str) -> int:
@@ -75,9 +87,7 @@ def people_sharing_iban_count(*, fingerprint: str) -> int:
         return 0
     per_root: dict[int, int] = dict.fromkeys(roots, 1)
     rows = (
-        Identifier.objects.filter(
-            is_active=True, person__in=Person.objects.filter(Q(id__in=roots) | Q(merged_into_id__in=roots))
-        )
+        Identifier.objects.filter(is_active=True, person_id__in=_cluster_members(sorted(roots)))
         .exclude(kind=IdentifierKind.IBAN)
         .annotate(root=Coalesce("person__merged_into_id", "person_id"))
         .values_list("root", "kind", "value")

@@ -1,0 +1,156 @@
+"""Helpers every benchmark shares: the `meta` block, percentiles, the printed table, the `targets`
+list and writing ``bench-results/<name>.json`` (conventions in the benchmarks README).
+
+Plain functions with no Django import at module level, so a benchmark can import them before
+``django.setup()`` and a peer benchmark can use them from another virtualenv.
+"""
+
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+RESULTS_DIR = PROJECT_DIR / "bench-results"
+
+_FDATASYNC_LINE = re.compile(r"^\s*fdatasync\s+([0-9.]+) ops/sec")
+
+
+def percentile(values: Sequence[float], pct: float) -> float | None:
+    """Nearest-rank percentile: the smallest value with at least ``pct`` % of the values at or below it."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_ms(seconds: Sequence[float]) -> dict[str, float | None]:
+    """p50/p99 (nearest rank) of latencies given in seconds, in milliseconds."""
+    p50, p99 = percentile(seconds, 50), percentile(seconds, 99)
+    return {
+        "p50_ms": None if p50 is None else round(p50 * 1000, 3),
+        "p99_ms": None if p99 is None else round(p99 * 1000, 3),
+    }
+
+
+def rate_by_thirds(event_times: Sequence[float], *, start: float, end: float) -> list[float]:
+    """Events per second in each third of the wall-clock window [start, end]: shows whether a
+    workload slows down as it goes (e.g. as an account's history grows)."""
+    third = (end - start) / 3
+    if third <= 0:
+        return [0.0, 0.0, 0.0]
+    counts = [0, 0, 0]
+    for t in event_times:
+        counts[min(2, max(0, int((t - start) / third)))] += 1
+    return [round(c / third, 1) for c in counts]
+
+
+def pg_test_fsync_rate(*, timeout_s: float = 20.0) -> float | None:
+    """The fdatasync rate (ops/s, one 8 kB write) from PostgreSQL's ``pg_test_fsync -s 1``, or None
+    when the tool is not installed. Stops the tool after the first section: the rest is not needed.
+    The test file sits in the system temp directory, which may be another disk than PGDATA's."""
+    tools = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_test_fsync"))
+    if not tools:
+        return None
+    with tempfile.TemporaryDirectory(prefix="bench-fsync-") as tmp:
+        proc = subprocess.Popen(
+            [tools[-1], "-s", "1", "-f", os.path.join(tmp, "fsync.out")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        rate = None
+        try:
+            for line in proc.stdout:
+                match = _FDATASYNC_LINE.match(line)
+                if match:
+                    rate = float(match.group(1))
+                    break
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return rate
+
+
+def git_commit() -> str | None:
+    """HEAD's commit, suffixed ``-dirty`` when tracked files differ from it (read-only git calls)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "diff-index", "--quiet", "HEAD", "--"], cwd=PROJECT_DIR).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return f"{head}-dirty" if dirty else head
+
+
+def meta(*, postgres_version: str | None, fsync_rate: float | None = None, **extra) -> dict:
+    """The `meta` block every result file carries."""
+    return {
+        "cpus": os.cpu_count(),
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "postgres": postgres_version,
+        "git_commit": git_commit(),
+        "pg_test_fsync_fdatasync_ops_per_s": fsync_rate,
+        **extra,
+    }
+
+
+def target(name: str, value: float | None, *, unit: str, target: float, op: str = ">=") -> dict:
+    """One entry of the `targets` list; a missing value never counts as met."""
+    if op not in (">=", "<="):
+        raise ValueError(f"Unknown op {op!r}")
+    met = value is not None and (value >= target if op == ">=" else value <= target)
+    return {"name": name, "value": value, "unit": unit, "target": target, "op": op, "met": met}
+
+
+def write_results(name: str, payload: dict) -> Path:
+    """Write ``bench-results/<name>.json`` in the project folder and return its path."""
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return path
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain monospace table: numbers right-aligned, text left-aligned."""
+
+    def cell(value: object) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.2f}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"{value:,}"
+        return str(value)
+
+    text_rows = [[cell(v) for v in row] for row in rows]
+    numeric = [
+        all(isinstance(row[i], int | float) and not isinstance(row[i], bool) or row[i] is None for row in rows)
+        for i in range(len(headers))
+    ]
+    widths = [max([len(h)] + [len(r[i]) for r in text_rows]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in text_rows)])
+
+
+def format_targets(targets: Sequence[dict]) -> str:
+    rows = [
+        (t["name"], t["value"], f"{t['op']} {t['target']}", t["unit"], "MET" if t["met"] else "NOT MET")
+        for t in targets
+    ]
+    return format_table(["target", "value", "required", "unit", "result"], rows)

@@ -1,0 +1,341 @@
+"""Ingestion benchmark: ``event_ingest`` one event per call with 1 and 8 processes, and
+``event_ingest_bulk`` with 1,000 events per call, on PostgreSQL, with every rule feature on
+(fee, IBAN-country condition, per-person count and amount caps, per-IBAN caps, campaign-wide
+count caps, all four fraud signals). Every event is a new person with a new IBAN, so each one
+resolves a person, encrypts an IBAN, evaluates the caps and reserves money on the budget.
+
+Run: ``make bench-ingest`` (``DATABASE_URL`` names the database; it is migrated, nothing is
+truncated: each phase uses its own brand and campaign). ``--n`` scales the event counts down
+for a smoke run (written to ``bench-results/ingest-smoke.json``).
+
+Checks after each phase: every event was rewarded, the budget holds exactly the sum of the
+rewards' reservations, one reward per person and per IBAN, no cap exceeded, the ledger verifies.
+The benchmark exits non-zero only when a check fails: figures from such a run are not figures.
+"""
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.bench")
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, connections  # noqa: E402
+from django.db.models import Count, Sum  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    format_table,
+    format_targets,
+    latency_ms,
+    meta,
+    pg_test_fsync_rate,
+    target,
+    write_results,
+)
+from campaigns.models import Brand, Campaign, Reward, RewardStatus, TriggerEvent  # noqa: E402
+from campaigns.selectors import campaign_budget  # noqa: E402
+from campaigns.services import (  # noqa: E402
+    EventInput,
+    brand_create,
+    brand_topup_record,
+    campaign_allocate,
+    campaign_create,
+    campaign_launch,
+    event_ingest,
+    event_ingest_bulk,
+    rule_create,
+)
+from reconciliation.selectors import ledger_verify_report  # noqa: E402
+
+SINGLE_N = 2_000
+CONCURRENT_N = 8_000
+BULK_CALLS = 10
+BULK_SIZE = 1_000
+WORKERS = 8
+REWARD_MINOR = 500
+BARRIER_TIMEOUT_S = 300
+RULE = {
+    "trigger": "tiktok_login",
+    "fixed_minor": REWARD_MINOR,
+    "allowed_iban_countries": ["NL"],
+    "person_count_per_day": 1,
+    "person_count_per_week": 2,
+    "person_count_per_campaign": 3,
+    "person_amount_per_week_minor": 5_000,
+    "iban_count_per_day": 1,
+    "iban_count_per_campaign": 3,
+    "campaign_count": 1_000_000,
+    "campaign_count_per_day": 1_000_000,
+}
+
+
+def nl_iban(n: int) -> str:
+    bban = f"ABNA{n:010d}"
+    digits = "".join(str(int(ch, 36)) for ch in f"{bban}NL00")
+    return f"NL{98 - int(digits) % 97:02d}{bban}"
+
+
+def setup_campaign(run: str, phase: str, *, events: int) -> tuple[Brand, Campaign]:
+    """A brand with a fee and a launched campaign funded for every event (untimed)."""
+    brand = brand_create(name=f"Bench {run} {phase}", slug=f"bench-{run}-{phase}", fee_fixed_minor=10, fee_bps=200)
+    campaign = campaign_create(
+        brand=brand, name=phase, slug=phase, mode="joyback", starts_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    rule_create(campaign=campaign, **RULE)
+    budget = events * (REWARD_MINOR + 20)
+    brand_topup_record(
+        brand=brand,
+        amount_minor=budget,
+        currency="EUR",
+        bank_account_code="NLBENCH",
+        idempotency_key=f"bench:{run}:{phase}:topup",
+    )
+    campaign_allocate(campaign=campaign, amount_minor=budget, idempotency_key=f"bench:{run}:{phase}:alloc")
+    campaign_launch(campaign=campaign)
+    return brand, campaign
+
+
+def payload(run: str, phase: str, i: int, slug: str, base: int) -> EventInput:
+    n = base + i
+    # IBANs are 10-digit account numbers: shift each run into its own range, or a re-run on the
+    # same database would link this run's people to the last run's (same IBAN = same person).
+    account = (int(run, 16) % 4_000) * 2_500_000 + n
+    return EventInput(
+        external_id=f"{run}-{phase}-{i}",
+        campaign=slug,
+        type="tiktok_login",
+        source="tiktok",
+        name=f"Person {n}",
+        email=f"p{n}.{run}@example.com",
+        iban=nl_iban(account),
+        social_provider="tiktok",
+        social_uid=f"open-{run}-{n}",
+        ip=f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}",
+        device_fingerprint=f"dev-{run}-{n}",
+    )
+
+
+@dataclass
+class WorkerResult:
+    worker: int
+    latencies: list[float] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    start: float = 0.0
+    end: float = 0.0
+    crashed: str = ""
+    error_samples: list[str] = field(default_factory=list)
+
+
+def _single_worker(worker, workers, n, run, phase, brand_id, slug, base, barrier, out) -> None:
+    result = WorkerResult(worker=worker)
+    try:
+        brand = Brand.objects.get(pk=brand_id)
+        payloads = [payload(run, phase, i, slug, base) for i in range(worker, n, workers)]
+        barrier.wait(timeout=BARRIER_TIMEOUT_S)
+        result.start = time.monotonic()
+        for p in payloads:
+            began = time.monotonic()
+            try:
+                outcome = event_ingest(brand=brand, payload=p).outcome
+            except Exception as exc:  # a benchmark counts every failure and goes on
+                outcome = "error"
+                if len(result.error_samples) < 5:
+                    result.error_samples.append(f"{p.external_id}: {type(exc).__name__}: {exc}")
+            result.latencies.append(time.monotonic() - began)
+            result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
+        result.end = time.monotonic()
+    except BaseException:
+        result.crashed = traceback.format_exc()
+        barrier.abort()
+    finally:
+        connection.close()
+        out.put(result)
+
+
+def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict:
+    brand, campaign = setup_campaign(run, phase, events=n)
+    context = multiprocessing.get_context("fork")
+    connections.close_all()  # no connection may cross the fork
+    barrier = context.Barrier(workers)
+    out = context.Queue()
+    procs = [
+        context.Process(
+            target=_single_worker, args=(w, workers, n, run, phase, brand.pk, campaign.slug, base, barrier, out)
+        )
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    crashed = [r.crashed for r in results if r.crashed]
+    if crashed:
+        raise RuntimeError("A benchmark worker crashed:\n" + "\n".join(crashed))
+    wall = max(r.end for r in results) - min(r.start for r in results)
+    outcomes: dict[str, int] = {}
+    for r in results:
+        for k, v in r.outcomes.items():
+            outcomes[k] = outcomes.get(k, 0) + v
+    figures = {
+        "workers": workers,
+        "events": n,
+        "outcomes": outcomes,
+        "wall_s": round(wall, 3),
+        "events_per_s": round(n / wall, 1),
+        "latency": latency_ms([t for r in results for t in r.latencies]),
+        "error_samples": [s for r in results for s in r.error_samples][:5],
+    }
+    figures["checks"] = checks(campaign, expected=n)
+    return figures
+
+
+def run_bulk(run: str, *, calls: int, size: int, base: int) -> dict:
+    phase = "bulk"
+    brand, campaign = setup_campaign(run, phase, events=calls * size)
+    latencies = []
+    outcomes: dict[str, int] = {}
+    samples: list[str] = []
+    start = time.monotonic()
+    for c in range(calls):
+        batch = [payload(run, phase, c * size + i, campaign.slug, base) for i in range(size)]
+        began = time.monotonic()
+        results = event_ingest_bulk(brand=brand, payloads=batch)
+        latencies.append(time.monotonic() - began)
+        for r in results:
+            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+            if r.error is not None and len(samples) < 5:
+                samples.append(f"{r.error.code}: {r.error.message}")
+    wall = time.monotonic() - start
+    n = calls * size
+    figures = {
+        "calls": calls,
+        "events_per_call": size,
+        "events": n,
+        "outcomes": outcomes,
+        "wall_s": round(wall, 3),
+        "events_per_s": round(n / wall, 1),
+        "call_latency": latency_ms(latencies),
+        "error_samples": samples,
+    }
+    figures["checks"] = checks(campaign, expected=n)
+    return figures
+
+
+def checks(campaign: Campaign, *, expected: int) -> dict:
+    rewards = Reward.objects.filter(campaign=campaign)
+    live = rewards.filter(status=RewardStatus.HELD)
+    reserved = live.aggregate(t=Sum("amount_minor") + Sum("fee_minor"))["t"] or 0
+    budget = campaign_budget(campaign=campaign)
+    per_person = rewards.values("person").annotate(n=Count("id")).filter(n__gt=1).count()
+    per_iban = rewards.values("iban_fingerprint").annotate(n=Count("id")).filter(n__gt=1).count()
+    report = ledger_verify_report()
+    result = {
+        "events_stored": TriggerEvent.objects.filter(campaign=campaign).count() == expected,
+        "all_rewarded": live.count() == expected,
+        "budget_held_equals_rewards": budget.held_minor == reserved,
+        "no_person_over_cap": per_person == 0,
+        "no_iban_over_cap": per_iban == 0,
+        "ledger_verified": report.ok,
+    }
+    result["all_passed"] = all(result.values())
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=CONCURRENT_N, help=f"events for 8 processes ({CONCURRENT_N}: full)")
+    parser.add_argument(
+        "--payout-hooks",
+        action="store_true",
+        help="keep payouts' post_save hook on Reward (two ORM-broker enqueues per rewarded event)",
+    )
+    args = parser.parse_args(argv)
+    # payouts enqueues a task on every saved reward that is due now (each enqueue is its own
+    # autocommit INSERT, and django-q2 recycles the connection): that measures payouts' hook,
+    # not ingestion. Its every-minute sweep does the same work, so it is off unless asked for.
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = args.payout_hooks
+    scale = args.n / CONCURRENT_N
+    single_n = max(WORKERS, int(SINGLE_N * scale))
+    concurrent_n = args.n
+    bulk_calls = max(1, int(BULK_CALLS * scale))
+    call_command("migrate", verbosity=0)
+    run = uuid.uuid4().hex[:8]
+    print("Measuring pg_test_fsync (fdatasync, 1 s) …", flush=True)
+    fsync = pg_test_fsync_rate()
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        postgres = cursor.fetchone()[0]
+        cursor.execute("SHOW synchronous_commit")
+        synchronous_commit = cursor.fetchone()[0]
+    run_meta = meta(
+        postgres_version=postgres,
+        fsync_rate=fsync,
+        database=connection.settings_dict["NAME"],
+        synchronous_commit=synchronous_commit,
+        run_id=run,
+        load_average_at_start=os.getloadavg(),
+        payout_enqueue_hooks=args.payout_hooks,
+        rule=RULE,
+        fraud_signals="campaign defaults (3 people per IBAN, 30 per IP/device per hour, 10 per IBAN per day)",
+    )
+    print(f"cpus={run_meta['cpus']}  fdatasync={fsync} ops/s  PostgreSQL {postgres}", flush=True)
+    results = {}
+    print(f"single, 1 process, {single_n} events …", flush=True)
+    results["single_1"] = run_single(run, "s1", workers=1, n=single_n, base=0)
+    print(f"single, {WORKERS} processes, {concurrent_n} events …", flush=True)
+    results["single_8"] = run_single(run, "s8", workers=WORKERS, n=concurrent_n, base=1_000_000)
+    print(f"bulk, {bulk_calls} calls of {BULK_SIZE} …", flush=True)
+    results["bulk"] = run_bulk(run, calls=bulk_calls, size=BULK_SIZE, base=2_000_000)
+
+    targets = [
+        target("single-event ingest, 8 processes", results["single_8"]["events_per_s"], unit="events/s", target=500),
+        target("bulk ingest, 1,000 per call", results["bulk"]["events_per_s"], unit="events/s", target=5_000),
+    ]
+    payload_out = {
+        "meta": run_meta,
+        "results": results,
+        "targets": targets,
+        "all_checks_passed": all(r["checks"]["all_passed"] for r in results.values()),
+    }
+    path = write_results("ingest" if args.n == CONCURRENT_N else "ingest-smoke", payload_out)
+    rows = [
+        (
+            name,
+            r.get("workers", 1),
+            r["events"],
+            r["events_per_s"],
+            (r.get("latency") or r["call_latency"])["p50_ms"],
+            (r.get("latency") or r["call_latency"])["p99_ms"],
+            "per call" if "call_latency" in r else "per event",
+            "ok" if r["checks"]["all_passed"] else "FAILED",
+        )
+        for name, r in results.items()
+    ]
+    print()
+    print(format_table(["phase", "procs", "events", "events/s", "p50 ms", "p99 ms", "latency", "checks"], rows))
+    print()
+    print(format_targets(targets))
+    print(f"\nload average at start {run_meta['load_average_at_start']}, at end {os.getloadavg()}")
+    print(f"Written {path.relative_to(path.parent.parent)}", flush=True)
+    if not payload_out["all_checks_passed"]:
+        for name, r in results.items():
+            print(name, r["checks"], r["outcomes"], r["error_samples"], file=sys.stderr)
+        print("SOME CHECKS FAILED: the figures above are not valid.", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Lock order for the reward engine — the one place that defines it.
+
+What must serialise for the caps to be exact:
+
+* per-person caps and "new people only": two events of the same person (any linked identity)
+  must not both read "0 rewards so far". → the person's root row. ``recipients.person_resolve``
+  runs inside the ingestion transaction and takes it (``SELECT … FOR UPDATE`` on the roots,
+  ascending; a brand-new person is invisible to others until commit, and a concurrent resolver
+  of the same identifiers waits on the identifier's unique index). Taken first.
+* per-IBAN caps and the IBAN fraud signals: two people sharing an IBAN → an advisory lock on the
+  IBAN fingerprint. Taken second.
+* campaign-wide caps (per-rule campaign/day counts), the budget-alert crossing and the campaign
+  status re-check: → the campaign's ``CampaignTally`` row and, in the same statement, its budget
+  account row (``SELECT … FOR UPDATE OF tally, account``). Taken third, as late as possible,
+  because it serialises every reservation of the campaign; holding the account row makes the
+  available balance read there exact until commit. The no-overdraft CHECK on the account is the
+  backstop: the database, not this code, guarantees the budget is never overspent.
+* then the per-rule counters (``RuleCounter`` upserts), other ledger accounts (ascending id,
+  the ledger's own rule), and the campaign row last (auto-pause writes it with a conditional
+  UPDATE).
+
+So: person root row(s) ascending → IBAN fingerprint(s) ascending → campaign tally + budget
+account → rule counters → other ledger accounts → campaign row. Reward transitions
+(``campaigns.services.rewards``) lock the reward row, then ledger accounts, then rule counters:
+they never take the tally, and the budget account comes before the counters in both orders.
+Bulk ingestion takes the classes in the same order for a whole chunk: every person of the
+chunk, then all its IBANs ascending, then the tallies ascending, then evaluates the events one by
+one (the locks are re-entered). Persons within a chunk are locked in event order, not id order:
+two concurrent bulk calls sharing people in opposite orders can deadlock; PostgreSQL breaks the
+cycle and ``person_resolve`` retries its savepoint. The transition services that touch money
+(``campaign_allocate``, ``campaign_close``) take the tally before the ledger accounts; pause /
+resume / end take only the campaign row. Apart from the bulk caveat above, no path takes a lock
+of an earlier class after a later one.
+
+Advisory locks and FOR UPDATE are PostgreSQL-only; on SQLite every write transaction is already
+exclusive (``transaction_mode=IMMEDIATE``), so they are no-ops there.
+"""
+
+import hashlib
+from dataclasses import dataclass
+
+from django.db import connection
+
+from campaigns.models import Campaign, CampaignTally
+from reconciliation.models import Account
+
+_IBAN = 7302
+
+
+def _key32(text: str) -> int:
+    """A stable signed 32-bit key (pg_advisory_xact_lock(int, int) takes two int4). A collision
+    only ever makes two unrelated IBANs wait for each other."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big", signed=True)
+
+
+def lock_ibans(*, fingerprints: list[str]) -> None:
+    """Transaction-scoped advisory locks on IBAN fingerprints, ascending, in one round trip."""
+    keys = sorted({_key32(fp) for fp in fingerprints if fp})
+    if connection.vendor != "postgresql" or not keys:
+        return
+    # One statement, evaluated left to right: the locks are taken in the order listed.
+    calls = ", ".join("pg_advisory_xact_lock(%s, %s)" for _ in keys)
+    params = [v for key in keys for v in (_IBAN, key)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {calls}", params)  # noqa: S608 - only placeholders are interpolated
+
+
+@dataclass(frozen=True)
+class TallyLock:
+    funded_minor: int
+    status: str
+    budget_available_minor: int
+
+
+def lock_campaign_tally(*, campaign_id: int) -> TallyLock:
+    """Lock the campaign's tally row and its budget account row (tally first, then the account:
+    the documented order) in one statement. Returns the money allocated so far, the campaign's
+    current status and the budget's available balance, all read after the lock, so a pause or
+    close that committed first is seen and the budget cannot move until this transaction ends
+    (voids and maturing take the account row lock too)."""
+    sql = (
+        f"SELECT t.funded_minor, c.status, a.posted_minor - a.held_minor FROM {CampaignTally._meta.db_table} t "
+        f"JOIN {Campaign._meta.db_table} c ON c.id = t.campaign_id "
+        f"JOIN {Account._meta.db_table} a ON a.id = c.budget_account_id "
+        "WHERE t.campaign_id = %s"
+    )
+    if connection.vendor == "postgresql":
+        sql += " FOR UPDATE OF t, a"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [campaign_id])
+        row = cursor.fetchone()
+    return TallyLock(funded_minor=int(row[0]), status=row[1], budget_available_minor=int(row[2]))

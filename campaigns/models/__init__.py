@@ -1,0 +1,61 @@
+"""Brands, campaigns, reward rules, trigger events and rewards.
+
+Money amounts are integer minor units of the campaign's currency. Status fields change only
+through the transition services in ``campaigns.services`` (conditional UPDATEs that write an
+audit row in the same transaction); the CHECK constraints here are the database's backstop.
+"""
+
+from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
+from campaigns.models.campaigns import (
+    BudgetAlert,
+    Campaign,
+    CampaignEvent,
+    CampaignMode,
+    CampaignStatus,
+    CampaignTally,
+    PayoutMode,
+    RuleCounter,
+)
+from campaigns.models.events import (
+    EventOutcome,
+    EventSource,
+    Reward,
+    RewardEvent,
+    RewardInReview,
+    RewardStatus,
+    TriggerEvent,
+)
+from campaigns.models.rules import (
+    AmountType,
+    ApprovalPolicy,
+    RewardRule,
+    Trigger,
+    Verification,
+)
+
+__all__ = [
+    "AmountType",
+    "ApprovalPolicy",
+    "Brand",
+    "BrandMembership",
+    "BrandRole",
+    "BrandStatus",
+    "BudgetAlert",
+    "Campaign",
+    "CampaignEvent",
+    "CampaignMode",
+    "CampaignStatus",
+    "CampaignTally",
+    "EventOutcome",
+    "EventSource",
+    "PayoutMode",
+    "Reward",
+    "RewardEvent",
+    "RewardInReview",
+    "RewardRule",
+    "RewardStatus",
+    "RuleCounter",
+    "Trigger",
+    "TriggerEvent",
+    "Verification",
+]

@@ -1,0 +1,73 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from core.money import format_minor
+
+
+class BrandStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    SUSPENDED = "suspended", "Suspended"
+
+
+class Brand(models.Model):
+    """The tenant. Its prepaid money sits in the ledger account ``brand:<id>:funds:<CUR>``.
+
+    Fee policy: per reward the platform charges ``fee_fixed_minor`` plus ``fee_bps`` basis points
+    of the reward amount (ROUND_HALF_UP to the minor unit); the fee is reserved on the campaign
+    budget together with the reward and booked to ``platform:fees:<CUR>`` when the reward matures.
+    """
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    default_currency = models.CharField(max_length=3, default="EUR")
+    fee_fixed_minor = models.BigIntegerField(default=0, help_text="Fixed fee per reward, in minor units.")
+    fee_bps = models.PositiveIntegerField(default=0, help_text="Percentage fee per reward in basis points (100 = 1%).")
+    funding_reference = models.CharField(
+        max_length=12,
+        unique=True,
+        help_text="Typed by the brand into its bank transfer; matches top-ups to this brand. Has a check character.",
+    )
+    status = models.CharField(max_length=12, choices=BrandStatus.choices, default=BrandStatus.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(fee_fixed_minor__gte=0), name="brand_fee_fixed_not_negative"),
+            models.CheckConstraint(condition=Q(fee_bps__lte=10000), name="brand_fee_bps_at_most_100pct"),
+            models.CheckConstraint(condition=Q(status__in=BrandStatus.values), name="brand_status_valid"),
+            models.CheckConstraint(condition=~Q(funding_reference=""), name="brand_funding_reference_set"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def fee_description(self) -> str:
+        parts = []
+        if self.fee_fixed_minor:
+            parts.append(format_minor(self.fee_fixed_minor, self.default_currency))
+        if self.fee_bps:
+            parts.append(f"{self.fee_bps / 100:g}%")
+        return " + ".join(parts) or "no fee"
+
+
+class BrandRole(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    ANALYST = "analyst", "Analyst"
+
+
+class BrandMembership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="brand_memberships")
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=12, choices=BrandRole.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "brand"], name="brand_membership_unique"),
+            models.CheckConstraint(condition=Q(role__in=BrandRole.values), name="brand_membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.brand} ({self.role})"

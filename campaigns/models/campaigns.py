@@ -1,0 +1,185 @@
+import zoneinfo
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, Q
+
+from campaigns.models.brands import Brand
+
+
+class CampaignMode(models.TextChoices):
+    CASHBACK = "cashback", "Cashback (after a purchase)"
+    JOYBACK = "joyback", "JoyBack (for a social action)"
+
+
+class CampaignStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    ACTIVE = "active", "Active"
+    PAUSED = "paused", "Paused"
+    ENDED = "ended", "Ended"
+    CLOSED = "closed", "Closed"
+
+
+class PayoutMode(models.TextChoices):
+    INSTANT = "instant", "Instant (one payout per reward)"
+    AGGREGATE = "aggregate", "Aggregate (one payout per person every N minutes)"
+
+
+def validate_timezone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValidationError(f"{value!r} is not an IANA time zone (e.g. Europe/Rome).") from exc
+
+
+class Campaign(models.Model):
+    """A campaign spends its budget (ledger account ``campaign:<id>:budget:<CUR>``, no overdraft)
+    on rewards. ``status`` moves draft → active ⇄ paused → ended → closed only through the
+    transition services. Period caps (per day / per week) use ``timezone``.
+
+    Fraud thresholds (null = signal off) send an event to review with the reasons stored; they
+    never reject on their own, because a shared family IBAN or a shop's Wi-Fi is often legitimate.
+    """
+
+    brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="campaigns")
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80)
+    mode = models.CharField(max_length=12, choices=CampaignMode.choices)
+    currency = models.CharField(max_length=3)
+    timezone = models.CharField(max_length=64, default="Europe/Amsterdam", validators=[validate_timezone])
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(
+        max_length=12, choices=CampaignStatus.choices, default=CampaignStatus.DRAFT, editable=False
+    )
+    # Set by campaign_create in the transaction that creates the campaign (the account's code
+    # carries the campaign id, so the row exists first).
+    budget_account = models.OneToOneField(
+        "reconciliation.Account", null=True, on_delete=models.PROTECT, related_name="+", editable=False
+    )
+    # Payout settings, read by the payouts app.
+    payout_mode = models.CharField(max_length=12, choices=PayoutMode.choices, default=PayoutMode.INSTANT)
+    aggregate_minutes = models.PositiveIntegerField(default=0)
+    min_payout_minor = models.BigIntegerField(default=0)
+    # Fraud and velocity signals (null: off).
+    fraud_max_people_per_iban = models.PositiveIntegerField(
+        null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."
+    )
+    fraud_max_events_per_ip_hour = models.PositiveIntegerField(
+        null=True, blank=True, default=30, help_text="Review when one IP sent more events than this in the last hour."
+    )
+    fraud_max_events_per_device_hour = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=30,
+        help_text="Review when one device sent more events than this in the last hour.",
+    )
+    fraud_max_iban_claims_per_day = models.PositiveIntegerField(
+        null=True, blank=True, default=10, help_text="Review when one IBAN received more rewards than this in 24 hours."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "slug"], name="campaign_slug_unique_per_brand"),
+            models.CheckConstraint(condition=Q(status__in=CampaignStatus.values), name="campaign_status_valid"),
+            models.CheckConstraint(condition=Q(mode__in=CampaignMode.values), name="campaign_mode_valid"),
+            models.CheckConstraint(condition=Q(payout_mode__in=PayoutMode.values), name="campaign_payout_mode_valid"),
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")), name="campaign_ends_after_start"
+            ),
+            models.CheckConstraint(condition=Q(min_payout_minor__gte=0), name="campaign_min_payout_not_negative"),
+            models.CheckConstraint(
+                condition=Q(payout_mode="instant") | Q(aggregate_minutes__gt=0),
+                name="campaign_aggregate_needs_minutes",
+            ),
+        ]
+        indexes = [models.Index(fields=["status"], name="campaign_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.brand.slug}/{self.slug}" if self.brand_id else self.slug
+
+    @property
+    def tz(self) -> zoneinfo.ZoneInfo:
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    def clean(self) -> None:
+        if self.payout_mode == PayoutMode.AGGREGATE and not self.aggregate_minutes:
+            raise ValidationError({"aggregate_minutes": "Aggregate payouts need an interval in minutes."})
+
+
+class CampaignTally(models.Model):
+    """One row per campaign: the lock every reservation takes last (see ``campaigns.locks``) and
+    the running total of money allocated, so budget alerts compare spent against funded."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, primary_key=True, related_name="tally")
+    funded_minor = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(funded_minor__gte=0), name="tally_funded_not_negative")]
+
+    def __str__(self) -> str:
+        return f"tally of campaign {self.campaign_id}"
+
+
+class RuleCounter(models.Model):
+    """Rewards counted per rule and period (``all`` or a local ISO date) for the campaign-wide
+    caps. Incremented by a conditional upsert under the tally lock; decremented when a reward is
+    voided, rejected or clawed back, so the count always equals the live rewards."""
+
+    rule = models.ForeignKey("campaigns.RewardRule", on_delete=models.CASCADE, related_name="counters")
+    period = models.CharField(max_length=10)
+    rewards_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "period"], name="rule_counter_unique")]
+
+    def __str__(self) -> str:
+        return f"rule {self.rule_id} {self.period}: {self.rewards_count}"
+
+
+class CampaignEvent(models.Model):
+    """Audit trail and webhook source for a campaign: ``kind`` like ``campaign.launched``,
+    ``campaign.paused``, ``campaign.budget_allocated``, ``campaign.budget_threshold``."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=40)
+    from_status = models.CharField(max_length=12, blank=True, default="")
+    to_status = models.CharField(max_length=12, blank=True, default="")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.CharField(max_length=200, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["campaign", "id"], name="campaign_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.from_status}→{self.to_status}"
+
+
+class BudgetAlert(models.Model):
+    """A 50 / 80 / 100 % spent threshold crossed. Unique per (campaign, threshold, funded amount):
+    one alert per crossing; a new allocation changes the funded amount and re-arms the alerts."""
+
+    THRESHOLDS = (50, 80, 100)
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="budget_alerts")
+    threshold_pct = models.PositiveSmallIntegerField()
+    funded_minor = models.BigIntegerField()
+    spent_minor = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "threshold_pct", "funded_minor"], name="budget_alert_once_per_crossing"
+            ),
+            models.CheckConstraint(condition=Q(threshold_pct__in=(50, 80, 100)), name="budget_alert_threshold_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.threshold_pct}% of {self.funded_minor} spent"

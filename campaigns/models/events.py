@@ -1,0 +1,211 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from campaigns.models.brands import Brand
+from campaigns.models.campaigns import Campaign
+from campaigns.models.rules import RewardRule
+
+
+class EventSource(models.TextChoices):
+    API = "api", "Partner API"
+    WHATSAPP = "whatsapp", "WhatsApp webhook"
+    TIKTOK = "tiktok", "TikTok"
+    CLAIM_PAGE = "claim_page", "Claim page"
+    ADMIN = "admin", "Admin"
+
+
+class EventOutcome(models.TextChoices):
+    REJECTED = "rejected", "Rejected"
+    REVIEW = "review", "Sent to review (money reserved)"
+    HELD = "held", "Held until the hold period ends (money reserved)"
+    REWARDED = "rewarded", "Rewarded (no hold period; payable at the next maturing run)"
+
+
+class TriggerEvent(models.Model):
+    """Something a person did that may earn a reward. ``(brand, external_id)`` is the idempotency
+    key: a replay with the same content (``request_hash``) returns the first outcome, a different
+    content under the same id is refused. The outcome is written once, at ingestion; what happens
+    to the reward afterwards is on the reward. Identifiers are stored normalised; the IBAN itself
+    lives encrypted in ``recipients`` and only its keyed fingerprint and country are kept here."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="trigger_events")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="trigger_events")
+    rule = models.ForeignKey(RewardRule, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    type = models.CharField(max_length=20)
+    custom_name = models.CharField(max_length=60, blank=True, default="")
+    external_id = models.CharField(max_length=200)
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField()
+    person = models.ForeignKey(
+        "recipients.Person", null=True, blank=True, on_delete=models.PROTECT, related_name="trigger_events"
+    )
+    email = models.CharField(max_length=254, blank=True, default="")
+    whatsapp = models.CharField(max_length=20, blank=True, default="")
+    social_provider = models.CharField(max_length=20, blank=True, default="")
+    social_uid = models.CharField(max_length=200, blank=True, default="")
+    iban_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    iban_country = models.CharField(max_length=2, blank=True, default="")
+    evidence = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=12, choices=EventSource.choices)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    device_fingerprint = models.CharField(max_length=128, blank=True, default="")
+    purchase_amount_minor = models.BigIntegerField(null=True, blank=True)
+    purchase_currency = models.CharField(max_length=3, blank=True, default="")
+    order_id = models.CharField(max_length=120, blank=True, default="")
+    code = models.CharField(max_length=120, blank=True, default="")
+    view_count = models.BigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=EventOutcome.choices)
+    reason = models.CharField(max_length=40, blank=True, default="", help_text="Reason code of a rejection.")
+    review_reasons = models.JSONField(default=list, blank=True)
+    request_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "external_id"], name="trigger_event_external_id_unique"),
+            models.CheckConstraint(condition=Q(outcome__in=EventOutcome.values), name="trigger_event_outcome_valid"),
+            models.CheckConstraint(condition=Q(source__in=EventSource.values), name="trigger_event_source_valid"),
+            models.CheckConstraint(
+                condition=Q(outcome="rejected", reason__gt="") | (~Q(outcome="rejected") & Q(reason="")),
+                name="trigger_event_rejection_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=Q(purchase_amount_minor__isnull=True) | Q(purchase_amount_minor__gt=0),
+                name="trigger_event_purchase_positive",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["ip", "received_at"], name="trigger_event_ip_idx", condition=Q(ip__isnull=False)),
+            models.Index(
+                fields=["device_fingerprint", "received_at"],
+                name="trigger_event_device_idx",
+                condition=~Q(device_fingerprint=""),
+            ),
+            models.Index(fields=["campaign", "outcome", "id"], name="trigger_event_campaign_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.external_id} → {self.outcome}"
+
+
+class RewardStatus(models.TextChoices):
+    REVIEW = "review", "In review (reserved)"
+    HELD = "held", "Held (reserved, maturing)"
+    PAYABLE = "payable", "Payable"
+    PAID = "paid", "Paid"
+    VOIDED = "voided", "Voided"
+    CLAWED_BACK = "clawed_back", "Clawed back"
+
+
+LIVE_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE, RewardStatus.PAID)
+RESERVED_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD)
+
+
+class Reward(models.Model):
+    """Money a person earned with one event.
+
+    ``review`` and ``held`` have a pending ledger hold of ``amount_minor + fee_minor`` on the
+    campaign budget, so approving can never fail for lack of budget. Maturing commits the hold
+    (budget → the person's payable + platform fee) and sets ``commit_entry``: ``payable``. Payouts
+    move it to ``paid``. A void releases the hold (``voided``); a claw-back reverses the commit
+    entry of a payable reward (``clawed_back``). Every change writes a RewardEvent.
+    """
+
+    event = models.OneToOneField(TriggerEvent, on_delete=models.PROTECT, related_name="reward")
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="rewards")
+    rule = models.ForeignKey(RewardRule, on_delete=models.PROTECT, related_name="rewards")
+    person = models.ForeignKey("recipients.Person", on_delete=models.PROTECT, related_name="rewards")
+    amount_minor = models.BigIntegerField()
+    fee_minor = models.BigIntegerField(default=0)
+    currency = models.CharField(max_length=3)
+    status = models.CharField(max_length=12, choices=RewardStatus.choices)
+    hold = models.OneToOneField("reconciliation.Hold", on_delete=models.PROTECT, related_name="+")
+    commit_entry = models.OneToOneField(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    clawback_entry = models.OneToOneField(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    occurred_at = models.DateTimeField(help_text="The event's time: what period caps count by.")
+    matures_at = models.DateTimeField()
+    iban_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    review_reasons = models.JSONField(default=list, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.CharField(max_length=200, blank=True, default="")
+    payout_ref = models.CharField(max_length=120, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_minor__gt=0), name="reward_amount_positive"),
+            models.CheckConstraint(condition=Q(fee_minor__gte=0), name="reward_fee_not_negative"),
+            models.CheckConstraint(condition=Q(status__in=RewardStatus.values), name="reward_status_valid"),
+            models.CheckConstraint(
+                condition=(
+                    Q(status__in=["review", "held", "voided"], commit_entry__isnull=True, clawback_entry__isnull=True)
+                    | Q(status__in=["payable", "paid"], commit_entry__isnull=False, clawback_entry__isnull=True)
+                    | Q(status="clawed_back", commit_entry__isnull=False, clawback_entry__isnull=False)
+                ),
+                name="reward_status_entries_coherent",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="paid", payout_ref__gt="") | (~Q(status="paid") & Q(payout_ref="")),
+                name="reward_paid_has_payout_ref",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["rule", "person", "occurred_at"], name="reward_rule_person_idx"),
+            models.Index(
+                fields=["rule", "iban_fingerprint", "occurred_at"],
+                name="reward_rule_iban_idx",
+                condition=~Q(iban_fingerprint=""),
+            ),
+            models.Index(
+                fields=["iban_fingerprint", "created_at"], name="reward_iban_idx", condition=~Q(iban_fingerprint="")
+            ),
+            models.Index(fields=["matures_at"], name="reward_maturing_idx", condition=Q(status="held")),
+            models.Index(fields=["campaign", "status"], name="reward_campaign_status_idx"),
+            models.Index(fields=["person", "status"], name="reward_person_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"reward #{self.pk} {self.amount_minor} {self.currency} {self.status}"
+
+    @property
+    def reserved_minor(self) -> int:
+        return self.amount_minor + self.fee_minor
+
+
+class RewardEvent(models.Model):
+    """Audit trail and webhook source for a reward: ``kind`` like ``reward.held``, ``reward.review``,
+    ``reward.approved``, ``reward.payable``, ``reward.voided``, ``reward.clawed_back``, ``reward.paid``."""
+
+    reward = models.ForeignKey(Reward, on_delete=models.CASCADE, related_name="audit")
+    kind = models.CharField(max_length=40)
+    from_status = models.CharField(max_length=12, blank=True, default="")
+    to_status = models.CharField(max_length=12)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.CharField(max_length=200, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["reward", "id"], name="reward_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.from_status}→{self.to_status}"
+
+
+class RewardInReview(Reward):
+    """The review queue in the admin: rewards waiting for a person's decision."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "reward in review"
+        verbose_name_plural = "review queue"

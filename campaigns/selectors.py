@@ -1,0 +1,62 @@
+"""Reads for brands, campaigns and rewards. Budget figures come from the ledger's materialised
+balances (one row each), so a list of campaigns with their budgets is one query."""
+
+from dataclasses import dataclass
+
+from django.db.models import F, QuerySet
+
+from campaigns.models import BrandMembership, Campaign, Reward, RewardStatus
+
+
+@dataclass(frozen=True)
+class CampaignBudget:
+    """``funded``: allocated so far; ``held``: reserved for rewards in review or maturing;
+    ``spent``: funded minus available (reserved + committed to people and fees, net of
+    claw-backs); ``available``: what new rewards can still reserve."""
+
+    currency: str
+    funded_minor: int
+    held_minor: int
+    available_minor: int
+
+    @property
+    def spent_minor(self) -> int:
+        return self.funded_minor - self.available_minor
+
+    @property
+    def spent_pct(self) -> int:
+        return (self.spent_minor * 100 // self.funded_minor) if self.funded_minor else 0
+
+
+def campaign_budget(*, campaign: Campaign) -> CampaignBudget:
+    row = (
+        Campaign.objects.filter(pk=campaign.pk)
+        .values_list("currency", "tally__funded_minor", "budget_account__posted_minor", "budget_account__held_minor")
+        .get()
+    )
+    currency, funded, posted, held = row
+    return CampaignBudget(
+        currency=currency, funded_minor=funded or 0, held_minor=held or 0, available_minor=(posted or 0) - (held or 0)
+    )
+
+
+def campaigns_with_budget() -> QuerySet[Campaign]:
+    """Campaigns annotated with ``funded_minor``, ``held_minor``, ``available_minor``, ``spent_minor``."""
+    return Campaign.objects.select_related("brand", "budget_account").annotate(
+        funded_minor=F("tally__funded_minor"),
+        held_minor=F("budget_account__held_minor"),
+        available_minor=F("budget_account__posted_minor") - F("budget_account__held_minor"),
+        spent_minor=F("tally__funded_minor") - (F("budget_account__posted_minor") - F("budget_account__held_minor")),
+    )
+
+
+def review_queue(*, brand=None) -> QuerySet[Reward]:
+    qs = Reward.objects.filter(status=RewardStatus.REVIEW).select_related("campaign__brand", "rule", "person", "event")
+    if brand is not None:
+        qs = qs.filter(campaign__brand=brand)
+    return qs.order_by("created_at", "id")
+
+
+def brands_for_user(*, user) -> list[tuple[int, str]]:
+    """(brand id, role) of every brand the user belongs to."""
+    return list(BrandMembership.objects.filter(user=user).values_list("brand_id", "role"))

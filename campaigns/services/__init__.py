@@ -1,0 +1,66 @@
+"""Writes for brands, campaigns, rules, trigger events and rewards (see each module)."""
+
+from campaigns.services.brands import (
+    brand_create,
+    brand_funds_account,
+    brand_membership_set,
+    brand_topup_record,
+    platform_bank_account,
+)
+from campaigns.services.campaigns import (
+    campaign_allocate,
+    campaign_close,
+    campaign_create,
+    campaign_end,
+    campaign_launch,
+    campaign_pause,
+    campaign_provision,
+    campaign_resume,
+    rule_create,
+    smallest_reservation_minor,
+)
+from campaigns.services.ingest import event_ingest
+from campaigns.services.ingest_bulk import event_ingest_bulk
+from campaigns.services.ingest_types import EventInput, IngestResult
+from campaigns.services.rewards import (
+    BulkOutcome,
+    reward_approve,
+    reward_claw_back,
+    reward_mark_paid,
+    reward_reject,
+    reward_void,
+    rewards_approve_bulk,
+    rewards_mature,
+    rewards_reject_bulk,
+)
+
+__all__ = [
+    "BulkOutcome",
+    "EventInput",
+    "IngestResult",
+    "brand_create",
+    "brand_funds_account",
+    "brand_membership_set",
+    "brand_topup_record",
+    "campaign_allocate",
+    "campaign_close",
+    "campaign_create",
+    "campaign_end",
+    "campaign_launch",
+    "campaign_pause",
+    "campaign_provision",
+    "campaign_resume",
+    "event_ingest",
+    "event_ingest_bulk",
+    "platform_bank_account",
+    "reward_approve",
+    "reward_claw_back",
+    "reward_mark_paid",
+    "reward_reject",
+    "reward_void",
+    "rewards_approve_bulk",
+    "rewards_mature",
+    "rewards_reject_bulk",
+    "rule_create",
+    "smallest_reservation_minor",
+]

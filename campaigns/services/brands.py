@@ -1,0 +1,100 @@
+"""Brands, their team and their money before it is allocated to a campaign."""
+
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from campaigns.funding_reference import funding_reference_generate
+from campaigns.models import Brand, BrandMembership, BrandRole
+from core.exceptions import InvalidInput
+from core.money import validate_currency
+from reconciliation.models import Account, AccountKind
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+
+
+def brand_create(
+    *, name: str, slug: str = "", default_currency: str = "EUR", fee_fixed_minor: int = 0, fee_bps: int = 0
+) -> Brand:
+    """Create a brand with a fresh funding reference (a collision, 1 in 33 million per existing
+    brand, simply draws again). Raises InvalidInput for a bad currency or fee."""
+    currency = validate_currency(default_currency)
+    if fee_fixed_minor < 0 or not 0 <= fee_bps <= 10000:
+        raise InvalidInput("Fees are a non-negative fixed amount and 0 to 10000 basis points.", code="invalid_fee")
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                return Brand.objects.create(
+                    name=name,
+                    slug=slug or slugify(name),
+                    default_currency=currency,
+                    fee_fixed_minor=fee_fixed_minor,
+                    fee_bps=fee_bps,
+                    funding_reference=funding_reference_generate(),
+                )
+        except IntegrityError as exc:
+            if "funding_reference" not in str(exc):
+                raise InvalidInput(
+                    f"A brand with slug {slug or slugify(name)!r} exists.", code="duplicate_slug"
+                ) from exc
+    raise InvalidInput("Could not draw a unique funding reference.", code="funding_reference_exhausted")
+
+
+def brand_membership_set(*, brand: Brand, user, role: str) -> BrandMembership:
+    """Give ``user`` ``role`` in ``brand`` (creating or changing the one membership)."""
+    if role not in BrandRole.values:
+        raise InvalidInput(f"Unknown role {role!r}.", code="invalid_role")
+    membership, _ = BrandMembership.objects.update_or_create(brand=brand, user=user, defaults={"role": role})
+    return membership
+
+
+def brand_funds_account(*, brand: Brand, currency: str) -> Account:
+    """The brand's prepaid, unallocated money: ``brand:<id>:funds:<CUR>`` (liability, no overdraft)."""
+    currency = validate_currency(currency)
+    return account_get_or_create(
+        code=f"brand:{brand.pk}:funds:{currency}",
+        name=f"{brand.name} funds {currency}",
+        kind=AccountKind.LIABILITY,
+        currency=currency,
+        owner_type="brand",
+        owner_id=str(brand.pk),
+    )
+
+
+def platform_bank_account(*, bank_account_code: str, currency: str) -> Account:
+    """The platform's operating bank account ``platform:bank:<iban>:<CUR>`` (asset)."""
+    currency = validate_currency(currency)
+    return account_get_or_create(
+        code=f"platform:bank:{bank_account_code}:{currency}",
+        name=f"Bank {bank_account_code} {currency}",
+        kind=AccountKind.ASSET,
+        currency=currency,
+        allow_overdraft=True,
+    )
+
+
+def brand_topup_record(
+    *,
+    brand: Brand,
+    amount_minor: int,
+    currency: str,
+    bank_account_code: str,
+    idempotency_key: str,
+    reference: str = "",
+):
+    """Book money the brand wired to us: bank (asset) → brand funds (liability).
+
+    Reconciliation calls this when a statement line carries the brand's funding reference; tests
+    and the demo call it directly. Idempotent by ``idempotency_key`` (the statement line's id).
+    Raises InvalidInput for a non-positive amount, IdempotencyConflict. Durable transaction."""
+    if type(amount_minor) is not int or amount_minor <= 0:
+        raise InvalidInput("A top-up is a positive amount in minor units.", code="invalid_amount")
+    with transaction.atomic(durable=True):
+        funds = brand_funds_account(brand=brand, currency=currency)
+        bank = platform_bank_account(bank_account_code=bank_account_code, currency=currency)
+        return ledger_entry_post(
+            idempotency_key=idempotency_key,
+            kind="brand_topup",
+            legs=[Leg.debit(bank, amount_minor), Leg.credit(funds, amount_minor)],
+            memo=f"Top-up {reference}".strip(),
+            reference_type="brand",
+            reference_id=str(brand.pk),
+        )

@@ -1,0 +1,281 @@
+"""Campaigns: creation, rules, budget allocation and the status transitions.
+
+Status moves only here: draft → active ⇄ paused → ended → closed, each a conditional UPDATE
+(``WHERE status IN (…)`` must change exactly one row) with a CampaignEvent in the same
+transaction. Money transitions take the campaign tally lock before the ledger (``campaigns.locks``).
+"""
+
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from campaigns.evaluation import fee_for
+from campaigns.locks import lock_campaign_tally
+from campaigns.models import (
+    Campaign,
+    CampaignEvent,
+    CampaignStatus,
+    CampaignTally,
+    Reward,
+    RewardRule,
+)
+from campaigns.models.events import RESERVED_STATUSES
+from campaigns.services.brands import brand_funds_account
+from core.exceptions import InvalidInput, InvalidTransition
+from core.money import validate_currency
+from reconciliation.models import Account, AccountKind
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+
+
+def _validation_to_invalid_input(exc: ValidationError) -> InvalidInput:
+    return InvalidInput("; ".join(exc.messages), code="validation_error", details=exc.message_dict)
+
+
+def campaign_create(
+    *,
+    brand,
+    name: str,
+    slug: str,
+    mode: str,
+    starts_at: datetime,
+    currency: str = "",
+    ends_at: datetime | None = None,
+    timezone: str = "Europe/Amsterdam",
+    **settings,
+) -> Campaign:
+    """Create a draft campaign with its no-overdraft budget account ``campaign:<id>:budget:<CUR>``
+    and its tally row, in one transaction. ``settings`` are further Campaign fields (payout mode,
+    fraud thresholds). Raises InvalidInput (validation messages per field)."""
+    currency = validate_currency(currency or brand.default_currency)
+    campaign = Campaign(
+        brand=brand,
+        name=name,
+        slug=slug,
+        mode=mode,
+        currency=currency,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        timezone=timezone,
+        **settings,
+    )
+    try:
+        campaign.full_clean(exclude=["budget_account"])
+    except ValidationError as exc:
+        raise _validation_to_invalid_input(exc) from exc
+    return campaign_provision(campaign=campaign)
+
+
+def campaign_provision(*, campaign: Campaign) -> Campaign:
+    """Save a new, validated campaign with its budget account and tally row, in one transaction
+    (the admin's add form calls this with the instance it built)."""
+    currency = validate_currency(campaign.currency)
+    with transaction.atomic():
+        campaign.save()
+        campaign.budget_account = account_get_or_create(
+            code=f"campaign:{campaign.pk}:budget:{currency}",
+            name=f"Budget {campaign.brand.slug}/{campaign.slug} {currency}",
+            kind=AccountKind.LIABILITY,
+            currency=currency,
+            allow_overdraft=False,
+            owner_type="campaign",
+            owner_id=str(campaign.pk),
+        )
+        campaign.save(update_fields=["budget_account"])
+        CampaignTally.objects.create(campaign=campaign)
+        CampaignEvent.objects.create(campaign=campaign, kind="campaign.created", to_status=campaign.status)
+    return campaign
+
+
+def rule_create(*, campaign: Campaign, **fields) -> RewardRule:
+    """Add a rule, validated with ``full_clean`` (the CHECK constraints are the backstop). Likes
+    and comments default to partner-attested, since TikTok cannot verify them first-party."""
+    if fields.get("trigger") in ("like", "comment"):
+        fields.setdefault("verification", "partner_attested")
+    rule = RewardRule(campaign=campaign, **fields)
+    try:
+        rule.full_clean()
+    except ValidationError as exc:
+        raise _validation_to_invalid_input(exc) from exc
+    rule.save()
+    return rule
+
+
+def smallest_reservation_minor(*, campaign: Campaign) -> int | None:
+    """The least any active rule can reserve (reward + fee): below this available, the campaign
+    cannot pay anyone and is paused. None when there is no active rule."""
+    rules = list(RewardRule.objects.filter(campaign=campaign, is_active=True))
+    if not rules:
+        return None
+    return min(
+        r.smallest_reward_minor
+        + fee_for(brand=campaign.brand, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
+        for r in rules
+    )
+
+
+def _transition(
+    *, campaign: Campaign, from_statuses: tuple[str, ...], to: str, kind: str, actor=None, reason: str = "", data=None
+) -> bool:
+    """Conditional UPDATE + audit row, in the caller's transaction. False if the status was not
+    one of ``from_statuses`` (nothing written)."""
+    previous = Campaign.objects.filter(pk=campaign.pk).values_list("status", flat=True).first()
+    changed = Campaign.objects.filter(pk=campaign.pk, status__in=from_statuses).update(status=to)
+    if changed != 1:
+        return False
+    CampaignEvent.objects.create(
+        campaign=campaign,
+        kind=kind,
+        from_status=previous or "",
+        to_status=to,
+        actor=actor,
+        reason=reason,
+        data=data or {},
+    )
+    campaign.status = to
+    return True
+
+
+def _transition_or_raise(*, campaign: Campaign, from_statuses: tuple[str, ...], to: str, kind: str, actor, reason=""):
+    with transaction.atomic(durable=True):
+        if not _transition(
+            campaign=campaign, from_statuses=from_statuses, to=to, kind=kind, actor=actor, reason=reason
+        ):
+            current = Campaign.objects.filter(pk=campaign.pk).values_list("status", flat=True).first()
+            raise InvalidTransition(
+                f"A {current} campaign cannot move to {to}.",
+                details={"campaign_id": campaign.pk, "status": current, "to": to},
+            )
+    return campaign
+
+
+def campaign_launch(*, campaign: Campaign, actor=None) -> Campaign:
+    """draft → active. Requires at least one active rule. Raises InvalidTransition."""
+    if not RewardRule.objects.filter(campaign=campaign, is_active=True).exists():
+        raise InvalidTransition("Add a reward rule before launching.", code="no_rules")
+    return _transition_or_raise(
+        campaign=campaign,
+        from_statuses=(CampaignStatus.DRAFT,),
+        to=CampaignStatus.ACTIVE,
+        kind="campaign.launched",
+        actor=actor,
+    )
+
+
+def campaign_pause(*, campaign: Campaign, actor=None, reason: str = "") -> Campaign:
+    """active → paused. Rewards already reserved keep maturing. Raises InvalidTransition."""
+    return _transition_or_raise(
+        campaign=campaign,
+        from_statuses=(CampaignStatus.ACTIVE,),
+        to=CampaignStatus.PAUSED,
+        kind="campaign.paused",
+        actor=actor,
+        reason=reason,
+    )
+
+
+def campaign_resume(*, campaign: Campaign, actor=None) -> Campaign:
+    """paused → active. Refused (``budget_insufficient``) while the budget cannot cover the
+    smallest reward, which would pause it again at once."""
+    need = smallest_reservation_minor(campaign=campaign)
+    available = Account.objects.get(pk=campaign.budget_account_id).available_minor
+    if need is not None and available < need:
+        raise InvalidTransition(
+            "The budget cannot cover the smallest reward; allocate more money first.",
+            code="budget_insufficient",
+            details={"available_minor": available, "needed_minor": need},
+        )
+    return _transition_or_raise(
+        campaign=campaign,
+        from_statuses=(CampaignStatus.PAUSED,),
+        to=CampaignStatus.ACTIVE,
+        kind="campaign.resumed",
+        actor=actor,
+    )
+
+
+def campaign_end(*, campaign: Campaign, actor=None) -> Campaign:
+    """active | paused → ended: no new rewards; reserved ones still mature or are voided."""
+    return _transition_or_raise(
+        campaign=campaign,
+        from_statuses=(CampaignStatus.ACTIVE, CampaignStatus.PAUSED),
+        to=CampaignStatus.ENDED,
+        kind="campaign.ended",
+        actor=actor,
+    )
+
+
+def campaign_close(*, campaign: Campaign, actor=None) -> Campaign:
+    """ended → closed, releasing the unspent budget back to the brand's funds.
+
+    Precondition: no reward is still reserved (review or held) — closing means the campaign's
+    money is settled; approve, reject, void or let them mature first (InvalidTransition
+    ``rewards_reserved``). Durable transaction: tally lock, release entry, transition, audit."""
+    with transaction.atomic(durable=True):
+        status = lock_campaign_tally(campaign_id=campaign.pk).status
+        if status != CampaignStatus.ENDED:
+            raise InvalidTransition(f"A {status} campaign cannot be closed; end it first.")
+        reserved = Reward.objects.filter(campaign=campaign, status__in=RESERVED_STATUSES).count()
+        if reserved:
+            raise InvalidTransition(
+                f"{reserved} rewards are still reserved; decide or void them first.",
+                code="rewards_reserved",
+                details={"reserved": reserved},
+            )
+        budget = Account.objects.get(pk=campaign.budget_account_id)
+        released = budget.available_minor
+        if released > 0:
+            funds = brand_funds_account(brand=campaign.brand, currency=campaign.currency)
+            ledger_entry_post(
+                idempotency_key=f"campaign:{campaign.pk}:close-release",
+                kind="budget_release",
+                legs=[Leg.debit(budget, released), Leg.credit(funds, released)],
+                memo=f"Unspent budget of {campaign} back to the brand",
+                reference_type="campaign",
+                reference_id=str(campaign.pk),
+            )
+        _transition(
+            campaign=campaign,
+            from_statuses=(CampaignStatus.ENDED,),
+            to=CampaignStatus.CLOSED,
+            kind="campaign.closed",
+            actor=actor,
+            data={"released_minor": released},
+        )
+    return campaign
+
+
+def campaign_allocate(*, campaign: Campaign, amount_minor: int, actor=None, idempotency_key: str) -> Campaign:
+    """Move ``amount_minor`` from the brand's funds to the campaign budget.
+
+    Idempotent by ``idempotency_key`` (a replay posts nothing and funds nothing twice).
+    Raises InvalidInput (amount), InsufficientFunds (the brand has not that much unallocated),
+    InvalidTransition (closed campaign), IdempotencyConflict. Durable transaction: tally lock →
+    ledger entry → funded total → audit row. A new allocation re-arms the 50/80/100 % alerts."""
+    if type(amount_minor) is not int or amount_minor <= 0:
+        raise InvalidInput("Allocate a positive amount in minor units.", code="invalid_amount")
+    with transaction.atomic(durable=True):
+        tally = lock_campaign_tally(campaign_id=campaign.pk)
+        funded, status = tally.funded_minor, tally.status
+        if status == CampaignStatus.CLOSED:
+            raise InvalidTransition("A closed campaign takes no more money.")
+        funds = brand_funds_account(brand=campaign.brand, currency=campaign.currency)
+        budget = Account.objects.get(pk=campaign.budget_account_id)
+        result = ledger_entry_post(
+            idempotency_key=idempotency_key,
+            kind="budget_allocate",
+            legs=[Leg.debit(funds, amount_minor), Leg.credit(budget, amount_minor)],
+            memo=f"Allocate to {campaign}",
+            reference_type="campaign",
+            reference_id=str(campaign.pk),
+        )
+        if not result.replayed:
+            CampaignTally.objects.filter(pk=campaign.pk).update(funded_minor=funded + amount_minor)
+            CampaignEvent.objects.create(
+                campaign=campaign,
+                kind="campaign.budget_allocated",
+                to_status=status,
+                actor=actor,
+                data={"amount_minor": amount_minor, "entry_id": result.entry.pk, "funded_minor": funded + amount_minor},
+            )
+    return campaign

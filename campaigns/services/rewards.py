@@ -1,0 +1,281 @@
+"""Rewards after ingestion: review decisions, maturing, voids, claw-backs, paid.
+
+Every transition is lock-then-check on the reward row (``SELECT … FOR UPDATE``), then the ledger
+operation, the status update and a RewardEvent, in one durable transaction. Lock order: reward
+row → ledger accounts (the ledger's ascending-id rule) → rule counters; nothing here takes the
+campaign tally, so these never wait on ingestion for longer than one reservation
+(``campaigns.locks``).
+
+Ledger flows (DESIGN §4):
+* maturing commits the hold: budget −(amount+fee) → ``recipient:<person>:payable`` +amount and
+  ``platform:fees`` +fee;
+* void / reject releases the hold (the money is available on the budget again);
+* claw-back reverses the commit entry (the money goes back to the budget and the fee is returned).
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from campaigns.evaluation import periods_for
+from campaigns.models import Reward, RewardEvent, RewardStatus, RuleCounter
+from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
+from reconciliation.models import AccountKind
+from reconciliation.services import (
+    Leg,
+    account_get_or_create,
+    ledger_entry_reverse,
+    ledger_hold_commit,
+    ledger_hold_void,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BulkOutcome:
+    done: list[int] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)  # reward id → error code
+
+
+def recipient_payable_account(*, person_id: int, currency: str):
+    return account_get_or_create(
+        code=f"recipient:{person_id}:payable:{currency}",
+        name=f"Payable to person {person_id} {currency}",
+        kind=AccountKind.LIABILITY,
+        currency=currency,
+        owner_type="person",
+        owner_id=str(person_id),
+    )
+
+
+def platform_fees_account(*, currency: str):
+    return account_get_or_create(
+        code=f"platform:fees:{currency}", name=f"Platform fees {currency}", kind=AccountKind.INCOME, currency=currency
+    )
+
+
+def _locked(reward_id: int) -> Reward:
+    return Reward.objects.select_for_update(of=("self",)).select_related("hold", "campaign", "rule").get(pk=reward_id)
+
+
+def _audit(reward: Reward, *, kind: str, from_status: str, actor=None, reason: str = "", data=None, now=None) -> None:
+    RewardEvent.objects.create(
+        reward=reward,
+        kind=kind,
+        from_status=from_status,
+        to_status=reward.status,
+        actor=actor,
+        reason=reason[:200],
+        data=data or {},
+        created_at=now or timezone.now(),
+    )
+
+
+def _require(reward: Reward, allowed: tuple[str, ...], action: str) -> None:
+    if reward.status not in allowed:
+        raise InvalidTransition(
+            f"A {reward.status} reward cannot be {action}.",
+            details={"reward_id": reward.pk, "status": reward.status},
+        )
+
+
+def _counters_release(reward: Reward) -> None:
+    """The reward no longer counts against the rule's campaign-wide caps."""
+    periods = ("all", periods_for(reward.occurred_at, reward.campaign.tz).day_key)
+    RuleCounter.objects.filter(rule_id=reward.rule_id, period__in=periods, rewards_count__gt=0).update(
+        rewards_count=F("rewards_count") - 1
+    )
+
+
+def _commit(reward: Reward, *, now: datetime, actor=None) -> None:
+    """held → payable: commit the hold to the person's payable and the platform's fees."""
+    previous = reward.status
+    budget = reward.campaign.budget_account
+    legs = [
+        Leg.debit(budget, reward.amount_minor + reward.fee_minor),
+        Leg.credit(
+            recipient_payable_account(person_id=reward.person_id, currency=reward.currency), reward.amount_minor
+        ),
+    ]
+    if reward.fee_minor:
+        legs.append(Leg.credit(platform_fees_account(currency=reward.currency), reward.fee_minor))
+    result = ledger_hold_commit(
+        hold=reward.hold,
+        idempotency_key=f"reward:{reward.pk}:commit",
+        kind="reward_payable",
+        legs=legs,
+        memo=f"Reward #{reward.pk} payable",
+        reference_type="reward",
+        reference_id=str(reward.pk),
+    )
+    reward.status = RewardStatus.PAYABLE
+    reward.commit_entry = result.entry
+    reward.updated_at = now
+    reward.save(update_fields=["status", "commit_entry", "updated_at"])
+    _audit(
+        reward, kind="reward.payable", from_status=previous, actor=actor, data={"entry_id": result.entry.pk}, now=now
+    )
+
+
+def reward_approve(*, reward: Reward, actor) -> Reward:
+    """review → held (→ payable at once if its hold period is already over). The money was
+    reserved at ingestion, so approval cannot fail for lack of budget. Raises InvalidTransition."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward.pk)
+        _require(reward, (RewardStatus.REVIEW,), "approved")
+        reward.status = RewardStatus.HELD
+        reward.decided_by = actor
+        reward.decided_at = now
+        reward.updated_at = now
+        reward.save(update_fields=["status", "decided_by", "decided_at", "updated_at"])
+        _audit(reward, kind="reward.approved", from_status=RewardStatus.REVIEW, actor=actor, now=now)
+        if reward.matures_at <= now:
+            _commit(reward, now=now, actor=actor)
+    return reward
+
+
+def reward_reject(*, reward: Reward, actor, reason: str) -> Reward:
+    """review → voided with the reviewer's reason; the reservation returns to the budget."""
+    if not reason.strip():
+        raise InvalidInput("Say why the reward is rejected.", code="reason_required")
+    return _void(reward=reward, actor=actor, reason=reason, allowed=(RewardStatus.REVIEW,), kind="reward.rejected")
+
+
+def reward_void(*, reward: Reward, actor=None, reason: str) -> Reward:
+    """review | held → voided (a refunded purchase, an undone action): the hold is released and
+    the money is available on the budget again. Voiding a voided reward is a no-op.
+    A payable reward needs ``reward_claw_back``. Raises InvalidTransition."""
+    return _void(
+        reward=reward,
+        actor=actor,
+        reason=reason,
+        allowed=(RewardStatus.REVIEW, RewardStatus.HELD),
+        kind="reward.voided",
+    )
+
+
+def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind: str) -> Reward:
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward.pk)
+        if reward.status == RewardStatus.VOIDED:
+            return reward
+        _require(reward, allowed, "voided")
+        previous = reward.status
+        ledger_hold_void(hold=reward.hold)
+        _counters_release(reward)
+        reward.status = RewardStatus.VOIDED
+        reward.decision_reason = reason[:200]
+        reward.updated_at = now
+        fields = ["status", "decision_reason", "updated_at"]
+        if previous == RewardStatus.REVIEW:
+            reward.decided_by, reward.decided_at = actor, now
+            fields += ["decided_by", "decided_at"]
+        reward.save(update_fields=fields)
+        _audit(reward, kind=kind, from_status=previous, actor=actor, reason=reason, now=now)
+    return reward
+
+
+def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
+    """payable → clawed_back: the commit entry is reversed (payable and fee back to the budget).
+    A paid reward raises InvalidTransition: recovering money already sent is a payouts matter."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward.pk)
+        _require(reward, (RewardStatus.PAYABLE,), "clawed back")
+        result = ledger_entry_reverse(
+            entry=reward.commit_entry, idempotency_key=f"reward:{reward.pk}:clawback", memo=f"Claw-back: {reason}"[:500]
+        )
+        _counters_release(reward)
+        reward.status = RewardStatus.CLAWED_BACK
+        reward.clawback_entry = result.entry
+        reward.decision_reason = reason[:200]
+        reward.updated_at = now
+        reward.save(update_fields=["status", "clawback_entry", "decision_reason", "updated_at"])
+        _audit(reward, kind="reward.clawed_back", from_status=RewardStatus.PAYABLE, actor=actor, reason=reason, now=now)
+    return reward
+
+
+def reward_mark_paid(*, reward_ids: list[int], payout_ref: str) -> int:
+    """payable → paid for all of ``reward_ids`` (the payouts app moved the money). All or nothing:
+    InvalidTransition if any is not payable (replaying with the same ``payout_ref`` is a no-op
+    for the ones already paid by it). Returns how many changed."""
+    if not payout_ref:
+        raise InvalidInput("A payout reference is required.", code="payout_ref_required")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        rewards = list(Reward.objects.select_for_update().filter(pk__in=reward_ids).order_by("pk"))
+        if len(rewards) != len(set(reward_ids)):
+            raise InvalidInput("Unknown reward ids.", code="not_found")
+        changed = 0
+        for reward in rewards:
+            if reward.status == RewardStatus.PAID and reward.payout_ref == payout_ref:
+                continue
+            _require(reward, (RewardStatus.PAYABLE,), "marked paid")
+            reward.status = RewardStatus.PAID
+            reward.payout_ref = payout_ref
+            reward.updated_at = now
+            reward.save(update_fields=["status", "payout_ref", "updated_at"])
+            _audit(
+                reward, kind="reward.paid", from_status=RewardStatus.PAYABLE, data={"payout_ref": payout_ref}, now=now
+            )
+            changed += 1
+    return changed
+
+
+def rewards_mature(*, now: datetime | None = None, batch_size: int = 200) -> int:
+    """Make every held reward whose ``matures_at`` has passed payable, in short transactions of
+    ``batch_size``. Safe to run concurrently and repeatedly (rows are claimed with SKIP LOCKED
+    and re-checked; the commit is idempotent by key). A reward the books refuse (an inactive
+    account, say) is logged and skipped, so one bad row never blocks the others. Returns how
+    many matured."""
+    now = now or timezone.now()
+    total = 0
+    failed: set[int] = set()
+    while True:
+        with transaction.atomic(durable=True):
+            rewards = list(
+                Reward.objects.select_for_update(skip_locked=True, of=("self",))
+                .select_related("hold", "campaign__budget_account")
+                .filter(status=RewardStatus.HELD, matures_at__lte=now)
+                .exclude(pk__in=failed)
+                .order_by("id")[:batch_size]
+            )
+            for reward in rewards:
+                try:
+                    with transaction.atomic():
+                        _commit(reward, now=now)
+                except ApplicationError as exc:
+                    failed.add(reward.pk)
+                    logger.error("reward did not mature", extra={"reward_id": reward.pk, "code": exc.code})
+                else:
+                    total += 1
+        if len(rewards) < batch_size:
+            return total
+
+
+def _bulk(reward_ids: list[int], action) -> BulkOutcome:
+    outcome = BulkOutcome()
+    for reward_id in reward_ids:
+        try:
+            action(Reward(pk=reward_id))
+        except (ApplicationError, Reward.DoesNotExist) as exc:
+            outcome.failed[reward_id] = getattr(exc, "code", "not_found")
+        else:
+            outcome.done.append(reward_id)
+    return outcome
+
+
+def rewards_approve_bulk(*, reward_ids: list[int], actor) -> BulkOutcome:
+    """Approve each reward in its own transaction; one that cannot be approved is reported."""
+    return _bulk(reward_ids, lambda r: reward_approve(reward=r, actor=actor))
+
+
+def rewards_reject_bulk(*, reward_ids: list[int], actor, reason: str) -> BulkOutcome:
+    return _bulk(reward_ids, lambda r: reward_reject(reward=r, actor=actor, reason=reason))

@@ -1,0 +1,75 @@
+from datetime import UTC, datetime
+
+import factory
+
+from campaigns.services import (
+    brand_create,
+    brand_topup_record,
+    campaign_allocate,
+    campaign_create,
+    campaign_launch,
+    rule_create,
+)
+
+# A fixed campaign start in the past: events default to "now", which is inside the window.
+CAMPAIGN_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def make_iban(country: str, bban: str) -> str:
+    """A valid IBAN (ISO 13616 mod-97 check digits) for a country's BBAN."""
+    digits = "".join(str(int(ch, 36)) for ch in f"{bban}{country}00")
+    return f"{country}{98 - int(digits) % 97:02d}{bban}"
+
+
+def nl_iban(n: int) -> str:
+    return make_iban("NL", f"ABNA{n:010d}")
+
+
+# Valid IBANs from different countries, for conditions and per-IBAN caps.
+IBAN_NL = "NL91ABNA0417164300"
+IBAN_NL_2 = nl_iban(123456789)
+IBAN_DE = "DE89370400440532013000"
+
+
+class BrandFactory(factory.Factory):
+    class Meta:
+        model = dict
+
+    name = factory.Sequence(lambda n: f"Brand {n}")
+    slug = factory.Sequence(lambda n: f"brand-{n}")
+    fee_fixed_minor = 0
+    fee_bps = 0
+
+    @classmethod
+    def _create(cls, model_class, **kwargs):
+        return brand_create(**kwargs)
+
+
+def funded_campaign(
+    *, brand, amount_minor: int, rules: list[dict], slug: str = "summer", timezone: str = "Europe/Amsterdam", **settings
+):
+    """A launched campaign with ``amount_minor`` allocated from a top-up, and the given rules."""
+    campaign = campaign_create(
+        brand=brand,
+        name=slug.title(),
+        slug=slug,
+        mode=settings.pop("mode", "joyback"),
+        starts_at=settings.pop("starts_at", CAMPAIGN_START),
+        timezone=timezone,
+        **settings,
+    )
+    for fields in rules:
+        rule_create(campaign=campaign, **fields)
+    if amount_minor:
+        brand_topup_record(
+            brand=brand,
+            amount_minor=amount_minor,
+            currency=campaign.currency,
+            bank_account_code="NL00TEST0000000001",
+            idempotency_key=f"topup:{brand.pk}:{slug}",
+            reference=brand.funding_reference,
+        )
+        campaign_allocate(campaign=campaign, amount_minor=amount_minor, idempotency_key=f"alloc:{campaign.pk}")
+    campaign_launch(campaign=campaign)
+    campaign.refresh_from_db()
+    return campaign

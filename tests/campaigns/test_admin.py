@@ -1,0 +1,153 @@
+"""The admin pages load with budget figures and their actions go through the services."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from campaigns.models import Campaign, CampaignStatus, RewardStatus
+from campaigns.services import event_ingest
+from tests.campaigns.conftest import event
+from tests.campaigns.factories import funded_campaign
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops(client):
+    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "pw")
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
+def reviewed(free_brand):
+    funded_campaign(
+        brand=free_brand,
+        amount_minor=5_000,
+        rules=[{"trigger": "tiktok_login", "fixed_minor": 500, "approval_policy": "always_review"}],
+    )
+    return [event_ingest(brand=free_brand, payload=event()).reward for _ in range(2)]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "campaigns_brand_changelist",
+        "campaigns_campaign_changelist",
+        "campaigns_reward_changelist",
+        "campaigns_rewardinreview_changelist",
+        "campaigns_triggerevent_changelist",
+    ],
+)
+def test_changelists_load(client, ops, reviewed, name):
+    response = client.get(reverse(f"admin:{name}"))
+    assert response.status_code == 200
+
+
+def test_campaign_list_shows_budget_figures(client, ops, reviewed):
+    response = client.get(reverse("admin:campaigns_campaign_changelist"))
+    assert "50.00 EUR" in response.text and "10.00 EUR" in response.text  # funded, held
+
+
+def test_campaign_change_page_explains_like_and_comment(client, ops, reviewed):
+    campaign = Campaign.objects.get()
+    response = client.get(reverse("admin:campaigns_campaign_change", args=[campaign.pk]))
+    assert response.status_code == 200 and "public APIs" in response.text
+
+
+def test_review_queue_approve_action_calls_the_service(client, ops, reviewed):
+    first, second = reviewed
+    response = client.post(
+        reverse("admin:campaigns_rewardinreview_changelist"),
+        {"action": "approve", "_selected_action": [first.pk]},
+    )
+    assert response.status_code == 302
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == RewardStatus.PAYABLE and first.decided_by == ops
+    assert second.status == RewardStatus.REVIEW
+
+
+def test_review_queue_reject_action_stores_the_reason(client, ops, reviewed):
+    first, _ = reviewed
+    client.post(
+        reverse("admin:campaigns_rewardinreview_changelist"),
+        {"action": "reject_fraud", "_selected_action": [first.pk]},
+    )
+    first.refresh_from_db()
+    assert first.status == RewardStatus.VOIDED and first.decision_reason == "Suspected fraud"
+
+
+def test_pause_action(client, ops, reviewed):
+    campaign = Campaign.objects.get()
+    client.post(reverse("admin:campaigns_campaign_changelist"), {"action": "pause", "_selected_action": [campaign.pk]})
+    campaign.refresh_from_db()
+    assert campaign.status == CampaignStatus.PAUSED
+
+
+def test_adding_a_campaign_in_the_admin_provisions_its_budget(client, ops, free_brand):
+    from reconciliation.models import Account
+
+    data = {
+        "brand": free_brand.pk,
+        "name": "Autumn",
+        "slug": "autumn",
+        "mode": "joyback",
+        "currency": "EUR",
+        "timezone": "Europe/Rome",
+        "starts_at_0": "2026-09-01",
+        "starts_at_1": "00:00:00",
+        "payout_mode": "instant",
+        "aggregate_minutes": "0",
+        "min_payout_minor": "0",
+        "rules-TOTAL_FORMS": "1",
+        "rules-INITIAL_FORMS": "0",
+        "rules-0-trigger": "like",
+        "rules-0-verification": "partner_attested",
+        "rules-0-is_active": "on",
+        "rules-0-amount_type": "fixed",
+        "rules-0-fixed_minor": "10",
+        "rules-0-allowed_iban_countries": "[]",
+        "rules-0-hold_days": "0",
+        "rules-0-approval_policy": "auto",
+        "events-TOTAL_FORMS": "0",
+        "events-INITIAL_FORMS": "0",
+    }
+    response = client.post(reverse("admin:campaigns_campaign_add"), data)
+    assert response.status_code == 302, response.context["adminform"].errors if response.context else response
+    campaign = Campaign.objects.get(slug="autumn")
+    assert campaign.status == CampaignStatus.DRAFT and campaign.rules.count() == 1
+    assert Account.objects.get(pk=campaign.budget_account_id).code == f"campaign:{campaign.pk}:budget:EUR"
+
+
+def test_admin_refuses_a_first_party_like_with_the_explanation(client, ops, reviewed):
+    campaign = Campaign.objects.get()
+    rule = campaign.rules.get()
+    url = reverse("admin:campaigns_campaign_change", args=[campaign.pk])
+    form = client.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and not isinstance(v, list)}
+    data.update(
+        {
+            "starts_at_0": "2026-01-01",
+            "starts_at_1": "00:00:00",
+            "rules-TOTAL_FORMS": "1",
+            "rules-INITIAL_FORMS": "1",
+            "rules-0-id": rule.pk,
+            "rules-0-campaign": campaign.pk,
+            "rules-0-trigger": "like",
+            "rules-0-verification": "first_party",
+            "rules-0-is_active": "on",
+            "rules-0-amount_type": "fixed",
+            "rules-0-fixed_minor": "10",
+            "rules-0-allowed_iban_countries": "[]",
+            "rules-0-hold_days": "0",
+            "rules-0-approval_policy": "auto",
+            "events-TOTAL_FORMS": "0",
+            "events-INITIAL_FORMS": "0",
+        }
+    )
+    response = client.post(url, data)
+    assert response.status_code == 200
+    assert "public APIs" in str(response.context["inline_admin_formsets"][0].formset.errors)
+    rule.refresh_from_db()
+    assert rule.trigger == "tiktok_login"
