@@ -55,3 +55,6 @@ bench-ledger: install
 
 bench-ingest: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ingest
+
+bench-payouts: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.payouts

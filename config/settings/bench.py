@@ -12,3 +12,4 @@ DATABASES = {  # noqa: F405
     "default": dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"))
 }
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

@@ -1,0 +1,285 @@
+"""Ops screens for payouts: the list with filters, approve / retry / cancel / batch actions that
+call services (each permissioned and audited by the service's PayoutEvent), attempts inline,
+pain.001 batches with download, and the routing rules."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from campaigns.models import Brand, Campaign
+from core.exceptions import ApplicationError
+from core.money import format_minor
+from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutEvent, PayoutStatus, RouteRule
+from payouts.rails import rail_names
+from payouts.selectors import payouts_for_admin
+from payouts.services import (
+    payout_approve,
+    payout_batch_approve,
+    payout_batch_create,
+    payout_batch_download,
+    payout_cancel,
+    payout_retry,
+)
+
+
+class CampaignFilter(admin.SimpleListFilter):
+    title = "campaign"
+    parameter_name = "campaign"
+
+    def lookups(self, request, model_admin):
+        return [(c.pk, str(c)) for c in Campaign.objects.select_related("brand").order_by("brand__slug", "slug")[:200]]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(items__reward__campaign_id=self.value()).distinct()
+        return queryset
+
+
+class BrandFilter(admin.SimpleListFilter):
+    title = "brand"
+    parameter_name = "brand"
+
+    def lookups(self, request, model_admin):
+        return [(b.pk, b.name) for b in Brand.objects.order_by("name")[:200]]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(items__reward__campaign__brand_id=self.value()).distinct()
+        return queryset
+
+
+class AttemptInline(admin.TabularInline):
+    model = PayoutAttempt
+    extra = 0
+    can_delete = False
+    fields = [
+        "number",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "recovered",
+        "error_class",
+        "reason_code",
+        "reason_text",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class EventInline(admin.TabularInline):
+    model = PayoutEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "kind", "from_status", "to_status", "actor", "data"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+def _run(modeladmin, request, queryset, action, verb: str) -> None:
+    done = 0
+    for obj in queryset:
+        try:
+            action(obj)
+        except ApplicationError as exc:
+            modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
+        else:
+            done += 1
+    if done:
+        modeladmin.message_user(request, f"{verb} {done}.", messages.SUCCESS)
+
+
+@admin.register(Payout)
+class PayoutAdmin(admin.ModelAdmin):
+    list_display = [
+        "end_to_end_id",
+        "person",
+        "amount",
+        "rail",
+        "status",
+        "waiting_for",
+        "creditor_iban_masked",
+        "reason_code",
+        "created_at",
+        "settled_at",
+    ]
+    list_filter = ["status", "rail", "needs_review", "requires_approval", CampaignFilter, BrandFilter, "created_at"]
+    date_hierarchy = "created_at"
+    search_fields = ["end_to_end_id", "rail_reference", "=person__id"]
+    list_select_related = ["person"]
+    inlines = [AttemptInline, EventInline]
+    actions = ["approve", "retry", "cancel", "create_batch"]
+    readonly_fields = [f.name for f in Payout._meta.fields]
+
+    def get_queryset(self, request):
+        return payouts_for_admin()
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="amount", ordering="amount_minor")
+    def amount(self, obj: Payout) -> str:
+        return format_minor(obj.amount_minor, obj.currency)
+
+    @admin.display(description="waiting for")
+    def waiting_for(self, obj: Payout) -> str:
+        if obj.status != PayoutStatus.CREATED:
+            return ""
+        if obj.needs_review:
+            return f"review: {obj.review_reason}"
+        if obj.requires_approval and not obj.approved_at:
+            return "second approval"
+        if obj.next_attempt_at:
+            return f"retry at {obj.next_attempt_at:%H:%M:%S}"
+        return ""
+
+    @admin.action(description="Approve / release from review", permissions=["approve"])
+    def approve(self, request, queryset):
+        _run(self, request, queryset, lambda p: payout_approve(payout=p, approver=request.user), "Approved")
+
+    @admin.action(description="Retry now", permissions=["retry"])
+    def retry(self, request, queryset):
+        _run(self, request, queryset, lambda p: payout_retry(payout=p, actor=request.user), "Retried")
+
+    @admin.action(description="Cancel (not yet sent)", permissions=["cancel"])
+    def cancel(self, request, queryset):
+        _run(
+            self,
+            request,
+            queryset,
+            lambda p: payout_cancel(payout=p, actor=request.user, reason="Cancelled in the admin"),
+            "Cancelled",
+        )
+
+    @admin.action(description="Create a pain.001 batch from the selected file-rail payouts", permissions=["batch"])
+    def create_batch(self, request, queryset):
+        try:
+            batch = payout_batch_create(actor=request.user, payout_ids=list(queryset.values_list("id", flat=True)))
+        except ApplicationError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        self.message_user(request, f"Built {batch} for {format_minor(batch.control_sum_minor, batch.currency)}.")
+
+    def has_approve_permission(self, request):
+        return request.user.has_perm("payouts.approve_payout")
+
+    def has_retry_permission(self, request):
+        return request.user.has_perm("payouts.retry_payout")
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("payouts.cancel_payout")
+
+    def has_batch_permission(self, request):
+        return request.user.has_perm("payouts.download_payoutbatch")
+
+
+@admin.register(PayoutBatch)
+class PayoutBatchAdmin(admin.ModelAdmin):
+    list_display = ["batch_id", "execution_date", "count", "control_sum", "status", "approval", "download_link"]
+    list_filter = ["status", "execution_date"]
+    exclude = ["file"]
+    readonly_fields = [f.name for f in PayoutBatch._meta.fields if f.name != "file"]
+    actions = ["approve"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:pk>/download/",
+                self.admin_site.admin_view(self.download_view),
+                name="payouts_payoutbatch_download",
+            ),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="control sum")
+    def control_sum(self, obj: PayoutBatch) -> str:
+        return format_minor(obj.control_sum_minor, obj.currency)
+
+    @admin.display(description="approval")
+    def approval(self, obj: PayoutBatch) -> str:
+        if not obj.requires_approval:
+            return "not needed"
+        return f"by {obj.approved_by}" if obj.approved_at else "waiting"
+
+    @admin.display(description="pain.001")
+    def download_link(self, obj: PayoutBatch) -> str:
+        return format_html('<a href="{}">download</a>', reverse("admin:payouts_payoutbatch_download", args=[obj.pk]))
+
+    def download_view(self, request, pk: int):
+        batch = get_object_or_404(PayoutBatch, pk=pk)
+        try:
+            data = payout_batch_download(batch=batch, actor=request.user)
+        except ApplicationError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponse(str(exc), status=403, content_type="text/plain")
+        response = HttpResponse(data, content_type="application/xml")
+        response["Content-Disposition"] = f'attachment; filename="{batch.batch_id}.xml"'
+        return response
+
+    @admin.action(description="Approve (four-eyes)")
+    def approve(self, request, queryset):
+        _run(self, request, queryset, lambda b: payout_batch_approve(batch=b, approver=request.user), "Approved")
+
+
+class RouteRuleForm(forms.ModelForm):
+    class Meta:
+        model = RouteRule
+        fields = [
+            "priority",
+            "currency",
+            "country",
+            "min_amount_minor",
+            "max_amount_minor",
+            "rail",
+            "fallback_rail",
+            "active",
+        ]
+
+    def _known(self, name: str) -> str:
+        if name and name not in rail_names():
+            raise forms.ValidationError(f"No rail called {name!r}; configured: {', '.join(rail_names())}.")
+        return name
+
+    def clean_rail(self):
+        return self._known(self.cleaned_data["rail"])
+
+    def clean_fallback_rail(self):
+        return self._known(self.cleaned_data["fallback_rail"])
+
+
+@admin.register(RouteRule)
+class RouteRuleAdmin(admin.ModelAdmin):
+    form = RouteRuleForm
+    list_display = [
+        "priority",
+        "currency",
+        "country",
+        "min_amount_minor",
+        "max_amount_minor",
+        "rail",
+        "fallback_rail",
+        "active",
+    ]
+    list_editable = ["active"]
+    ordering = ["priority", "id"]

@@ -1,0 +1,315 @@
+"""Bank statement lines that payouts explain, plugged into reconciliation's matching engine
+(registered in ``PayoutsConfig.ready``). The engine runs them in ``order`` inside its transaction,
+records each match with the entry ``apply`` returns, and reverses that entry when a match is
+undone (``unapply`` only puts the payout back).
+
+* 10 ``payout_end_to_end``: a debit whose EndToEndId is a payout → settled (in transit → bank).
+  Also the matcher staff use by hand for ``payout`` targets (debits and returns).
+* 15 ``payout_return``: a credit with a return reason whose EndToEndId is a payout → returned.
+* 20 ``payout_batch``: a batch booking (PmtInfId or MsgId, count, control sum) → every payout of
+  the pain.001 file settled with one entry.
+* 90 ``payout_suggest``: same amount, close date, same creditor IBAN or name → a suggestion.
+"""
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from django.db.models import Q
+
+from core.exceptions import InvalidInput
+from payouts.models import Payout, PayoutBatch, PayoutStatus
+from payouts.services.actions import (
+    payout_bank_debit_record,
+    payout_bank_debit_undo,
+    payout_bank_return_record,
+    payout_bank_return_undo,
+)
+from payouts.services.states import in_transit_account
+from recipients import crypto
+from reconciliation.matching import Applied, Proposal
+from reconciliation.models import Match, StatementLine
+from reconciliation.services import Leg, ledger_entry_post
+
+PAYOUT = "payout"
+BATCH = "payout_batch"
+
+
+def _debit_open(payout: Payout) -> bool:
+    return payout.bank_debit_line_id is None and payout.status in (
+        PayoutStatus.SUBMITTED,
+        PayoutStatus.SETTLED,
+        PayoutStatus.RETURNED,
+    )
+
+
+def _return_open(payout: Payout) -> bool:
+    return payout.bank_return_line_id is None and payout.status in (
+        PayoutStatus.SUBMITTED,
+        PayoutStatus.SETTLED,
+        PayoutStatus.RETURNED,
+    )
+
+
+def _by_e2e(lines: Sequence[StatementLine]) -> dict[str, Payout]:
+    ids = {line.end_to_end_id for line in lines if line.end_to_end_id}
+    return {p.end_to_end_id: p for p in Payout.objects.filter(end_to_end_id__in=ids)} if ids else {}
+
+
+class _PayoutLineMatcher:
+    """Shared by the end-to-end and return matchers: a proposal ties a line to one payout; debits
+    settle it, credits return it."""
+
+    target_type = PAYOUT
+    name = ""
+
+    def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]:
+        applied = []
+        for proposal in proposals:
+            line = lines[proposal.line_id]
+            bank = line.bank_account.ledger_account
+            payout = Payout.objects.get(pk=int(proposal.target_id))
+            if line.is_credit:
+                if not _return_open(payout):
+                    continue
+                entry = payout_bank_return_record(
+                    payout_id=payout.pk, line_id=line.pk, bank=bank, reason_code=line.return_reason_code or "NARR"
+                )
+            else:
+                if not _debit_open(payout):
+                    continue
+                entry = payout_bank_debit_record(payout_id=payout.pk, line_id=line.pk, bank=bank)
+            applied.append(
+                Applied(
+                    line_id=line.pk,
+                    target_type=PAYOUT,
+                    target_id=str(payout.pk),
+                    amount_minor=payout.amount_minor,
+                    entry=entry,
+                )
+            )
+        return applied
+
+    def unapply(self, match: Match) -> None:
+        payout = Payout.objects.get(pk=int(match.target_id))
+        if payout.bank_return_line_id == match.line_id:
+            payout_bank_return_undo(payout_id=payout.pk, line_id=match.line_id)
+        else:
+            payout_bank_debit_undo(payout_id=payout.pk, line_id=match.line_id)
+
+    def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
+        payout = Payout.objects.filter(pk=int(target_id) if target_id.isdigit() else None).first()
+        if payout is None:
+            payout = Payout.objects.filter(end_to_end_id=target_id).first()
+        if payout is None:
+            raise InvalidInput(f"No payout {target_id}.", code="unknown_payout")
+        if line.amount_minor != payout.amount_minor or line.currency != payout.currency:
+            raise InvalidInput("The line's amount is not the payout's.", code="amount_mismatch")
+        if not (_return_open(payout) if line.is_credit else _debit_open(payout)):
+            raise InvalidInput(f"A {payout.status} payout cannot take this line.", code="payout_moved_on")
+        return Proposal(line_id=line.pk, target_type=PAYOUT, target_id=str(payout.pk), amount_minor=payout.amount_minor)
+
+
+class EndToEndMatcher(_PayoutLineMatcher):
+    name = "payout_end_to_end"
+    order = 10
+
+    def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        debits = [line for line in lines if not line.is_credit and line.end_to_end_id]
+        payouts = _by_e2e(debits)
+        proposals = []
+        for line in debits:
+            payout = payouts.get(line.end_to_end_id)
+            if payout and _debit_open(payout) and line.amount_minor == payout.amount_minor:
+                proposals.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type=PAYOUT,
+                        target_id=str(payout.pk),
+                        amount_minor=payout.amount_minor,
+                        reason=f"EndToEndId {payout.end_to_end_id}",
+                    )
+                )
+        return proposals
+
+
+class ReturnMatcher(_PayoutLineMatcher):
+    name = "payout_return"
+    order = 15
+
+    def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        credits = [line for line in lines if line.is_credit and line.end_to_end_id and line.return_reason_code]
+        payouts = _by_e2e(credits)
+        proposals = []
+        for line in credits:
+            payout = payouts.get(line.end_to_end_id)
+            if payout and _return_open(payout) and line.amount_minor == payout.amount_minor:
+                proposals.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type=PAYOUT,
+                        target_id=str(payout.pk),
+                        amount_minor=payout.amount_minor,
+                        reason=f"Return {line.return_reason_code} of {payout.end_to_end_id}",
+                    )
+                )
+        return proposals
+
+
+class BatchMatcher:
+    """One debit booking a whole pain.001 file. The payouts the bank executed are the batch's
+    minus those rejected (failed); count and control sum must equal theirs exactly."""
+
+    name = "payout_batch"
+    order = 20
+    target_type = BATCH
+
+    @staticmethod
+    def _expected(batch: PayoutBatch) -> list[Payout]:
+        return list(batch.payouts.exclude(status__in=[PayoutStatus.FAILED, PayoutStatus.CANCELLED]).order_by("id"))
+
+    def _batch_for(self, line: StatementLine) -> PayoutBatch | None:
+        keys = Q()
+        if line.batch_payment_information_id:
+            keys |= Q(payment_information_id=line.batch_payment_information_id)
+        if line.batch_message_id:
+            keys |= Q(batch_id=line.batch_message_id)
+        return PayoutBatch.objects.filter(keys).first() if keys else None
+
+    def _fits(self, line: StatementLine, batch: PayoutBatch) -> bool:
+        payouts = self._expected(batch)
+        open_ = [p for p in payouts if _debit_open(p)]
+        return (
+            bool(payouts)
+            and len(open_) == len(payouts)
+            and line.currency == batch.currency
+            and line.amount_minor == sum(p.amount_minor for p in payouts)
+            and (line.batch_count is None or line.batch_count == len(payouts))
+        )
+
+    def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        proposals = []
+        for line in lines:
+            if line.is_credit or not (line.batch_payment_information_id or line.batch_message_id):
+                continue
+            batch = self._batch_for(line)
+            if batch is not None and self._fits(line, batch):
+                proposals.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type=BATCH,
+                        target_id=str(batch.pk),
+                        amount_minor=line.amount_minor,
+                        reason=f"Batch {batch.batch_id}",
+                    )
+                )
+        return proposals
+
+    def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]:
+        applied = []
+        for proposal in proposals:
+            line = lines[proposal.line_id]
+            batch = PayoutBatch.objects.select_for_update().get(pk=int(proposal.target_id))
+            if not self._fits(line, batch):
+                continue
+            payouts = self._expected(batch)
+            bank = line.bank_account.ledger_account
+            in_transit = [p for p in payouts if p.settled_entry_id is None]
+            entry = None
+            if in_transit:
+                undone = Match.objects.filter(target_type=BATCH, target_id=str(batch.pk), status="undone").count()
+                entry = ledger_entry_post(
+                    idempotency_key=f"payout_batch:{batch.pk}:line:{line.pk}:{undone}",
+                    kind="payout_settled",
+                    legs=[
+                        Leg.debit(in_transit_account(batch.currency), sum(p.amount_minor for p in in_transit)),
+                        Leg.credit(bank, sum(p.amount_minor for p in in_transit)),
+                    ],
+                    memo=f"Payout batch {batch.batch_id} booked by the bank",
+                    reference_type="payout_batch",
+                    reference_id=str(batch.pk),
+                ).entry
+            for payout in payouts:
+                payout_bank_debit_record(payout_id=payout.pk, line_id=line.pk, bank=bank, entry=entry)
+            applied.append(
+                Applied(
+                    line_id=line.pk,
+                    target_type=BATCH,
+                    target_id=str(batch.pk),
+                    amount_minor=line.amount_minor,
+                    entry=entry,
+                )
+            )
+        return applied
+
+    def unapply(self, match: Match) -> None:
+        for payout_id in Payout.objects.filter(
+            batch_id=int(match.target_id), bank_debit_line_id=match.line_id
+        ).values_list("id", flat=True):
+            payout_bank_debit_undo(payout_id=payout_id, line_id=match.line_id)
+
+    def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
+        batch = PayoutBatch.objects.filter(
+            Q(batch_id=target_id) | Q(pk=int(target_id) if target_id.isdigit() else None)
+        ).first()
+        if batch is None:
+            raise InvalidInput(f"No payout batch {target_id}.", code="unknown_batch")
+        if line.is_credit or not self._fits(line, batch):
+            raise InvalidInput("The line's amount or count is not the batch's.", code="amount_mismatch")
+        return Proposal(line_id=line.pk, target_type=BATCH, target_id=str(batch.pk), amount_minor=line.amount_minor)
+
+
+class SuggestionMatcher:
+    """A debit without a usable reference: payouts of the same amount and currency, sent within
+    ``window`` of the booking date, scored up when the counterparty IBAN or name agrees."""
+
+    name = "payout_suggest"
+    order = 90
+    target_type = PAYOUT
+    window = timedelta(days=5)
+
+    def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        proposals = []
+        for line in lines:
+            if line.is_credit or not line.amount_minor or not line.booking_date:
+                continue
+            candidates = Payout.objects.filter(
+                amount_minor=line.amount_minor,
+                currency=line.currency,
+                bank_debit_line_id__isnull=True,
+                status__in=[PayoutStatus.SUBMITTED, PayoutStatus.SETTLED],
+                submitted_at__date__gte=line.booking_date - self.window,
+                submitted_at__date__lte=line.booking_date + timedelta(days=1),
+            )[:5]
+            fingerprint = (
+                crypto.iban_fingerprint(line.counterparty_iban.replace(" ", "").upper())
+                if line.counterparty_iban
+                else ""
+            )
+            for payout in candidates:
+                score, reasons = 40, ["same amount and date window"]
+                if fingerprint and fingerprint == payout.creditor_iban_fingerprint:
+                    score, reasons = score + 40, [*reasons, "same IBAN"]
+                if line.counterparty_name and line.counterparty_name.strip().lower() == payout.creditor_name.lower():
+                    score, reasons = score + 15, [*reasons, "same name"]
+                proposals.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type=PAYOUT,
+                        target_id=str(payout.pk),
+                        amount_minor=payout.amount_minor,
+                        reason=", ".join(reasons),
+                        score=score,
+                        suggest=True,
+                        data={"matcher": self.name},
+                    )
+                )
+        return proposals
+
+    def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]:
+        return []
+
+    def unapply(self, match: Match) -> None:
+        EndToEndMatcher().unapply(match)
+
+
+MATCHERS = (EndToEndMatcher(), ReturnMatcher(), BatchMatcher(), SuggestionMatcher())

@@ -1,0 +1,78 @@
+"""Reads about payouts: what is waiting to be paid, admin lists, and the reconciliation
+dashboard's exception lists."""
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.utils import timezone
+
+from campaigns.models import Reward, RewardStatus
+from core.money import minor_to_decimal
+from payouts import conf
+from payouts.models import Payout, PayoutItem, PayoutStatus
+from reconciliation.bank_selectors import OpenException
+
+
+def rewards_awaiting_payout() -> QuerySet[Reward]:
+    """Payable rewards in no live payout; a paid reward whose payout came back is owed again."""
+    items = PayoutItem.objects.filter(reward=OuterRef("pk"))
+    return Reward.objects.filter(
+        Q(status=RewardStatus.PAYABLE) | Q(Exists(items), status=RewardStatus.PAID), ~Exists(items.filter(active=True))
+    )
+
+
+def payouts_for_admin() -> QuerySet[Payout]:
+    return Payout.objects.select_related("person", "bank_account", "batch", "approved_by", "created_by")
+
+
+def business_days_before(day: date, days: int) -> date:
+    """The date ``days`` business days (Mon-Fri) before ``day``."""
+    while days > 0:
+        day -= timedelta(days=1)
+        if day.weekday() < 5:
+            days -= 1
+    return day
+
+
+def _exception(kind: str, title: str, qs, link: str) -> list[OpenException]:
+    rows = list(qs.values("currency").annotate(n=Count("id"), total=Sum("amount_minor")))
+    return [
+        OpenException(
+            kind=kind,
+            title=f"{title} ({row['currency']})",
+            count=row["n"],
+            amount=minor_to_decimal(row["total"], row["currency"]) if row["total"] else Decimal(0),
+            link=link,
+        )
+        for row in rows
+        if row["n"]
+    ]
+
+
+def payout_exceptions(*, today: date | None = None) -> list[OpenException]:
+    """Payouts the bank statement should have shown by now: submitted and not settled after N
+    business days, and payouts the rail called settled but no bank line confirmed."""
+    today = today or timezone.localdate()
+    cutoff = business_days_before(today, conf.bank_overdue_business_days())
+    overdue = Payout.objects.filter(status=PayoutStatus.SUBMITTED, submitted_at__date__lt=cutoff)
+    unseen = Payout.objects.filter(
+        status=PayoutStatus.SETTLED,
+        settled_via__in=["rail", "pain002"],
+        bank_debit_line_id__isnull=True,
+        settled_at__date__lt=cutoff,
+    )
+    return [
+        *_exception(
+            "payouts_not_on_bank",
+            "Payouts sent but not seen on the bank",
+            overdue,
+            "/admin/payouts/payout/?status__exact=submitted",
+        ),
+        *_exception(
+            "payouts_settled_unseen",
+            "Payouts settled by the rail with no bank line",
+            unseen,
+            "/admin/payouts/payout/?status__exact=settled",
+        ),
+    ]

@@ -1,0 +1,56 @@
+"""Writes for payouts (see each module): ``create`` (from payable rewards), ``execute`` (claim,
+rail, record, poll, recover), ``actions`` (staff actions, returns, bank settlement), ``batches``
+(pain.001 files), ``states`` (the state machine and its ledger entries)."""
+
+from payouts.services.actions import (
+    payout_approve,
+    payout_bank_debit_record,
+    payout_bank_debit_undo,
+    payout_bank_return_record,
+    payout_bank_return_undo,
+    payout_cancel,
+    payout_mark_returned,
+    payout_mark_settled,
+    payout_retry,
+    payout_rewards_mark_paid,
+)
+from payouts.services.batches import (
+    payout_batch_apply_pain002,
+    payout_batch_approve,
+    payout_batch_create,
+    payout_batch_download,
+)
+from payouts.services.create import CreateResult, payouts_create_for_payable
+from payouts.services.execute import (
+    payout_apply_rail_status,
+    payout_execute,
+    payouts_enqueue_due,
+    payouts_poll,
+    payouts_recover_stale,
+)
+from payouts.services.states import in_transit_account
+
+__all__ = [
+    "CreateResult",
+    "in_transit_account",
+    "payout_apply_rail_status",
+    "payout_approve",
+    "payout_bank_debit_record",
+    "payout_bank_debit_undo",
+    "payout_bank_return_record",
+    "payout_bank_return_undo",
+    "payout_batch_apply_pain002",
+    "payout_batch_approve",
+    "payout_batch_create",
+    "payout_batch_download",
+    "payout_cancel",
+    "payout_execute",
+    "payout_mark_returned",
+    "payout_mark_settled",
+    "payout_retry",
+    "payout_rewards_mark_paid",
+    "payouts_create_for_payable",
+    "payouts_enqueue_due",
+    "payouts_poll",
+    "payouts_recover_stale",
+]

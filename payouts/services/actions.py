@@ -1,0 +1,281 @@
+"""Staff actions and explicit transitions from outside the rail: approve, cancel, retry, returns,
+settlement seen on the bank statement (and undoing it), and the follow-ups after settlement."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from campaigns.models import RewardStatus
+from campaigns.services.rewards import reward_mark_paid
+from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
+from payouts.iso import reason_text as iso_text
+from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.services.create import CreateResult, payouts_create_for_payable
+from payouts.services.states import (
+    after_commit,
+    drive,
+    event_record,
+    payout_lock,
+    settled_entry_post,
+    step_returned,
+    step_settled,
+)
+from reconciliation.models import Account
+
+
+def _require_perm(user, perm: str) -> None:
+    if user is None or not user.is_staff or not user.has_perm(perm):
+        raise PermissionDenied(f"You need the {perm} permission.")
+
+
+def payout_approve(*, payout: Payout, approver) -> Payout:
+    """Four-eyes approval of a payout above the threshold, or release of one held for review
+    (e.g. Verification of Payee: no match). The approver must be staff with
+    ``payouts.approve_payout`` and must not be who created the payout (auto-created payouts:
+    any such approver, recorded). Execution is enqueued on commit.
+    Raises PermissionDenied, InvalidTransition (not waiting for anyone)."""
+    _require_perm(approver, "payouts.approve_payout")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = payout_lock(payout.pk)
+        if payout.created_by_id is not None and payout.created_by_id == approver.pk:
+            raise PermissionDenied("A payout needs a second person: you created this one.")
+        waiting_approval = payout.requires_approval and payout.approved_at is None
+        if payout.status != PayoutStatus.CREATED or not (waiting_approval or payout.needs_review):
+            raise InvalidTransition("This payout is not waiting for approval or review.")
+        fields = ["updated_at"]
+        if waiting_approval:
+            payout.approved_by, payout.approved_at = approver, now
+            fields += ["approved_by", "approved_at"]
+        if payout.needs_review:
+            payout.needs_review = False
+            fields.append("needs_review")
+        payout.updated_at = now
+        payout.save(update_fields=fields)
+        event_record(payout, kind="payout.approved", from_status=payout.status, actor=approver, now=now)
+        after_commit("payouts.tasks.payout_execute_task", payout.pk)
+    return payout
+
+
+def payout_cancel(*, payout: Payout, actor, reason: str) -> Payout:
+    """created → cancelled (never sent, so no money moved). Its rewards stay payable and go into
+    the next payout (to stop paying a person, claw the reward back instead).
+    Raises PermissionDenied, InvalidInput (no reason), InvalidTransition (already claimed or sent)."""
+    _require_perm(actor, "payouts.cancel_payout")
+    if not reason.strip():
+        raise InvalidInput("Say why the payout is cancelled.", code="reason_required")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = payout_lock(payout.pk)
+        if payout.status != PayoutStatus.CREATED:
+            raise InvalidTransition(f"A {payout.status} payout cannot be cancelled.")
+        payout.status = PayoutStatus.CANCELLED
+        payout.cancelled_at = now
+        payout.reason_text = reason[:500]
+        payout.updated_at = now
+        payout.save(update_fields=["status", "cancelled_at", "reason_text", "updated_at"])
+        PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
+        event_record(
+            payout,
+            kind="payout.cancelled",
+            from_status=PayoutStatus.CREATED,
+            actor=actor,
+            data={"reason": reason},
+            now=now,
+        )
+    return payout
+
+
+def payout_retry(*, payout: Payout, actor) -> Payout | CreateResult:
+    """Retry now: a created payout waiting for its backoff is made due and enqueued; for a failed
+    or returned payout, a new payout is created from the person's payable rewards (with their
+    current IBAN). Raises PermissionDenied, InvalidTransition."""
+    _require_perm(actor, "payouts.retry_payout")
+    if payout.status in (PayoutStatus.FAILED, PayoutStatus.RETURNED, PayoutStatus.CANCELLED):
+        return payouts_create_for_payable(person=payout.person, actor=actor)
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = payout_lock(payout.pk)
+        if payout.status != PayoutStatus.CREATED or payout.needs_review:
+            raise InvalidTransition(f"A {payout.status} payout cannot be retried now.")
+        payout.next_attempt_at = None
+        payout.updated_at = now
+        payout.save(update_fields=["next_attempt_at", "updated_at"])
+        event_record(
+            payout, kind="payout.retry", from_status=payout.status, actor=actor, data={"manual": True}, now=now
+        )
+        after_commit("payouts.tasks.payout_execute_task", payout.pk)
+    return payout
+
+
+def payout_mark_returned(
+    *,
+    payout: Payout,
+    reason_code: str,
+    source: str,
+    reason_text: str = "",
+    bank: Account | None = None,
+    settle_first: bool = True,
+    actor=None,
+) -> Payout:
+    """submitted | settled → returned: the receiving bank sent the money back. The money goes
+    back to the person's payable (from the bank account it came back to: ``bank``, default the
+    payout's debtor account), the rewards are released, and the person is asked to fix their
+    IBAN (after commit). A submitted payout is settled first, unless ``settle_first`` is off (a
+    bank line shows the return before the debit: in transit waits for the debit line).
+    Idempotent for a returned payout. Raises InvalidTransition otherwise.
+    Joins the caller's transaction when there is one (matchers), else runs its own."""
+    if not reason_code:
+        raise InvalidInput("A return needs its reason code.", code="reason_required")
+    with transaction.atomic():
+        locked = payout_lock(payout.pk)
+        if locked.status not in (PayoutStatus.SUBMITTED, PayoutStatus.SETTLED, PayoutStatus.RETURNED):
+            raise InvalidTransition(f"A {locked.status} payout cannot be returned.")
+        now = timezone.now()
+        code, text = reason_code.upper(), reason_text or iso_text(reason_code)
+        if locked.status == PayoutStatus.SUBMITTED and not settle_first:
+            step_returned(locked, now=now, via=source, reason_code=code, reason_text=text, bank=bank, actor=actor)
+        else:
+            drive(
+                locked,
+                target=PayoutStatus.RETURNED,
+                now=now,
+                via=source,
+                reason_code=code,
+                reason_text=text,
+                bank=bank,
+                actor=actor,
+            )
+    return locked
+
+
+def payout_mark_settled(*, payout: Payout, via: str, bank: Account | None = None, now: datetime | None = None) -> bool:
+    """submitted → settled (pain.002 ACSC, a bank line). Joins the caller's transaction.
+    Returns False when it already was settled. Raises InvalidTransition for a failed payout."""
+    with transaction.atomic():
+        locked = payout_lock(payout.pk)
+        return drive(locked, target=PayoutStatus.SETTLED, now=now or timezone.now(), via=via, bank=bank)
+
+
+def payout_bank_debit_record(*, payout_id: int, line_id: int, bank: Account, entry=None):
+    """A bank line shows this payout's money leaving (its own line, or a batch booking that
+    posted ``entry`` for all its payouts). submitted → settled (in transit → ``bank``); a payout
+    returned before its debit was seen gets its settlement entry, status unchanged; one settled by
+    the rail or pain.002 is only noted. Returns the entry posted for this payout, or None.
+    Joins the caller's transaction. Raises InvalidTransition (seen before, or not sent)."""
+    payout = payout_lock(payout_id)
+    if payout.bank_debit_line_id is not None:
+        raise InvalidTransition("A bank line already shows this payout leaving.", code="payout_moved_on")
+    via, now = f"line:{line_id}", timezone.now()
+    posted = None
+    if payout.status == PayoutStatus.SUBMITTED:
+        step_settled(payout, now=now, via=via, bank=bank, entry=entry)
+        posted = payout.settled_entry
+    elif payout.status == PayoutStatus.RETURNED and payout.settled_entry_id is None:
+        payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank)
+        payout.settled_via, payout.settled_at = via, now
+        posted = payout.settled_entry
+        event_record(payout, kind="payout.debit_seen", from_status=payout.status, data={"line": line_id}, now=now)
+    elif payout.status not in (PayoutStatus.SETTLED, PayoutStatus.RETURNED):
+        raise InvalidTransition(f"A {payout.status} payout has not left the bank.", code="payout_moved_on")
+    payout.bank_debit_line_id = line_id
+    payout.updated_at = now
+    payout.save(update_fields=["settled_entry", "settled_via", "settled_at", "bank_debit_line_id", "updated_at"])
+    return posted
+
+
+def payout_bank_debit_undo(*, payout_id: int, line_id: int) -> None:
+    """The match of that debit line was undone (reconciliation reverses its entry): a payout it
+    settled is in transit again. Joins the caller's transaction. Raises InvalidTransition."""
+    payout = payout_lock(payout_id)
+    if payout.bank_debit_line_id != line_id:
+        raise InvalidTransition("That bank line is not this payout's debit.", code="payout_moved_on")
+    via, now = f"line:{line_id}", timezone.now()
+    previous = payout.status
+    if payout.settled_via == via:
+        if payout.status == PayoutStatus.SETTLED:
+            payout.status = PayoutStatus.SUBMITTED
+        payout.settled_entry, payout.settled_at, payout.settled_via = None, None, ""
+    payout.bank_debit_line_id = None
+    payout.updated_at = now
+    payout.save(
+        update_fields=["status", "settled_entry", "settled_at", "settled_via", "bank_debit_line_id", "updated_at"]
+    )
+    event_record(payout, kind="payout.settle_undone", from_status=previous, data={"line": line_id}, now=now)
+
+
+def payout_bank_return_record(*, payout_id: int, line_id: int, bank: Account, reason_code: str, reason_text: str = ""):
+    """A bank line shows this payout coming back: returned (bank → payable) unless the rail had
+    already reported the return, which is then only noted. Returns the entry posted, or None.
+    Joins the caller's transaction. Raises InvalidTransition."""
+    payout = payout_lock(payout_id)
+    if payout.bank_return_line_id is not None:
+        raise InvalidTransition("A bank line already shows this payout coming back.", code="payout_moved_on")
+    posted = None
+    if payout.status in (PayoutStatus.SUBMITTED, PayoutStatus.SETTLED):
+        payout = payout_mark_returned(
+            payout=payout,
+            reason_code=reason_code,
+            reason_text=reason_text,
+            source=f"line:{line_id}",
+            bank=bank,
+            settle_first=False,
+        )
+        posted = payout.back_entry
+    elif payout.status != PayoutStatus.RETURNED:
+        raise InvalidTransition(f"A {payout.status} payout cannot come back.", code="payout_moved_on")
+    payout.bank_return_line_id = line_id
+    payout.save(update_fields=["bank_return_line_id"])
+    return posted
+
+
+def payout_bank_return_undo(*, payout_id: int, line_id: int) -> None:
+    """The match of that return line was undone: the payout is settled (or in transit) again and
+    owns its rewards again. Raises InvalidTransition when they went into a new payout meanwhile."""
+    payout = payout_lock(payout_id)
+    if payout.bank_return_line_id != line_id:
+        raise InvalidTransition("That bank line is not this payout's return.", code="payout_moved_on")
+    now = timezone.now()
+    if payout.returned_via == f"line:{line_id}":
+        items = PayoutItem.objects.filter(payout=payout)
+        if PayoutItem.objects.filter(reward__in=items.values("reward"), active=True).exclude(payout=payout).exists():
+            raise InvalidTransition("Its rewards are already in a new payout.", code="payout_moved_on")
+        payout.status = PayoutStatus.SETTLED if payout.settled_entry_id else PayoutStatus.SUBMITTED
+        payout.back_entry, payout.returned_at, payout.returned_via = None, None, ""
+        payout.reason_code = payout.reason_text = ""
+        items.update(active=True)
+    payout.bank_return_line_id = None
+    payout.updated_at = now
+    payout.save(
+        update_fields=[
+            "status",
+            "back_entry",
+            "returned_at",
+            "returned_via",
+            "reason_code",
+            "reason_text",
+            "bank_return_line_id",
+            "updated_at",
+        ]
+    )
+    event_record(
+        payout, kind="payout.return_undone", from_status=PayoutStatus.RETURNED, data={"line": line_id}, now=now
+    )
+
+
+def payout_rewards_mark_paid(*, payout_id: int) -> int:
+    """After settlement: the payout's rewards that are still ``payable`` become ``paid``, with the
+    payout's end-to-end id as reference (campaigns' own durable transaction). Idempotent; a
+    returned payout's rewards are not touched. Returns how many changed."""
+    payout = Payout.objects.filter(pk=payout_id, status=PayoutStatus.SETTLED).first()
+    if payout is None:
+        return 0
+    reward_ids = list(
+        PayoutItem.objects.filter(payout=payout, active=True, reward__status=RewardStatus.PAYABLE).values_list(
+            "reward_id", flat=True
+        )
+    )
+    if not reward_ids:
+        return 0
+    return reward_mark_paid(reward_ids=reward_ids, payout_ref=payout.end_to_end_id)

@@ -1,0 +1,186 @@
+"""pain.001 batches for file rails: build (XSD-validated, control sums proven), approve
+(four-eyes above a threshold), download, and apply the bank's pain.002 status report."""
+
+import secrets
+from collections import defaultdict
+from datetime import date
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from campaigns.services.rewards import recipient_payable_account
+from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
+from payouts import conf
+from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutEvent, PayoutStatus
+from payouts.pain002 import Outcome, Pain002Report
+from payouts.rails.sepa_file import DebtorAccount, build_pain001
+from payouts.services.execute import rail_payment_for
+from payouts.services.states import debtor_bank_account, drive, in_transit_account, payout_lock, usable_rails
+from reconciliation.services import Leg, ledger_entry_post
+
+
+def file_rail_names() -> list[str]:
+    return [name for name, rail in usable_rails().items() if rail.capabilities().file_based]
+
+
+def batch_id_new(day: date) -> str:
+    return f"JBB{day:%y%m%d}{secrets.token_hex(6).upper()}"
+
+
+def payout_batch_create(
+    *, actor, currency: str = "EUR", execution_date: date | None = None, payout_ids: list[int] | None = None
+) -> PayoutBatch:
+    """Put every waiting payout of a file rail (or the given ones) into one pain.001 file paid
+    from the platform's debtor account: the file is built and validated, then, in one durable
+    transaction, the batch is stored and its payouts become ``submitted`` (payable → in transit,
+    one entry for the file). Raises InvalidInput (nothing waiting, no debtor account, invalid file)."""
+    execution_date = execution_date or timezone.localdate()
+    debtor = debtor_bank_account(currency)
+    if debtor is None:
+        raise InvalidInput(f"No platform bank account in {currency} to pay from.", code="no_debtor_account")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        qs = (
+            Payout.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("bank_account")
+            .filter(status=PayoutStatus.CREATED, rail__in=file_rail_names(), batch__isnull=True, needs_review=False)
+            .filter(currency=currency, debtor_account_code=debtor.ledger_account.code)
+            .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+        )
+        if payout_ids is not None:
+            qs = qs.filter(pk__in=payout_ids)
+        payouts = list(qs.order_by("id"))
+        if not payouts:
+            raise InvalidInput("No payouts are waiting for a file.", code="empty_batch")
+        accounts = {p.bank_account_id: p.bank_account for p in payouts}
+        ibans = {account_id: account.iban() for account_id, account in accounts.items()}
+        batch_id = batch_id_new(execution_date)
+        xml = build_pain001(
+            batch_id=batch_id,
+            debtor=DebtorAccount(
+                name=debtor.name, iban=debtor.iban, bic=debtor.bic or None, account_code=debtor.ledger_account.code
+            ),
+            payments=[rail_payment_for(p, iban=ibans[p.bank_account_id]) for p in payouts],
+            execution_date=execution_date,
+        )
+        total = sum(p.amount_minor for p in payouts)
+        batch = PayoutBatch.objects.create(
+            batch_id=batch_id,
+            payment_information_id=f"{batch_id}-{execution_date:%Y%m%d}",
+            debtor_account_code=debtor.ledger_account.code,
+            debtor_iban=debtor.iban,
+            currency=currency,
+            execution_date=execution_date,
+            count=len(payouts),
+            control_sum_minor=total,
+            file=xml.decode(),
+            requires_approval=total >= conf.batch_approval_threshold_minor(),
+            created_by=actor,
+        )
+        # One entry for the file: each person's payable → in transit (a person with several
+        # payouts in the file is one leg), like the one debit the bank will book.
+        owed: dict[int, int] = defaultdict(int)
+        for p in payouts:
+            owed[p.person_id] += p.amount_minor
+        sent = ledger_entry_post(
+            idempotency_key=f"payout_batch:{batch.pk}:sent",
+            kind="payout_sent",
+            legs=[
+                *(
+                    Leg.debit(recipient_payable_account(person_id=person_id, currency=currency), amount)
+                    for person_id, amount in sorted(owed.items())
+                ),
+                Leg.credit(in_transit_account(currency), total),
+            ],
+            memo=f"Payout file {batch_id}: {len(payouts)} payouts",
+            reference_type="payout_batch",
+            reference_id=str(batch.pk),
+        ).entry
+        Payout.objects.filter(pk__in=[p.pk for p in payouts]).update(
+            status=PayoutStatus.SUBMITTED,
+            batch=batch,
+            sent_entry=sent,
+            submitted_at=now,
+            rail_reference=batch.payment_information_id,
+            updated_at=now,
+        )
+        PayoutEvent.objects.bulk_create(
+            [
+                PayoutEvent(
+                    payout=p,
+                    kind="payout.submitted",
+                    from_status=PayoutStatus.CREATED,
+                    to_status=PayoutStatus.SUBMITTED,
+                    actor=actor,
+                    data={"batch": batch_id},
+                    created_at=now,
+                )
+                for p in payouts
+            ],
+            batch_size=2000,
+        )
+    return batch
+
+
+def payout_batch_approve(*, batch: PayoutBatch, approver) -> PayoutBatch:
+    """Four-eyes for a large file: a second staff member with ``payouts.approve_payoutbatch``."""
+    if not approver.is_staff or not approver.has_perm("payouts.approve_payoutbatch"):
+        raise PermissionDenied("You may not approve payout batches.")
+    with transaction.atomic(durable=True):
+        batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.created_by_id == approver.pk:
+            raise PermissionDenied("A batch needs a second person: you created this one.")
+        if not batch.requires_approval or batch.approved_at:
+            raise InvalidTransition("This batch is not waiting for approval.")
+        batch.approved_by, batch.approved_at = approver, timezone.now()
+        batch.save(update_fields=["approved_by", "approved_at"])
+    return batch
+
+
+def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
+    """The pain.001 bytes for upload to the bank; the first download marks the batch
+    ``downloaded``. Raises PermissionDenied, InvalidTransition (approval missing)."""
+    if not actor.is_staff or not actor.has_perm("payouts.download_payoutbatch"):
+        raise PermissionDenied("You may not download payment files.")
+    with transaction.atomic(durable=True):
+        batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.requires_approval and batch.approved_at is None:
+            raise InvalidTransition("This batch needs a second person's approval before download.")
+        if batch.status == BatchStatus.BUILT:
+            batch.status = BatchStatus.DOWNLOADED
+            batch.downloaded_at, batch.downloaded_by = timezone.now(), actor
+            batch.save(update_fields=["status", "downloaded_at", "downloaded_by"])
+    return batch.file.encode()
+
+
+def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> dict[str, int]:
+    """Apply the bank's status report: rejected transactions (or a rejected group/block without
+    transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
+    accepted or rejected group decides the batch status. All or nothing, idempotent.
+    Raises InvalidInput when the report is for another message."""
+    if report.original_message_id != batch.batch_id:
+        raise InvalidInput("This status report is for another file.", code="pain002_wrong_batch")
+    counts = {"failed": 0, "settled": 0}
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        by_e2e = report.by_end_to_end_id()
+        group_rejected = report.group is not None and report.group.outcome == Outcome.REJECTED and not by_e2e
+        for payout in Payout.objects.filter(batch=batch).order_by("id"):
+            line = by_e2e.get(payout.end_to_end_id)
+            outcome = Outcome.REJECTED if group_rejected else (line.outcome if line else None)
+            locked = payout_lock(payout.pk)
+            if outcome == Outcome.REJECTED and locked.status == PayoutStatus.SUBMITTED:
+                code = (line.reason_code if line else report.group.reason_code) or "MS03"
+                text = (line.reason_text if line else report.group.reason_text) or ""
+                drive(locked, target=PayoutStatus.FAILED, now=now, via="pain002", reason_code=code, reason_text=text)
+                counts["failed"] += 1
+            elif outcome == Outcome.SETTLED and locked.status == PayoutStatus.SUBMITTED:
+                drive(locked, target=PayoutStatus.SETTLED, now=now, via="pain002")
+                counts["settled"] += 1
+        if report.group is not None and report.group.outcome in (Outcome.ACCEPTED, Outcome.SETTLED, Outcome.REJECTED):
+            batch.status = BatchStatus.REJECTED if report.group.outcome == Outcome.REJECTED else BatchStatus.ACCEPTED
+            batch.decided_at = now
+            batch.save(update_fields=["status", "decided_at"])
+    return counts

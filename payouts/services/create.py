@@ -1,0 +1,194 @@
+"""Creating payouts from payable rewards."""
+
+import logging
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from campaigns.models import PayoutMode
+from payouts import conf
+from payouts.iso import ACCOUNT_DETAIL_CODES
+from payouts.models import Notification, Payout, PayoutItem, PayoutStatus, RouteRule
+from payouts.rails import get_rail
+from payouts.rails.routing import NoRoute, route
+from payouts.rails.routing import RouteRule as RouteSpec
+from payouts.selectors import rewards_awaiting_payout
+from payouts.services.states import after_commit, debtor_bank_account, event_record, usable_rails
+from recipients.models import BankAccount, Person
+from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CreateResult:
+    created: list[int] = field(default_factory=list)
+    waiting_for_iban: list[int] = field(default_factory=list)  # person ids
+    waiting: int = 0  # groups below the minimum or not yet due (aggregate)
+
+
+def end_to_end_id_new() -> str:
+    """25 characters of the SEPA set, unique in practice (64 random bits) and by constraint."""
+    return f"JBP{timezone.now():%y%m%d}{secrets.token_hex(8).upper()}"
+
+
+def _route(*, currency: str, country: str, amount_minor: int) -> tuple[str, str]:
+    rules = [
+        RouteSpec(
+            rail=r.rail,
+            priority=r.priority,
+            currency=r.currency or None,
+            country=r.country or None,
+            min_amount_minor=r.min_amount_minor,
+            max_amount_minor=r.max_amount_minor,
+            fallback_rail=r.fallback_rail or None,
+        )
+        for r in RouteRule.objects.filter(active=True)
+    ]
+    if not rules:
+        default = get_rail().name
+        return default, ""
+    known = set(usable_rails())
+    primary, fallback = route(
+        currency=currency, country=country, amount_minor=amount_minor, rules=rules, availability=lambda n: n in known
+    )
+    return primary, fallback or ""
+
+
+def _account_blocked(bank: BankAccount) -> bool:
+    """This IBAN bounced before: wait for the person to give another one."""
+    return Payout.objects.filter(
+        Q(status=PayoutStatus.RETURNED) | Q(status=PayoutStatus.FAILED, reason_code__in=ACCOUNT_DETAIL_CODES),
+        bank_account=bank,
+    ).exists()
+
+
+def _group_due(rows: list[dict], now: datetime) -> bool:
+    for row in rows:
+        if row["campaign__payout_mode"] != PayoutMode.AGGREGATE:
+            return True
+        if row["updated_at"] + timedelta(minutes=row["campaign__aggregate_minutes"]) <= now:
+            return True
+    return False
+
+
+def payouts_create_for_payable(
+    *, person: Person | None = None, now: datetime | None = None, actor=None, enqueue: bool = True
+) -> CreateResult:
+    """Create payouts for every payable reward that is in no live payout: one payout per person
+    and currency, at once for instant campaigns, or once the oldest reward of an aggregate
+    campaign has waited its ``aggregate_minutes``; never below the campaigns' ``min_payout_minor``
+    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable IBAN keeps the money payable and
+    is asked for one (once per group of rewards).
+
+    Idempotent and safe to run concurrently: each payout is created in its own durable
+    transaction with its rewards locked and re-checked; the partial unique constraint on live
+    items is the backstop. Execution is enqueued on commit. Raises nothing for a person who cannot
+    be paid yet; they are reported in the result. ``enqueue=False`` leaves execution to the
+    caller (a task that runs the new payouts itself, saving a queue hop).
+    """
+    now = now or timezone.now()
+    result = CreateResult()
+    rewards = rewards_awaiting_payout()
+    if person is not None:
+        rewards = rewards.filter(person_id__in=person_cluster_ids(person=person))
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for row in rewards.values(
+        "id",
+        "person_id",
+        "currency",
+        "amount_minor",
+        "updated_at",
+        "campaign__payout_mode",
+        "campaign__aggregate_minutes",
+        "campaign__min_payout_minor",
+    ):
+        groups[(row["person_id"], row["currency"])].append(row)
+    for (person_id, currency), rows in sorted(groups.items()):
+        total = sum(r["amount_minor"] for r in rows)
+        minimum = max([conf.min_amount_minor(), *(r["campaign__min_payout_minor"] for r in rows)])
+        if total < minimum or not _group_due(rows, now):
+            result.waiting += 1
+            continue
+        payee = Person.objects.get(pk=person_id)
+        bank = person_current_bank_account(person=payee)
+        if bank is None or not bank.iban_ciphertext or _account_blocked(bank):
+            result.waiting_for_iban.append(person_id)
+            key = f"iban_needed:{person_id}:{min(r['id'] for r in rows)}"
+            if not Notification.objects.filter(key__startswith=key).exists():
+                after_commit("payouts.tasks.person_notify_iban_needed_task", person_id, key)
+            continue
+        payout_id = _payout_create(
+            person=payee,
+            bank=bank,
+            currency=currency,
+            reward_ids=[r["id"] for r in rows],
+            now=now,
+            actor=actor,
+            enqueue=enqueue,
+        )
+        if payout_id:
+            result.created.append(payout_id)
+    return result
+
+
+def _payout_create(
+    *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
+) -> int | None:
+    debtor = debtor_bank_account(currency)
+    if debtor is None:
+        logger.warning("No platform bank account to pay %s from; payouts wait", currency)
+        return None
+    root = person_root(person=person)
+    try:
+        with transaction.atomic(durable=True):
+            rewards = list(
+                rewards_awaiting_payout().filter(pk__in=reward_ids).select_for_update(of=("self",)).order_by("pk")
+            )
+            if not rewards:
+                return None
+            amount = sum(r.amount_minor for r in rewards)
+            try:
+                rail, fallback = _route(currency=currency, country=bank.country, amount_minor=amount)
+            except NoRoute:
+                return None
+            payout = Payout.objects.create(
+                person=person,
+                amount_minor=amount,
+                currency=currency,
+                rail=rail,
+                fallback_rail=fallback,
+                end_to_end_id=end_to_end_id_new(),
+                bank_account=bank,
+                creditor_name=(root.display_name or f"Person {root.pk}")[:140],
+                creditor_iban_masked=bank.masked,
+                creditor_iban_fingerprint=bank.iban_fingerprint,
+                creditor_country=bank.country,
+                debtor_account_code=debtor.ledger_account.code,
+                requires_approval=amount >= conf.approval_threshold_minor(),
+                created_by=actor,
+                created_at=now,
+                updated_at=now,
+            )
+            PayoutItem.objects.bulk_create(
+                [PayoutItem(payout=payout, reward=r, amount_minor=r.amount_minor) for r in rewards]
+            )
+            event_record(
+                payout,
+                kind="payout.created",
+                from_status="",
+                actor=actor,
+                data={"rewards": [r.pk for r in rewards]},
+                now=now,
+            )
+            if enqueue and not payout.requires_approval:
+                after_commit("payouts.tasks.payout_execute_task", payout.pk)
+    except IntegrityError:
+        # A concurrent sweep put one of these rewards into its own payout first.
+        return None
+    return payout.pk

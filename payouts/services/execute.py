@@ -1,0 +1,409 @@
+"""Executing payouts on instant and API rails: claim, call the rail outside any transaction,
+record. File rails (pain.001) go through ``payouts.services.batches`` instead.
+
+Never pay twice:
+* the claim is one conditional UPDATE (``created`` and due → ``submitting``, attempts + 1): two
+  workers or a duplicated task cannot both win it;
+* the rail is called with the ``end_to_end_id`` stored at creation, and every attempt after the
+  first asks the rail for that id's status *before* submitting, so a transfer the rail accepted
+  while we crashed or lost the answer is recorded, never sent again;
+* the result is recorded in one short transaction that re-checks the claim (status and attempt
+  number) under the row lock; a stale claim's result is dropped.
+"""
+
+import logging
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from core.exceptions import InvalidTransition
+from payouts import conf
+from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
+from payouts.rails import get_rail
+from payouts.rails.base import (
+    FinalRailError,
+    PayeeMatch,
+    Rail,
+    RailPayment,
+    RailStatus,
+    RetryableRailError,
+    StatusResult,
+    SubmitResult,
+    SubmitStatus,
+    VerifyPayeeResult,
+)
+from payouts.services.states import drive, event_record, payout_lock
+from recipients.models import BankAccount
+
+logger = logging.getLogger(__name__)
+
+_RAIL_TO_TARGET = {
+    RailStatus.PENDING: PayoutStatus.SUBMITTED,
+    RailStatus.SUBMITTED: PayoutStatus.SUBMITTED,
+    RailStatus.SETTLED: PayoutStatus.SETTLED,
+    RailStatus.FAILED: PayoutStatus.FAILED,
+    RailStatus.RETURNED: PayoutStatus.RETURNED,
+}
+
+
+@dataclass(frozen=True)
+class _Claim:
+    payout_id: int
+    attempt: int
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half random, so retries of many
+    payouts after one outage spread out instead of hitting the rail together."""
+    ceiling = min(conf.backoff_max_seconds(), conf.backoff_base_seconds() * 2 ** max(0, attempt - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _is_file_rail(name: str) -> bool:
+    return get_rail(name).capabilities().file_based
+
+
+def payout_execute(*, payout_id: int, now: datetime | None = None) -> str:
+    """Claim a due payout and send it. Returns what happened: ``not_claimed`` (someone else has
+    it, it is not due, needs approval or review, or is final), ``waits_for_batch`` (file rail),
+    else the attempt's outcome. At-least-once safe. Must not run inside a transaction: the rail
+    is called between two short transactions of its own."""
+    payout = Payout.objects.filter(pk=payout_id).only("rail", "status").first()
+    if payout is None or payout.status != PayoutStatus.CREATED:
+        return "not_claimed"
+    if _is_file_rail(payout.rail):
+        return "waits_for_batch"
+    now = now or timezone.now()
+    with transaction.atomic(durable=True):
+        claimed = (
+            Payout.objects.filter(pk=payout_id, status=PayoutStatus.CREATED, needs_review=False, batch__isnull=True)
+            .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+            .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+            .update(status=PayoutStatus.SUBMITTING, attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
+        )
+        if claimed != 1:
+            return "not_claimed"
+        attempts = Payout.objects.values_list("attempts", flat=True).get(pk=payout_id)
+        PayoutAttempt.objects.create(payout_id=payout_id, number=attempts, started_at=now, recovered=attempts > 1)
+    return _attempt(_Claim(payout_id, attempts), recovered=attempts > 1)
+
+
+def payouts_recover_stale(*, now: datetime | None = None) -> int:
+    """Re-claim payouts left in ``submitting`` longer than ``PAYOUT_STALE_CLAIM_SECONDS`` (their
+    worker died or its record step failed) and finish them by asking the rail first. Returns how
+    many were recovered."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=conf.stale_claim_seconds())
+    recovered = 0
+    for payout_id, attempts, claimed_at in Payout.objects.filter(
+        status=PayoutStatus.SUBMITTING, claimed_at__lt=cutoff
+    ).values_list("id", "attempts", "claimed_at"):
+        with transaction.atomic(durable=True):
+            won = Payout.objects.filter(
+                pk=payout_id, status=PayoutStatus.SUBMITTING, attempts=attempts, claimed_at=claimed_at
+            ).update(attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
+            if won != 1:
+                continue
+            PayoutAttempt.objects.filter(payout_id=payout_id, number=attempts, outcome=AttemptOutcome.RUNNING).update(
+                finished_at=now, error_class="stale claim"
+            )
+            PayoutAttempt.objects.create(payout_id=payout_id, number=attempts + 1, started_at=now, recovered=True)
+        _attempt(_Claim(payout_id, attempts + 1), recovered=True)
+        recovered += 1
+    return recovered
+
+
+def rail_payment_for(payout: Payout, *, iban: str | None = None) -> RailPayment:
+    """What the rail sees; ``iban`` saves a decryption when the caller already has it."""
+    return RailPayment(
+        end_to_end_id=payout.end_to_end_id,
+        amount_minor=payout.amount_minor,
+        currency=payout.currency,
+        creditor_name=payout.creditor_name,
+        creditor_country=payout.creditor_country,
+        creditor_iban=iban or payout.bank_account.iban(),
+        creditor_bic=payout.bank_account.bic or None,
+        remittance=f"JoyBack {payout.end_to_end_id}",
+        debtor_account_code=payout.debtor_account_code,
+    )
+
+
+def _needs_vop(payout: Payout, rail: Rail) -> bool:
+    return rail.capabilities().verify_payee and payout.bank_account.payee_checked_at is None
+
+
+def _attempt(claim: _Claim, *, recovered: bool) -> str:
+    """One attempt for a payout this worker has claimed. Every rail call happens here, outside
+    any transaction; each branch ends in exactly one ``_record_*`` transaction."""
+    payout = Payout.objects.select_related("bank_account").get(pk=claim.payout_id)
+    rail = get_rail(payout.rail)
+    vop: VerifyPayeeResult | None = None
+    try:
+        if recovered:
+            known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
+            if known.status != RailStatus.UNKNOWN:
+                return _record_status(claim, known, via="rail")
+        if _needs_vop(payout, rail):
+            vop = rail.verify_payee(name=payout.creditor_name, iban=payout.bank_account.iban())
+            if vop.outcome == PayeeMatch.NO_MATCH:
+                return _record_review(claim, vop=vop, reason="Verification of Payee: the name does not match the IBAN.")
+        answer = rail.submit(rail_payment_for(payout))
+    except FinalRailError as exc:
+        return _record_failure(claim, exc, vop=vop)
+    except RetryableRailError as exc:
+        return _after_retryable(claim, rail, payout, exc, vop=vop)
+    return _record_rail_result(claim, answer, vop=vop)
+
+
+def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, vop) -> str:
+    if claim.attempt < conf.max_attempts():
+        return _record_retry(claim, exc, vop=vop)
+    # Out of attempts. Failing releases the money for a new payout, which is only safe if the
+    # rail holds no transfer under this id: ask once more.
+    try:
+        known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
+    except RetryableRailError:
+        return _record_review(claim, vop=vop, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
+    if known.status != RailStatus.UNKNOWN:
+        return _record_status(claim, known, via="rail")
+    failure = FinalRailError(
+        f"The rail did not take the payment after {claim.attempt} attempts: {exc}",
+        reason_code="NARR",
+        reason_text=f"The payment rail was unavailable after {claim.attempt} attempts ({exc}).",
+    )
+    return _record_failure(claim, failure, vop=vop)
+
+
+def _locked_claim(claim: _Claim) -> Payout | None:
+    """The payout, locked, if this worker's claim still holds; else None (someone recovered it)."""
+    payout = payout_lock(claim.payout_id)
+    if payout.status != PayoutStatus.SUBMITTING or payout.attempts != claim.attempt:
+        return None
+    return payout
+
+
+def _finish_attempt(claim: _Claim, outcome: str, *, now, exc=None, response: str = "") -> None:
+    PayoutAttempt.objects.filter(payout_id=claim.payout_id, number=claim.attempt).update(
+        finished_at=now,
+        outcome=outcome,
+        error_class=type(exc).__name__ if exc else "",
+        reason_code=(getattr(exc, "reason_code", None) or "")[:8],
+        reason_text=(getattr(exc, "reason_text", None) or (str(exc) if exc else ""))[:500],
+        rail_response=response[:500],
+    )
+
+
+def _store_vop(payout: Payout, vop: VerifyPayeeResult | None, now) -> None:
+    if vop is None:
+        return
+    payout.vop_result = vop.outcome
+    payout.vop_suggested_name = (vop.suggested_name or "")[:140]
+    payout.save(update_fields=["vop_result", "vop_suggested_name"])
+    BankAccount.objects.filter(pk=payout.bank_account_id).update(
+        payee_check_result=vop.outcome, payee_check_name=(vop.suggested_name or "")[:200], payee_checked_at=now
+    )
+    if vop.outcome == PayeeMatch.CLOSE_MATCH:
+        event_record(
+            payout,
+            kind="payout.vop_close_match",
+            from_status=payout.status,
+            data={"suggested": vop.suggested_name},
+            now=now,
+        )
+
+
+def _record_rail_result(claim: _Claim, answer: SubmitResult, *, vop=None) -> str:
+    """The rail accepted: submitted (payable → in transit), and settled too on an instant rail."""
+    now = timezone.now()
+    target = PayoutStatus.SETTLED if answer.status == SubmitStatus.SETTLED else PayoutStatus.SUBMITTED
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            _finish_attempt(
+                claim, AttemptOutcome.SUPERSEDED, now=now, response=f"{answer.status} {answer.rail_reference}"
+            )
+            return AttemptOutcome.SUPERSEDED
+        _store_vop(payout, vop, now)
+        drive(payout, target=target, now=now, via="rail", rail_reference=answer.rail_reference)
+        outcome = AttemptOutcome.SETTLED if target == PayoutStatus.SETTLED else AttemptOutcome.ACCEPTED
+        _finish_attempt(claim, outcome, now=now, response=f"{answer.status} {answer.rail_reference}")
+    return outcome
+
+
+def _record_status(claim: _Claim, known: StatusResult, *, via: str) -> str:
+    """Recovery: the rail already knows this payment; record what it says."""
+    now = timezone.now()
+    target = _RAIL_TO_TARGET[known.status]
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            _finish_attempt(claim, AttemptOutcome.SUPERSEDED, now=now, response=str(known.status))
+            return AttemptOutcome.SUPERSEDED
+        drive(
+            payout,
+            target=target,
+            now=now,
+            via=via,
+            reason_code=known.reason_code or "",
+            reason_text=known.reason_text or "",
+            rail_reference=known.rail_reference or "",
+        )
+        outcome = {
+            PayoutStatus.SETTLED: AttemptOutcome.SETTLED,
+            PayoutStatus.SUBMITTED: AttemptOutcome.ACCEPTED,
+        }.get(target, AttemptOutcome.FAILED)
+        _finish_attempt(claim, outcome, now=now, response=f"status {known.status} {known.rail_reference or ''}")
+    return outcome
+
+
+def _record_failure(claim: _Claim, exc: FinalRailError, *, vop=None) -> str:
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            return AttemptOutcome.SUPERSEDED
+        _store_vop(payout, vop, now)
+        drive(
+            payout,
+            target=PayoutStatus.FAILED,
+            now=now,
+            via="rail",
+            reason_code=exc.reason_code,
+            reason_text=exc.reason_text,
+        )
+        _finish_attempt(claim, AttemptOutcome.FAILED, now=now, exc=exc, response=exc.rail_code)
+    return AttemptOutcome.FAILED
+
+
+def _record_retry(claim: _Claim, exc: RetryableRailError, *, vop=None) -> str:
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            return AttemptOutcome.SUPERSEDED
+        _store_vop(payout, vop, now)
+        payout.status = PayoutStatus.CREATED
+        payout.next_attempt_at = now + timedelta(seconds=backoff_seconds(claim.attempt))
+        payout.reason_text = f"Attempt {claim.attempt}: {exc}"[:500]
+        payout.updated_at = now
+        payout.save(update_fields=["status", "next_attempt_at", "reason_text", "updated_at"])
+        event_record(
+            payout,
+            kind="payout.retry",
+            from_status=PayoutStatus.SUBMITTING,
+            data={"attempt": claim.attempt, "next_attempt_at": payout.next_attempt_at.isoformat()},
+            now=now,
+        )
+        _finish_attempt(claim, AttemptOutcome.RETRY, now=now, exc=exc, response=exc.rail_code)
+    return AttemptOutcome.RETRY
+
+
+def _record_review(claim: _Claim, *, vop, reason: str) -> str:
+    """Hold the payout (back to ``created``, flagged) until staff release or cancel it."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            return AttemptOutcome.SUPERSEDED
+        _store_vop(payout, vop, now)
+        payout.status = PayoutStatus.CREATED
+        payout.needs_review = True
+        payout.review_reason = reason[:200]
+        payout.updated_at = now
+        payout.save(update_fields=["status", "needs_review", "review_reason", "updated_at"])
+        event_record(
+            payout, kind="payout.review", from_status=PayoutStatus.SUBMITTING, data={"reason": reason}, now=now
+        )
+        _finish_attempt(claim, AttemptOutcome.REVIEW, now=now, response=reason)
+    return AttemptOutcome.REVIEW
+
+
+def payouts_poll(*, now: datetime | None = None, limit: int = 500) -> int:
+    """Ask instant/API rails about submitted payouts (until final) and about recently settled ones
+    (a return can follow settlement). File rails are not polled: their status comes with the
+    pain.002 report or the bank statement. Returns how many payouts changed."""
+    now = now or timezone.now()
+    watch_from = now - timedelta(hours=conf.return_watch_hours())
+    candidates = list(
+        Payout.objects.filter(
+            Q(status=PayoutStatus.SUBMITTED)
+            | Q(status=PayoutStatus.SETTLED, settled_via="rail", settled_at__gte=watch_from)
+        )
+        .order_by("updated_at")
+        .values_list("id", "rail", "status", "end_to_end_id", "rail_reference")[:limit]
+    )
+    changed = 0
+    rails: dict[str, Rail] = {}
+    for payout_id, rail_name, status, e2e, reference in candidates:
+        rail = rails.setdefault(rail_name, get_rail(rail_name))
+        if rail.capabilities().file_based:
+            continue
+        try:
+            known = rail.status(e2e, rail_reference=reference or None)
+        except RetryableRailError:
+            logger.info("payout %s: status look-up failed, will ask again", payout_id)
+            continue
+        target = _RAIL_TO_TARGET.get(known.status)
+        if target is None or target == status or (status == PayoutStatus.SETTLED and target == PayoutStatus.SUBMITTED):
+            continue  # nothing new: no transaction needed
+        changed += int(payout_apply_rail_status(payout_id=payout_id, known=known, expected_status=status, now=now))
+    return changed
+
+
+def payout_apply_rail_status(
+    *, payout_id: int, known: StatusResult, expected_status: str | None = None, now: datetime | None = None
+) -> bool:
+    """Record what a rail reports about a sent payout (a poll, or a verified webhook such as
+    Wise's ``transfers#state-change``): settled, failed or returned, with the ledger entries.
+    ``expected_status`` makes it conditional (the poller read the row before asking the rail).
+    Returns whether the payout changed; a report that does not follow the payout's state (e.g.
+    "failed" for a returned payout) is logged and ignored. Runs its own short transaction."""
+    now = now or timezone.now()
+    target = _RAIL_TO_TARGET.get(known.status)
+    if target is None:
+        return False
+    with transaction.atomic(durable=True):
+        payout = payout_lock(payout_id)
+        if payout.status not in (PayoutStatus.SUBMITTED, PayoutStatus.SETTLED) or (
+            expected_status is not None and payout.status != expected_status
+        ):
+            return False
+        if payout.status == PayoutStatus.SETTLED and target in (PayoutStatus.SUBMITTED, PayoutStatus.SETTLED):
+            return False
+        try:
+            return drive(
+                payout,
+                target=target,
+                now=now,
+                via="rail",
+                reason_code=known.reason_code or "",
+                reason_text=known.reason_text or "",
+                rail_reference=known.rail_reference or "",
+            )
+        except InvalidTransition:
+            logger.warning("payout %s: rail says %s, which does not follow %s", payout_id, known.status, payout.status)
+            return False
+
+
+def payouts_enqueue_due(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Enqueue execution for created payouts that are due (new, retry time reached, approved)."""
+    now = now or timezone.now()
+    ids = list(
+        Payout.objects.filter(status=PayoutStatus.CREATED, needs_review=False, batch__isnull=True)
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+        .order_by("id")
+        .values_list("id", "rail")[:limit]
+    )
+    file_rails = {name for name in {rail for _, rail in ids} if _is_file_rail(name)}
+    count = 0
+    for payout_id, rail in ids:
+        if rail not in file_rails:
+            async_task("payouts.tasks.payout_execute_task", payout_id)
+            count += 1
+    return count

@@ -1,0 +1,279 @@
+"""The payout state machine and the money each step moves. Every function here runs inside the
+caller's transaction with the payout row already locked (``payout_lock``), so a status change, its
+ledger entry and its PayoutEvent commit together or not at all.
+
+Money (DESIGN §4), all balanced entries with keys derived from the payout id and the transition:
+
+* sent:      ``recipient:<person>:payable`` → ``payouts:in_transit``     (the rail accepted)
+* settled:   ``payouts:in_transit`` → ``platform:bank:<iban>``         (rail, pain.002 or bank line)
+* failed:    ``payouts:in_transit`` → payable, only if it had been sent
+* returned:  ``platform:bank:<iban>`` → payable                         (the money came back)
+
+Settlement and return can be undone by reconciliation (a match undone), so their keys carry a
+sequence number (how many times that step happened before): a re-match posts a fresh entry
+instead of replaying the reversed one.
+"""
+
+from datetime import datetime
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from campaigns.services.rewards import recipient_payable_account
+from core.exceptions import InvalidTransition
+from payouts import conf
+from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
+from payouts.rails import get_rail, rail_names
+from payouts.rails.base import Rail
+from reconciliation.models import Account, AccountKind, PlatformBankAccount
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+
+IN_TRANSIT = "payouts:in_transit:{currency}"
+
+
+def usable_rails() -> dict[str, Rail]:
+    """The configured rails that can be built (a rail missing its credentials is unavailable)."""
+    rails = {}
+    for name in rail_names():
+        try:
+            rails[name] = get_rail(name)
+        except ImproperlyConfigured:
+            continue
+    return rails
+
+
+def in_transit_account(currency: str) -> Account:
+    return account_get_or_create(
+        code=IN_TRANSIT.format(currency=currency),
+        name=f"Payouts in transit {currency}",
+        kind=AccountKind.LIABILITY,
+        currency=currency,
+        owner_type="platform",
+    )
+
+
+def debtor_bank_account(currency: str) -> PlatformBankAccount | None:
+    """The platform bank account payouts in ``currency`` are paid from."""
+    iban = conf.debtor_ibans().get(currency)
+    accounts = PlatformBankAccount.objects.select_related("ledger_account").filter(currency=currency, is_active=True)
+    if iban:
+        accounts = accounts.filter(iban=iban)
+    return accounts.order_by("id").first()
+
+
+def payout_lock(payout_id: int) -> Payout:
+    return Payout.objects.select_for_update(of=("self",)).get(pk=payout_id)
+
+
+def event_record(payout: Payout, *, kind: str, from_status: str, actor=None, data=None, now=None) -> PayoutEvent:
+    return PayoutEvent.objects.create(
+        payout=payout,
+        kind=kind,
+        from_status=from_status,
+        to_status=payout.status,
+        actor=actor,
+        data=data or {},
+        created_at=now or timezone.now(),
+    )
+
+
+def _seq(payout: Payout, kind: str) -> int:
+    return PayoutEvent.objects.filter(payout=payout, kind=kind).count()
+
+
+def _post(payout: Payout, *, key: str, kind: str, debit: Account, credit: Account, memo: str):
+    return ledger_entry_post(
+        idempotency_key=key,
+        kind=kind,
+        legs=[Leg.debit(debit, payout.amount_minor), Leg.credit(credit, payout.amount_minor)],
+        memo=memo[:500],
+        reference_type="payout",
+        reference_id=str(payout.pk),
+    ).entry
+
+
+def _payable(payout: Payout) -> Account:
+    return recipient_payable_account(person_id=payout.person_id, currency=payout.currency)
+
+
+def _bank(payout: Payout, bank: Account | None) -> Account:
+    return bank or Account.objects.get(code=payout.debtor_account_code)
+
+
+def _save(payout: Payout, now: datetime, *fields: str) -> None:
+    payout.updated_at = now
+    payout.save(update_fields=[*fields, "updated_at"])
+
+
+def items_release(payout: Payout) -> None:
+    """The payout's rewards may go into a new payout."""
+    PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
+
+
+def after_commit(func, *args) -> None:
+    """Enqueue a follow-up task once the transaction commits (never inside it)."""
+    transaction.on_commit(lambda: async_task(func, *args))
+
+
+def step_submitted(payout: Payout, *, now: datetime, rail_reference: str = "", actor=None) -> None:
+    """submitting | created (file batches) → submitted: payable → in transit."""
+    previous = payout.status
+    payout.sent_entry = _post(
+        payout,
+        key=f"payout:{payout.pk}:sent",
+        kind="payout_sent",
+        debit=_payable(payout),
+        credit=in_transit_account(payout.currency),
+        memo=f"Payout {payout.end_to_end_id} sent on {payout.rail}",
+    )
+    payout.status = PayoutStatus.SUBMITTED
+    payout.submitted_at = now
+    if rail_reference:
+        payout.rail_reference = rail_reference[:120]
+    _save(payout, now, "sent_entry", "status", "submitted_at", "rail_reference")
+    event_record(payout, kind="payout.submitted", from_status=previous, actor=actor, now=now)
+
+
+def settled_entry_post(payout: Payout, *, via: str, bank: Account | None = None):
+    seq = _seq(payout, "payout.settled") + _seq(payout, "payout.debit_seen")
+    return _post(
+        payout,
+        key=f"payout:{payout.pk}:settled:{seq}",
+        kind="payout_settled",
+        debit=in_transit_account(payout.currency),
+        credit=_bank(payout, bank),
+        memo=f"Payout {payout.end_to_end_id} settled ({via})",
+    )
+
+
+def step_settled(
+    payout: Payout, *, now: datetime, via: str, bank: Account | None = None, entry=None, actor=None
+) -> None:
+    """submitted → settled: in transit → bank (``entry`` when a batch booking posted it for many)."""
+    payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank)
+    payout.status = PayoutStatus.SETTLED
+    payout.settled_at = now
+    payout.settled_via = via[:40]
+    _save(payout, now, "settled_entry", "status", "settled_at", "settled_via")
+    event_record(
+        payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
+    )
+    after_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
+
+
+def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None) -> None:
+    """created | submitting | submitted → failed; money sent to the rail comes back to payable."""
+    previous = payout.status
+    if payout.sent_entry_id:
+        payout.back_entry = _post(
+            payout,
+            key=f"payout:{payout.pk}:failed",
+            kind="payout_failed",
+            debit=in_transit_account(payout.currency),
+            credit=_payable(payout),
+            memo=f"Payout {payout.end_to_end_id} failed: {reason_code}",
+        )
+    payout.status = PayoutStatus.FAILED
+    payout.failed_at = now
+    payout.reason_code = (reason_code or "NARR")[:8]
+    payout.reason_text = (reason_text or "")[:500]
+    _save(payout, now, "back_entry", "status", "failed_at", "reason_code", "reason_text")
+    items_release(payout)
+    event_record(
+        payout,
+        kind="payout.failed",
+        from_status=previous,
+        actor=actor,
+        data={"reason_code": payout.reason_code},
+        now=now,
+    )
+    after_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
+
+
+def step_returned(
+    payout: Payout,
+    *,
+    now: datetime,
+    via: str,
+    reason_code: str,
+    reason_text: str,
+    bank: Account | None = None,
+    actor=None,
+) -> None:
+    """settled (or submitted, when the bank statement shows the return first) → returned: the
+    money came back to the bank and is owed to the person again."""
+    seq = _seq(payout, "payout.returned")
+    payout.back_entry = _post(
+        payout,
+        key=f"payout:{payout.pk}:returned:{seq}",
+        kind="payout_returned",
+        debit=_bank(payout, bank),
+        credit=_payable(payout),
+        memo=f"Payout {payout.end_to_end_id} returned: {reason_code}",
+    )
+    previous = payout.status
+    payout.status = PayoutStatus.RETURNED
+    payout.returned_at = now
+    payout.returned_via = via[:40]
+    payout.reason_code = (reason_code or "MS03")[:8]
+    payout.reason_text = (reason_text or "")[:500]
+    _save(payout, now, "back_entry", "status", "returned_at", "returned_via", "reason_code", "reason_text")
+    items_release(payout)
+    event_record(
+        payout,
+        kind="payout.returned",
+        from_status=previous,
+        actor=actor,
+        data={"via": via, "reason_code": reason_code},
+        now=now,
+    )
+    after_commit("payouts.tasks.payout_notify_task", payout.pk, "returned")
+
+
+def drive(
+    payout: Payout,
+    *,
+    target: str,
+    now: datetime,
+    via: str,
+    reason_code: str = "",
+    reason_text: str = "",
+    rail_reference: str = "",
+    bank: Account | None = None,
+    actor=None,
+) -> bool:
+    """Move a locked payout forward to ``target`` (submitted, settled, returned or failed) through
+    every step in between, e.g. submitting → submitted → settled when an instant rail answers
+    "settled". Returns False when the payout is already there or past it (idempotent replays).
+    Raises InvalidTransition for a move the machine does not allow (e.g. settled → failed)."""
+    order = [PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED, PayoutStatus.SETTLED]
+    status = payout.status
+    if status == target or (
+        status == PayoutStatus.RETURNED and target in (PayoutStatus.SETTLED, PayoutStatus.SUBMITTED)
+    ):
+        return False
+    if target == PayoutStatus.SUBMITTED and status == PayoutStatus.SETTLED:
+        return False
+    if status in (PayoutStatus.FAILED, PayoutStatus.CANCELLED, PayoutStatus.RETURNED):
+        raise InvalidTransition(f"A {status} payout cannot become {target}.", details={"payout_id": payout.pk})
+    if target == PayoutStatus.FAILED:
+        if status == PayoutStatus.SETTLED:
+            # A rail that reports "failed" after it had settled (Wise's bounce path) means returned.
+            step_returned(
+                payout, now=now, via=via, reason_code=reason_code, reason_text=reason_text, bank=bank, actor=actor
+            )
+        else:
+            step_failed(payout, now=now, reason_code=reason_code, reason_text=reason_text, actor=actor)
+        return True
+    goal = order.index(target) if target in order else order.index(PayoutStatus.SETTLED)
+    if order.index(status) < order.index(PayoutStatus.SUBMITTED) <= goal:
+        step_submitted(payout, now=now, rail_reference=rail_reference, actor=actor)
+    if payout.status == PayoutStatus.SUBMITTED and goal >= order.index(PayoutStatus.SETTLED):
+        step_settled(payout, now=now, via=via, bank=bank, actor=actor)
+    if target == PayoutStatus.RETURNED:
+        step_returned(
+            payout, now=now, via=via, reason_code=reason_code, reason_text=reason_text, bank=bank, actor=actor
+        )
+    return True

@@ -1,0 +1,101 @@
+"""django-q2 tasks. Thin: each calls services; all are idempotent (at-least-once delivery)."""
+
+from django.db.models import Sum
+
+from campaigns.models import RewardStatus
+from campaigns.services import rewards_mature
+from payouts.hooks import paying_now
+from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.notifications import person_notify
+from payouts.selectors import rewards_awaiting_payout
+from payouts.services import (
+    payout_execute,
+    payout_rewards_mark_paid,
+    payouts_create_for_payable,
+    payouts_enqueue_due,
+    payouts_poll,
+    payouts_recover_stale,
+)
+from recipients.models import Person
+
+TICK_SCHEDULE_NAME = "payouts.tick"
+
+
+def payout_execute_task(payout_id: int) -> str:
+    return payout_execute(payout_id=payout_id)
+
+
+def payouts_create_task(person_id: int) -> int:
+    """Money became payable (or an IBAN arrived) for this person: create their payout and run it
+    here, without another trip through the queue. Returns how many payouts were created."""
+    created = payouts_create_for_payable(person=Person.objects.get(pk=person_id), enqueue=False).created
+    for payout_id in created:
+        payout_execute(payout_id=payout_id)
+    return len(created)
+
+
+def reward_ready_task(person_id: int) -> int:
+    """A reward with no hold period was accepted: mature it now rather than at the next sweep,
+    then create and run this person's payout here; other people's rewards matured by the same
+    call get their payout task through the payable hook. Returns how many payouts were created."""
+    with paying_now(person_id):
+        rewards_mature()
+    return payouts_create_task(person_id)
+
+
+def payout_settled_followup_task(payout_id: int) -> None:
+    """After settlement: rewards become paid, then the person is told."""
+    payout_rewards_mark_paid(payout_id=payout_id)
+    payout = Payout.objects.get(pk=payout_id)
+    if payout.status == PayoutStatus.SETTLED:
+        person_notify(
+            person_id=payout.person_id,
+            kind="paid",
+            key=f"payout:{payout.pk}:paid",
+            amount_minor=payout.amount_minor,
+            currency=payout.currency,
+            payout=payout,
+        )
+
+
+def payout_notify_task(payout_id: int, kind: str) -> None:
+    payout = Payout.objects.get(pk=payout_id)
+    person_notify(
+        person_id=payout.person_id,
+        kind=kind,
+        key=f"payout:{payout.pk}:{kind}:{payout.events.filter(kind=f'payout.{kind}').count()}",
+        amount_minor=payout.amount_minor,
+        currency=payout.currency,
+        payout=payout,
+    )
+
+
+def person_notify_iban_needed_task(person_id: int, key: str) -> None:
+    waiting = (
+        rewards_awaiting_payout().filter(person_id=person_id).values("currency").annotate(total=Sum("amount_minor"))
+    )
+    for row in waiting:
+        person_notify(
+            person_id=person_id,
+            kind="iban_needed",
+            key=f"{key}:{row['currency']}",
+            amount_minor=row["total"],
+            currency=row["currency"],
+        )
+
+
+def payouts_tick() -> dict[str, int]:
+    """Every minute (migration 0002): recover stale claims, create payouts for payable rewards,
+    enqueue due ones, poll rails, and finish settled payouts whose rewards are not yet paid."""
+    recovered = payouts_recover_stale()
+    created = len(payouts_create_for_payable().created)
+    enqueued = payouts_enqueue_due()
+    polled = payouts_poll()
+    unfinished = (
+        PayoutItem.objects.filter(active=True, payout__status=PayoutStatus.SETTLED, reward__status=RewardStatus.PAYABLE)
+        .values_list("payout_id", flat=True)
+        .distinct()[:500]
+    )
+    for payout_id in unfinished:
+        payout_rewards_mark_paid(payout_id=payout_id)
+    return {"recovered": recovered, "created": created, "enqueued": enqueued, "polled": polled}

@@ -1,0 +1,75 @@
+"""The payouts admin: lists and filters load, actions call the services with their permissions,
+the pain.001 file downloads, routing rules only name configured rails."""
+
+import pytest
+from django.urls import reverse
+
+from payouts.admin import RouteRuleForm
+from payouts.models import Payout, PayoutBatch, RouteRule
+from payouts.services import payout_batch_create, payouts_create_for_payable
+from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
+from tests.payouts.payout_fixtures import iban, payable_reward, staff
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops(client):
+    user = staff("ops", "view_payout", "approve_payout", "view_payoutbatch", "download_payoutbatch", "view_routerule")
+    client.force_login(user)
+    return user
+
+
+def test_payout_list_and_filters_load(client, ops, sandbox, debtor, brand, campaign):
+    payable_reward(brand, account_iban=iban())
+    payouts_create_for_payable()
+    url = reverse("admin:payouts_payout_changelist")
+    for query in ["", "?status__exact=created", f"?campaign={campaign.pk}", f"?brand={brand.pk}", "?rail=sandbox"]:
+        response = client.get(url + query)
+        assert response.status_code == 200, query
+    assert Payout.objects.get().end_to_end_id in client.get(url).content.decode()
+    detail = client.get(reverse("admin:payouts_payout_change", args=[Payout.objects.get().pk]))
+    assert detail.status_code == 200
+
+
+def test_approve_action_calls_the_service(client, ops, sandbox, debtor, brand, campaign, settings):
+    settings.PAYOUT_APPROVAL_THRESHOLD_MINOR = 500
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    response = client.post(
+        reverse("admin:payouts_payout_changelist"), {"action": "approve", "_selected_action": [payout_id]}
+    )
+    assert response.status_code == 302
+    payout = Payout.objects.get(pk=payout_id)
+    assert payout.approved_by == ops and payout.events.filter(kind="payout.approved", actor=ops).exists()
+
+
+def test_batch_is_built_from_the_list_and_downloaded(client, ops, sandbox, debtor, brand, campaign):
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    client.post(reverse("admin:payouts_payout_changelist"), {"action": "create_batch", "_selected_action": [payout_id]})
+    batch = PayoutBatch.objects.get()
+    assert client.get(reverse("admin:payouts_payoutbatch_changelist")).status_code == 200
+    response = client.get(reverse("admin:payouts_payoutbatch_download", args=[batch.pk]))
+    assert response.status_code == 200 and response.content.startswith(b"<?xml")
+    assert batch.batch_id in response["Content-Disposition"]
+
+
+def test_download_needs_the_permission(client, sandbox, debtor, brand, campaign):
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    payable_reward(brand, account_iban=iban())
+    payouts_create_for_payable()
+    batch = payout_batch_create(actor=staff("olga"))
+    client.force_login(staff("viewer", "view_payoutbatch"))
+    assert client.get(reverse("admin:payouts_payoutbatch_download", args=[batch.pk])).status_code == 403
+    batch.refresh_from_db()
+    assert batch.downloaded_at is None
+
+
+def test_route_rules_must_name_a_configured_rail():
+    form = RouteRuleForm(data={"priority": 1, "currency": "EUR", "rail": "carrier_pigeon", "fallback_rail": ""})
+    assert not form.is_valid() and "rail" in form.errors
+    assert RouteRuleForm(
+        data={"priority": 1, "currency": "EUR", "rail": "sandbox", "fallback_rail": "sepa_file"}
+    ).is_valid()
