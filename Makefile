@@ -58,3 +58,6 @@ bench-ingest: install
 
 bench-payouts: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.payouts
+
+bench-api: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.api

@@ -9,5 +9,9 @@ urlpatterns = [
     path("admin/reconciliation/dashboard/", admin.site.admin_view(dashboard_view), name="reconciliation_dashboard"),
     path("admin/", admin.site.urls),
     path("api/", include("config.api_urls")),
+    path("accounts/", include("allauth.urls")),
+    path("portal/", include("config.portal_urls")),
+    path("c/", include("config.claim_urls")),
+    path("fake/tiktok/", include("campaigns.platforms.fake_urls")),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

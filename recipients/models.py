@@ -166,3 +166,8 @@ class PersonEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.person_id}"
+
+
+# Partner API links and WhatsApp opt-in codes (their own modules; imported here so Django finds them).
+from recipients.models_brand import BrandPerson  # noqa: E402, F401
+from recipients.models_claims import WhatsAppOptInCode  # noqa: E402, F401

@@ -59,3 +59,36 @@ __all__ = [
     "TriggerEvent",
     "Verification",
 ]
+
+# Partner API keys and outgoing webhooks (issue 6).
+from campaigns.models.api import ApiKey, ApiScope  # noqa: E402
+from campaigns.models.webhooks import (  # noqa: E402
+    WEBHOOK_EVENT_TYPES,
+    DeliveryStatus,
+    WebhookCursor,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+
+__all__ += [
+    "WEBHOOK_EVENT_TYPES",
+    "ApiKey",
+    "ApiScope",
+    "DeliveryStatus",
+    "WebhookCursor",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
+]
+
+# Brand portal invitations and claim-page video submissions (issue 7).
+from campaigns.models.portal import (  # noqa: E402
+    BrandInvitation,
+    ClaimLinkNotice,
+    InvitationStatus,
+    VideoStatus,
+    VideoSubmission,
+)
+
+__all__ += ["BrandInvitation", "ClaimLinkNotice", "InvitationStatus", "VideoStatus", "VideoSubmission"]

@@ -203,6 +203,78 @@ if os.environ.get("WISE_BASE_URL"):
         },
     }
 
+# --- Brand portal, claim pages and allauth (helper G) ------------------------------------------
+# Brand users sign in with django-allauth (email + verified address, optional TOTP); people being
+# rewarded never get an account: the TikTok provider is used only to prove who they are on the
+# claim pages (campaigns.platforms.allauth_adapter turns the login into a claim and no user).
+INSTALLED_APPS += [
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.tiktok",
+]
+MIDDLEWARE += ["allauth.account.middleware.AccountMiddleware"]
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "/portal/"
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
+ACCOUNT_EMAIL_CONFIRMATION_AUTHENTICATED_REDIRECT_URL = "/portal/"
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_USER_MODEL_USERNAME_FIELD = "username"
+ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[JoyBack] "
+ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "JoyBack <no-reply@joyback.example>")
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "JoyBack")
+SOCIALACCOUNT_ADAPTER = "campaigns.platforms.allauth_adapter.ClaimSocialAccountAdapter"
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_PROVIDERS = {
+    "tiktok": {
+        "APPS": [
+            {
+                "client_id": os.environ.get("TIKTOK_CLIENT_KEY", "demo-client-key"),
+                "secret": os.environ.get("TIKTOK_CLIENT_SECRET", "demo-client-secret"),
+                "key": "",
+            }
+        ],
+        "SCOPE": ["user.info.basic"],
+    }
+}
+# Where TikTok lives: the login page people are sent to, and the API our server calls. Tests and
+# the demo point both at a local fake (campaigns.platforms.tiktok_fake); FAKE_TIKTOK_ENABLED
+# mounts that fake under /fake/tiktok/ (never in production).
+TIKTOK_AUTH_BASE_URL = os.environ.get("TIKTOK_AUTH_BASE_URL", "https://www.tiktok.com")
+TIKTOK_API_BASE_URL = os.environ.get("TIKTOK_API_BASE_URL", "https://open.tiktokapis.com")
+TIKTOK_TIMEOUT_SECONDS = float(os.environ.get("TIKTOK_TIMEOUT_SECONDS", "5"))
+FAKE_TIKTOK_ENABLED = env_bool("FAKE_TIKTOK_ENABLED", False)
+# Demo only: a button on the WhatsApp waiting page plays the inbound message (no real WhatsApp).
+FAKE_WHATSAPP_ENABLED = env_bool("FAKE_WHATSAPP_ENABLED", False)
+# The business number people message to opt in on WhatsApp (click-to-chat, wa.me/<number>).
+WHATSAPP_BUSINESS_NUMBER = os.environ.get("WHATSAPP_BUSINESS_NUMBER", "393331234567")
+# Funding instructions shown to brands: the platform account their transfers go to.
+PLATFORM_FUNDING_IBAN = os.environ.get("PLATFORM_FUNDING_IBAN", "NL91ABNA0417164300")
+PLATFORM_FUNDING_BIC = os.environ.get("PLATFORM_FUNDING_BIC", "ABNANL2A")
+PLATFORM_FUNDING_NAME = os.environ.get("PLATFORM_FUNDING_NAME", "JoyBack Payouts B.V.")
+# Claim pages: the terms version recorded with each consent, abuse limits (Django cache), and
+# how long a signed status or claim link stays valid.
+CLAIM_TERMS_VERSION = os.environ.get("CLAIM_TERMS_VERSION", "2026-01")
+CLAIM_RATE_LIMIT_PER_IP = env_int("CLAIM_RATE_LIMIT_PER_IP", 30)  # form posts per IP per 10 minutes
+CLAIM_RATE_LIMIT_PER_CAMPAIGN = env_int("CLAIM_RATE_LIMIT_PER_CAMPAIGN", 600)  # per campaign per minute
+CLAIM_LINK_MAX_AGE_DAYS = env_int("CLAIM_LINK_MAX_AGE_DAYS", 90)
+# The public address of the claim pages, for links sent by email/WhatsApp from background jobs.
+CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", "http://127.0.0.1:8000")
+TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "campaigns.portal.templatetags_money"}
+# --- end of the portal / claim block ------------------------------------------------------------
+
+
 # Partner API (Django REST framework). Authentication, errors, pagination and throttling are the
 # project's own classes in core/api/ (see there); schema by drf-spectacular.
 REST_FRAMEWORK = {
@@ -222,3 +294,43 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- Partner API and webhooks (helper F, issue 6) -------------------------------------------------
+# Per-key rate limit (fixed one-minute window in the Django cache: LocMem per process unless CACHES
+# points at Redis), largest API body, how long Idempotency-Keys are kept, and when an in-flight
+# key left by a crashed worker may be taken over.
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000)
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 4 * 1024 * 1024)
+IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
+IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS", 300)
+# Outgoing webhooks: retries for 72 h with exponential backoff; an endpoint failing for 72 h is
+# disabled and the brand e-mailed; a rotated secret keeps signing for 24 h; http:// endpoints only
+# when explicitly allowed (local development).
+WEBHOOK_RETRY_HOURS = env_int("WEBHOOK_RETRY_HOURS", 72)
+WEBHOOK_DISABLE_AFTER_HOURS = env_int("WEBHOOK_DISABLE_AFTER_HOURS", 72)
+WEBHOOK_ROTATION_OVERLAP_HOURS = env_int("WEBHOOK_ROTATION_OVERLAP_HOURS", 24)
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "10"))
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
+# Inbound webhooks: WhatsApp Cloud API app secret (X-Hub-Signature-256) and the verify token of
+# the subscription check; TikTok's client key/secret (TikTok-Signature) and the accepted clock
+# skew; the largest inbound body. An empty secret refuses every delivery of that provider.
+WHATSAPP_APP_SECRET = os.environ.get("WHATSAPP_APP_SECRET", "")
+WHATSAPP_VERIFY_TOKEN = os.environ.get("WHATSAPP_VERIFY_TOKEN", "")
+TIKTOK_CLIENT_KEY = os.environ.get("TIKTOK_CLIENT_KEY", "")
+TIKTOK_CLIENT_SECRET = os.environ.get("TIKTOK_CLIENT_SECRET", "")
+TIKTOK_SIGNATURE_TOLERANCE_SECONDS = env_int("TIKTOK_SIGNATURE_TOLERANCE_SECONDS", 300)
+WEBHOOK_IN_MAX_BYTES = env_int("WEBHOOK_IN_MAX_BYTES", 1024 * 1024)
+SPECTACULAR_SETTINGS["SCHEMA_PATH_PREFIX"] = r"/api/v1"
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    "CampaignStatusEnum": "campaigns.models.CampaignStatus",
+    "RewardStatusEnum": "campaigns.models.RewardStatus",
+    "PayoutStatusEnum": "payouts.models.PayoutStatus",
+    "DeliveryStatusEnum": "campaigns.models.DeliveryStatus",
+    "TriggerEnum": "campaigns.models.Trigger",
+    "EventOutcomeEnum": "campaigns.models.EventOutcome",
+}
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    "drf_spectacular.hooks.postprocess_schema_enums",
+    "core.api.schema.describe_api",
+]
+# --- end of the partner API block -----------------------------------------------------------------

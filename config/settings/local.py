@@ -1,5 +1,7 @@
 """Developer machine and the `make run` demo: debug on, console email, a throwaway secret."""
 
+import os
+
 from .base import *  # noqa: F403
 from .base import env_bool
 
@@ -11,3 +13,8 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 # The demo's web process and worker share one sandbox bank.
 SANDBOX_STORE_PATH = SANDBOX_STORE_PATH or str(BASE_DIR / "sandbox-bank.sqlite3")  # noqa: F405
+# The demo's TikTok is the local fake mounted at /fake/tiktok/ (campaigns.platforms.tiktok_fake).
+FAKE_TIKTOK_ENABLED = True
+FAKE_WHATSAPP_ENABLED = True
+TIKTOK_AUTH_BASE_URL = os.environ.get("TIKTOK_AUTH_BASE_URL", "/fake/tiktok")
+TIKTOK_API_BASE_URL = os.environ.get("TIKTOK_API_BASE_URL", "http://127.0.0.1:8000/fake/tiktok")

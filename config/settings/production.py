@@ -21,3 +21,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+# Staff reach the admin only through allauth's login (which asks for the second factor) and only
+# once they have TOTP set up (campaigns.portal.middleware).
+MIDDLEWARE = [*MIDDLEWARE, "campaigns.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
+ADMIN_REQUIRES_TWO_FACTOR = True

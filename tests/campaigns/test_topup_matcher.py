@@ -28,8 +28,10 @@ def brand(django_user_model):
 
 def import_lines(tmp_path, lines):
     path = tmp_path / "s.xml"
-    write_camt053(path, [GenStatement(statement_id="S1", account_iban=IBAN, currency="EUR",
-                                      opening_balance=Decimal(0), lines=lines)])
+    write_camt053(
+        path,
+        [GenStatement(statement_id="S1", account_iban=IBAN, currency="EUR", opening_balance=Decimal(0), lines=lines)],
+    )
     statement_import(source=path, filename="s.xml", origin="command", match=False)
 
 
@@ -46,8 +48,17 @@ def test_reference_is_found_however_the_bank_spaced_it(brand):
 
 
 def test_credit_with_reference_tops_up_the_brand(tmp_path, brand, django_capture_on_commit_callbacks):
-    import_lines(tmp_path, [GenLine(amount=Decimal("5000.00"), credit_debit="CRDT",
-                                    remittance=f"Top-up {brand.funding_reference}", counterparty_name="Gelato Bros")])
+    import_lines(
+        tmp_path,
+        [
+            GenLine(
+                amount=Decimal("5000.00"),
+                credit_debit="CRDT",
+                remittance=f"Top-up {brand.funding_reference}",
+                counterparty_name="Gelato Bros",
+            )
+        ],
+    )
     with django_capture_on_commit_callbacks(execute=True):
         result = statement_lines_match()
     assert dict(result.matched) == {"brand_topup": 1}
@@ -68,8 +79,9 @@ def test_mistyped_reference_stays_unmatched_then_staff_match_it(tmp_path, brand,
     line = StatementLine.objects.get()
     assert line.status == StatementLineStatus.UNMATCHED and funds(brand) == 0
 
-    match = statement_line_match_manual(line_id=line.pk, target_type="brand_topup", target_id=ref, actor=admin_user,
-                                        note="brand confirmed by phone")
+    match = statement_line_match_manual(
+        line_id=line.pk, target_type="brand_topup", target_id=ref, actor=admin_user, note="brand confirmed by phone"
+    )
     assert funds(brand) == 2_000
 
     match_undo(match_id=match.pk, actor=admin_user, reason="wrong brand after all")
@@ -78,8 +90,10 @@ def test_mistyped_reference_stays_unmatched_then_staff_match_it(tmp_path, brand,
 
 
 def test_a_debit_is_never_a_top_up(tmp_path, brand):
-    import_lines(tmp_path, [GenLine(amount=Decimal("20.00"), credit_debit="DBIT",
-                                    remittance=f"refund {brand.funding_reference}")])
+    import_lines(
+        tmp_path,
+        [GenLine(amount=Decimal("20.00"), credit_debit="DBIT", remittance=f"refund {brand.funding_reference}")],
+    )
     statement_lines_match()
     assert StatementLine.objects.get().status == StatementLineStatus.UNMATCHED
     assert funds(brand) == 0

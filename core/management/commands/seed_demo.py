@@ -1,11 +1,14 @@
 """Demo data for `make run`. Idempotent: every object is looked up by a natural key and every
 ledger entry carries a fixed idempotency key, so running it twice creates nothing twice."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.utils import timezone
 
 from reconciliation.models import AccountKind
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post, ledger_hold_create
@@ -16,6 +19,37 @@ DEMO_USERS = [
     ("ops", "ops-demo-password", False),
 ]
 PLATFORM_IBAN = "NL91ABNA0417164300"
+DEMO_BRAND_USER = ("brand@demo.joyback.example", "brand-demo-password")
+# Two live campaigns of the brand "Sole Shoes": what the claim pages at /c/sole-shoes/<slug>/ show.
+DEMO_CAMPAIGNS = [
+    (
+        "summer-joy",
+        "Summer Joy",
+        "joyback",
+        [
+            {"trigger": "tiktok_login", "fixed_minor": 500, "person_count_per_campaign": 1},
+            {"trigger": "whatsapp_optin", "fixed_minor": 300, "person_count_per_campaign": 1},
+            {"trigger": "ugc_share", "fixed_minor": 800, "required_code": "#joyback", "person_count_per_campaign": 3},
+            {"trigger": "view_threshold", "fixed_minor": 1500, "view_threshold": 1000, "required_code": "#joyback"},
+        ],
+    ),
+    (
+        "cashback",
+        "10% back on sneakers",
+        "cashback",
+        [
+            {
+                "trigger": "purchase",
+                "amount_type": "percent",
+                "percent_bps": 1000,
+                "min_minor": 100,
+                "max_minor": 2000,
+                "hold_days": 14,
+                "verification": "partner_attested",
+            }
+        ],
+    ),
+]
 
 
 class Command(BaseCommand):
@@ -30,6 +64,8 @@ class Command(BaseCommand):
         with transaction.atomic():
             self._users()
             self._books()
+        # Outside the block above: the money services open their own durable transactions.
+        self._brand()
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
 
     def _users(self) -> None:
@@ -110,3 +146,55 @@ class Command(BaseCommand):
             currency="EUR",
             memo="A reward waiting for its return window",
         )
+
+    def _brand(self) -> None:
+        """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
+        from allauth.account.models import EmailAddress
+
+        from campaigns.models import Brand, BrandRole, Campaign, CampaignStatus
+        from campaigns.services import (
+            brand_create,
+            brand_membership_set,
+            brand_topup_record,
+            campaign_allocate,
+            campaign_create,
+            campaign_launch,
+            rule_create,
+        )
+        from reconciliation.services.statements import platform_bank_account_create
+
+        platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
+        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(
+            name="Sole Shoes", slug="sole-shoes", fee_fixed_minor=10, fee_bps=100
+        )
+        email, password = DEMO_BRAND_USER
+        user, created = get_user_model().objects.get_or_create(username=email, defaults={"email": email})
+        if created:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
+        brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
+        brand_topup_record(
+            brand=brand,
+            amount_minor=500_000,
+            currency="EUR",
+            bank_account_code=PLATFORM_IBAN,
+            idempotency_key="demo:sole-shoes:topup:1",
+            reference=brand.funding_reference,
+        )
+        for slug, name, mode, rules in DEMO_CAMPAIGNS:
+            campaign = Campaign.objects.filter(brand=brand, slug=slug).first()
+            if campaign is None:
+                campaign = campaign_create(
+                    brand=brand,
+                    name=name,
+                    slug=slug,
+                    mode=mode,
+                    starts_at=timezone.now() - timedelta(days=1),
+                    timezone="Europe/Rome",
+                )
+                for fields in rules:
+                    rule_create(campaign=campaign, **fields)
+            campaign_allocate(campaign=campaign, amount_minor=100_000, idempotency_key=f"demo:alloc:{slug}")
+            if campaign.status == CampaignStatus.DRAFT:
+                campaign_launch(campaign=campaign)

@@ -1,0 +1,52 @@
+"""allauth's social login used as proof, not as an account: a TikTok login started on a claim
+page ends back on that page with the person's TikTok identity in the session, and no Django user
+is created. Brand users never sign in with TikTok, so any other TikTok login is refused."""
+
+import time
+
+from allauth.core.exceptions import ImmediateHttpResponse
+from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from django.contrib import messages
+from django.http import HttpResponseRedirect
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+
+from recipients import crypto
+
+CLAIM_SESSION_KEY = "claim_tiktok"
+CLAIM_PATH_PREFIX = "/c/"
+
+
+def claim_identity(request) -> dict | None:
+    """The TikTok identity proven in this session: ``uid``, ``name``, ``scope`` and the access
+    token (decrypted), or None."""
+    data = request.session.get(CLAIM_SESSION_KEY)
+    if not data:
+        return None
+    return {**data, "token": crypto.decrypt(data["token"]) if data.get("token") else ""}
+
+
+class ClaimSocialAccountAdapter(DefaultSocialAccountAdapter):
+    def is_open_for_signup(self, request, sociallogin) -> bool:
+        return False
+
+    def pre_social_login(self, request, sociallogin) -> None:
+        next_url = sociallogin.state.get("next") or ""
+        is_claim = next_url.startswith(CLAIM_PATH_PREFIX) and url_has_allowed_host_and_scheme(
+            next_url, allowed_hosts={request.get_host()}
+        )
+        if not is_claim:
+            messages.error(request, _("TikTok login is only for claiming a reward."))
+            raise ImmediateHttpResponse(HttpResponseRedirect("/accounts/login/"))
+        token = sociallogin.token.token if sociallogin.token else ""
+        # The access token is kept encrypted even in the server-side session: it can read the
+        # person's videos until it expires.
+        request.session[CLAIM_SESSION_KEY] = {
+            "provider": sociallogin.account.provider,
+            "uid": sociallogin.account.uid,
+            "name": sociallogin.account.extra_data.get("display_name", ""),
+            "scope": sociallogin.state.get("scope", ""),
+            "token": crypto.encrypt(token) if token else "",
+            "at": int(time.time()),
+        }
+        raise ImmediateHttpResponse(HttpResponseRedirect(next_url))

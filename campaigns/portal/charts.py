@@ -1,0 +1,79 @@
+"""Small server-rendered SVG bar charts: no JavaScript and no chart library, so the dashboard
+works without scripts and nothing is fetched from a CDN. The SVG carries a <title> and a text
+table follows it in the page for screen readers."""
+
+from dataclasses import dataclass
+from datetime import date
+
+from django.utils.html import format_html, format_html_join
+
+WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 640, 180, 44, 22, 10
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    w: float
+    h: float
+    label: str
+
+
+def bar_chart_svg(*, title: str, days: list[date], values: list[int], unit_format=str) -> str:
+    """A bar per day, the y axis from 0 to the largest value (at least 1), three grid lines."""
+    top = max([*values, 1])
+    plot_w, plot_h = WIDTH - PAD_LEFT - 4, HEIGHT - PAD_BOTTOM - PAD_TOP
+    step = plot_w / max(len(values), 1)
+    bars = []
+    for i, (day, value) in enumerate(zip(days, values, strict=True)):
+        h = plot_h * value / top
+        bars.append(
+            Bar(
+                x=PAD_LEFT + i * step + step * 0.15,
+                y=PAD_TOP + plot_h - h,
+                w=step * 0.7,
+                h=h,
+                label=f"{day:%d %b}: {unit_format(value)}",
+            )
+        )
+    grid = format_html_join(
+        "",
+        '<line x1="{}" x2="{}" y1="{}" y2="{}" class="grid"/><text x="{}" y="{}" class="axis" '
+        'text-anchor="end">{}</text>',
+        (
+            (
+                PAD_LEFT,
+                WIDTH,
+                f"{PAD_TOP + plot_h * (1 - f):.1f}",
+                f"{PAD_TOP + plot_h * (1 - f):.1f}",
+                PAD_LEFT - 4,
+                f"{PAD_TOP + plot_h * (1 - f) + 4:.1f}",
+                unit_format(round(top * f)),
+            )
+            for f in (0, 0.5, 1)
+        ),
+    )
+    rects = format_html_join(
+        "",
+        '<rect x="{}" y="{}" width="{}" height="{}" class="bar"><title>{}</title></rect>',
+        ((f"{b.x:.1f}", f"{b.y:.1f}", f"{b.w:.1f}", f"{b.h:.1f}", b.label) for b in bars),
+    )
+    ticks = format_html_join(
+        "",
+        '<text x="{}" y="{}" class="axis" text-anchor="middle">{}</text>',
+        (
+            (f"{PAD_LEFT + i * step + step / 2:.1f}", HEIGHT - 6, f"{d:%d/%m}")
+            for i, d in enumerate(days)
+            if (len(days) - 1 - i) % 7 == 0  # counted from today, so the last tick is today
+        ),
+    )
+    return format_html(
+        '<svg class="chart" viewBox="0 0 {} {}" role="img" aria-label="{}"><title>{}</title>{}{}{}</svg>',
+        WIDTH,
+        HEIGHT,
+        title,
+        title,
+        grid,
+        rects,
+        ticks,
+    )

@@ -1,0 +1,240 @@
+"""Portal forms. Amounts are typed in major units (12.50) and turned into integer minor units
+with ``core.money.to_minor`` (which refuses extra decimals rather than rounding); the rule's own
+``clean()`` (via ``rule_create``) is the single source of the validation rules."""
+
+from datetime import datetime
+from decimal import Decimal
+
+from django import forms
+from django.conf import settings
+from django.utils import timezone
+from django.utils.text import slugify
+
+from campaigns.models import (
+    AmountType,
+    ApprovalPolicy,
+    BrandRole,
+    CampaignMode,
+    PayoutMode,
+    RewardRule,
+    Trigger,
+    Verification,
+)
+from campaigns.models.campaigns import validate_timezone
+from core.exceptions import InvalidInput
+from core.money import minor_to_decimal, to_minor
+
+MONEY = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal("0.01")}
+
+
+def _money_field(label: str, help_text: str = "") -> forms.DecimalField:
+    return forms.DecimalField(label=label, required=False, help_text=help_text, **MONEY)
+
+
+class BrandForm(forms.Form):
+    name = forms.CharField(label="Brand name", max_length=200)
+    default_currency = forms.ChoiceField(label="Currency", choices=[(c, c) for c in settings.CURRENCIES])
+
+
+class CampaignForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    slug = forms.SlugField(
+        max_length=80, required=False, help_text="Part of the claim link /c/<brand>/<slug>/; from the name if empty."
+    )
+    mode = forms.ChoiceField(choices=CampaignMode.choices)
+    currency = forms.ChoiceField(choices=[(c, c) for c in settings.CURRENCIES])
+    starts_at = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    ends_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    timezone = forms.CharField(max_length=64, initial="Europe/Rome", validators=[validate_timezone])
+    payout_mode = forms.ChoiceField(choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
+    aggregate_minutes = forms.IntegerField(min_value=0, initial=0, required=False)
+
+    def __init__(self, *args, live: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["starts_at"].initial = timezone.localtime().replace(second=0, microsecond=0)
+        if live:
+            for name in ("slug", "mode", "currency", "starts_at", "timezone"):
+                self.fields[name].disabled = True
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("slug") and data.get("name"):
+            data["slug"] = slugify(data["name"])[:80]
+        starts, ends = data.get("starts_at"), data.get("ends_at")
+        if starts and ends and ends <= starts:
+            self.add_error("ends_at", "The end must be after the start.")
+        if data.get("payout_mode") == PayoutMode.AGGREGATE and not data.get("aggregate_minutes"):
+            self.add_error("aggregate_minutes", "Aggregate payouts need an interval in minutes.")
+        data["aggregate_minutes"] = data.get("aggregate_minutes") or 0
+        return data
+
+
+class RuleForm(forms.Form):
+    """One reward rule. ``rule_fields()`` returns the keyword arguments of ``rule_create``."""
+
+    trigger = forms.ChoiceField(choices=Trigger.choices)
+    custom_name = forms.SlugField(max_length=60, required=False, help_text="Only for custom triggers.")
+    name = forms.CharField(max_length=200, required=False)
+    amount_type = forms.ChoiceField(choices=AmountType.choices, initial=AmountType.FIXED)
+    amount = _money_field("Fixed amount", "What the person receives, e.g. 5.00.")
+    percent = forms.DecimalField(
+        label="Percent of the purchase",
+        required=False,
+        max_digits=5,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        max_value=Decimal(100),
+    )
+    min_amount = _money_field("At least", "Percent rules: the smallest reward.")
+    max_amount = _money_field("At most", "Percent rules: the largest reward.")
+    min_purchase = _money_field("Minimum purchase")
+    hold_days = forms.IntegerField(
+        min_value=0, max_value=365, initial=0, help_text="Days before the reward is paid (a return window)."
+    )
+    required_code = forms.CharField(max_length=60, required=False, help_text="Hashtag or code, e.g. #summerjoy.")
+    view_threshold = forms.IntegerField(min_value=1, required=False)
+    allowed_iban_countries = forms.CharField(
+        required=False, help_text="Two-letter codes separated by commas, e.g. IT, NL. Empty: any SEPA country."
+    )
+    new_people_only = forms.BooleanField(required=False)
+    person_count_per_campaign = forms.IntegerField(min_value=1, required=False, initial=1, label="Rewards per person")
+    person_count_per_day = forms.IntegerField(min_value=1, required=False, label="Rewards per person per day")
+    iban_count_per_campaign = forms.IntegerField(min_value=1, required=False, label="Rewards per IBAN")
+    campaign_count = forms.IntegerField(min_value=1, required=False, label="Rewards in total")
+    campaign_count_per_day = forms.IntegerField(min_value=1, required=False, label="Rewards in total per day")
+    approval_policy = forms.ChoiceField(choices=ApprovalPolicy.choices, initial=ApprovalPolicy.AUTO)
+    review_above = _money_field("Review above")
+    verification = forms.ChoiceField(choices=Verification.choices, initial=Verification.FIRST_PARTY)
+
+    def __init__(self, *args, currency: str = "EUR", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.currency = currency
+
+    def _minor(self, value) -> int | None:
+        return None if value in (None, "") else to_minor(value, self.currency)
+
+    def clean(self):
+        data = super().clean()
+        try:
+            fields = self.rule_fields(data)
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message) from exc
+        # Run the model's own checks here so errors land on the right fields before saving.
+        from django.core.exceptions import ValidationError
+
+        rule = RewardRule(**fields)
+        try:
+            rule.clean()
+        except ValidationError as exc:
+            mapping = {
+                "fixed_minor": "amount",
+                "percent_bps": "percent",
+                "min_minor": "min_amount",
+                "max_minor": "max_amount",
+                "review_above_minor": "review_above",
+                "min_purchase_minor": "min_purchase",
+            }
+            for field, messages in exc.message_dict.items():
+                target = mapping.get(field, field)
+                for message in messages:
+                    self.add_error(target if target in self.fields else None, message)
+        self.cleaned_fields = fields
+        return data
+
+    def rule_fields(self, data=None) -> dict:
+        data = data if data is not None else self.cleaned_data
+        countries = [c.strip().upper() for c in (data.get("allowed_iban_countries") or "").split(",") if c.strip()]
+        percent = data.get("percent")
+        fixed = data.get("amount_type") == AmountType.FIXED
+        return {
+            "trigger": data.get("trigger"),
+            "custom_name": data.get("custom_name") or "",
+            "name": data.get("name") or "",
+            "amount_type": data.get("amount_type"),
+            "fixed_minor": self._minor(data.get("amount")) if fixed else None,
+            "percent_bps": None if fixed or percent is None else int(percent * 100),
+            "min_minor": None if fixed else self._minor(data.get("min_amount")),
+            "max_minor": None if fixed else self._minor(data.get("max_amount")),
+            "min_purchase_minor": self._minor(data.get("min_purchase")),
+            "hold_days": data.get("hold_days") or 0,
+            "required_code": (data.get("required_code") or "").strip(),
+            "view_threshold": data.get("view_threshold"),
+            "allowed_iban_countries": countries,
+            "new_people_only": bool(data.get("new_people_only")),
+            "person_count_per_campaign": data.get("person_count_per_campaign"),
+            "person_count_per_day": data.get("person_count_per_day"),
+            "iban_count_per_campaign": data.get("iban_count_per_campaign"),
+            "campaign_count": data.get("campaign_count"),
+            "campaign_count_per_day": data.get("campaign_count_per_day"),
+            "approval_policy": data.get("approval_policy"),
+            "review_above_minor": self._minor(data.get("review_above"))
+            if data.get("approval_policy") == ApprovalPolicy.REVIEW_ABOVE
+            else None,
+            "verification": data.get("verification"),
+        }
+
+    @classmethod
+    def initial_from(cls, rule: RewardRule) -> dict:
+        cur = rule.campaign.currency
+
+        def major(v):
+            return None if v is None else minor_to_decimal(v, cur)
+
+        return {
+            "trigger": rule.trigger,
+            "custom_name": rule.custom_name,
+            "name": rule.name,
+            "amount_type": rule.amount_type,
+            "amount": major(rule.fixed_minor),
+            "percent": None if rule.percent_bps is None else Decimal(rule.percent_bps) / 100,
+            "min_amount": major(rule.min_minor),
+            "max_amount": major(rule.max_minor),
+            "min_purchase": major(rule.min_purchase_minor),
+            "hold_days": rule.hold_days,
+            "required_code": rule.required_code,
+            "view_threshold": rule.view_threshold,
+            "allowed_iban_countries": ", ".join(rule.allowed_iban_countries),
+            "new_people_only": rule.new_people_only,
+            "person_count_per_campaign": rule.person_count_per_campaign,
+            "person_count_per_day": rule.person_count_per_day,
+            "iban_count_per_campaign": rule.iban_count_per_campaign,
+            "campaign_count": rule.campaign_count,
+            "campaign_count_per_day": rule.campaign_count_per_day,
+            "approval_policy": rule.approval_policy,
+            "review_above": major(rule.review_above_minor),
+            "verification": rule.verification,
+        }
+
+
+class AllocateForm(forms.Form):
+    amount = forms.DecimalField(label="Amount to move from your funds to this campaign", **MONEY)
+
+
+class InviteForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=BrandRole.choices, initial=BrandRole.ANALYST)
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=BrandRole.choices)
+
+
+class FundingForm(forms.Form):
+    amount = forms.DecimalField(label="Amount (optional, for the QR code)", required=False, **MONEY)
+
+
+class TableFilterForm(forms.Form):
+    """Filters shared by the rewards and payouts tables (GET, so a filtered view can be bookmarked
+    and exported as it is)."""
+
+    campaign = forms.CharField(required=False)
+    status = forms.CharField(required=False)
+    trigger = forms.CharField(required=False)
+    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+
+def aware(value: datetime | None) -> datetime | None:
+    if value is not None and timezone.is_naive(value):
+        return timezone.make_aware(value)
+    return value

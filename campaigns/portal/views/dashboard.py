@@ -1,0 +1,30 @@
+from django.shortcuts import render
+
+from campaigns.portal.access import brand_view
+from campaigns.portal.charts import bar_chart_svg
+from campaigns.portal.selectors import brand_dashboard
+from core.money import format_minor
+
+
+@brand_view()
+def dashboard(request, access):
+    data = brand_dashboard(brand=access.brand)
+    actions_chart = bar_chart_svg(title="Rewarded actions per day", days=data.days, values=data.actions_per_day)
+    paid_chart = bar_chart_svg(
+        title=f"Paid out per day ({data.chart_currency})",
+        days=data.days,
+        values=data.paid_per_day_minor,
+        unit_format=lambda v: format_minor(v, data.chart_currency).split(" ")[0],
+    )
+    return render(
+        request,
+        "portal/dashboard.html",
+        {
+            "access": access,
+            "brand": access.brand,
+            "data": data,
+            "actions_chart": actions_chart,
+            "paid_chart": paid_chart,
+            "series": list(zip(data.days, data.actions_per_day, data.paid_per_day_minor, strict=True)),
+        },
+    )

@@ -1,0 +1,46 @@
+"""Landing after sign-in: the user's brands, or a form to create the first one; invitations."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from campaigns.models import BrandMembership
+from campaigns.portal.forms import BrandForm
+from campaigns.portal.services import brand_register, invitation_accept
+from campaigns.portal.views.common import report
+from core.exceptions import ApplicationError
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def portal_home(request):
+    memberships = list(
+        BrandMembership.objects.filter(user=request.user).select_related("brand").order_by("brand__name")
+    )
+    form = BrandForm(request.POST or None, initial={"default_currency": "EUR"})
+    if request.method == "POST" and form.is_valid():
+        try:
+            brand = brand_register(user=request.user, **form.cleaned_data)
+        except ApplicationError as exc:
+            report(request, exc)
+        else:
+            messages.success(request, f"{brand.name} is ready. Create your first campaign.")
+            return redirect("portal:dashboard", brand_slug=brand.slug)
+    if request.method == "GET" and len(memberships) == 1 and "all" not in request.GET:
+        return redirect("portal:dashboard", brand_slug=memberships[0].brand.slug)
+    return render(request, "portal/home.html", {"memberships": memberships, "form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def invitation_accept_view(request, token: str):
+    if request.method == "POST":
+        try:
+            membership = invitation_accept(token=token, user=request.user)
+        except ApplicationError as exc:
+            report(request, exc)
+            return redirect("portal:home")
+        messages.success(request, f"You joined {membership.brand.name}.")
+        return redirect("portal:dashboard", brand_slug=membership.brand.slug)
+    return render(request, "portal/invitation_accept.html", {"token": token})

@@ -1,0 +1,530 @@
+"""Webhooks to brands: endpoints, events, signed deliveries.
+
+Events come from the audit rows the services already write in their own transactions
+(RewardEvent, CampaignEvent, PayoutEvent, and the ledger's ``brand_topup`` entries): those rows are
+the outbox. ``webhook_events_collect`` (a task, every few seconds) turns new rows into one
+WebhookEvent per brand with at least one endpoint, and a WebhookDelivery per subscribed endpoint.
+``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new, and the
+collector re-reads a window below its cursor to pick up rows whose transaction committed late.
+``webhook_event_emit`` is the same step for callers that want to emit directly, in their own
+transaction.
+
+Delivery (``webhook_delivery_attempt``): claim with a conditional UPDATE, POST outside any
+transaction with ``JoyBack-Signature: t=<unix>,v1=<hex>`` (HMAC-SHA256 of ``"<t>.<raw body>"``;
+a second ``v1`` with the previous secret while a rotation is in its overlap window), record the
+result in one short transaction. Failures retry with exponential backoff until the event is
+``WEBHOOK_RETRY_HOURS`` old; an endpoint that has failed without a single success for
+``WEBHOOK_DISABLE_AFTER_HOURS`` is disabled and the brand's owners are e-mailed. The payload
+``{id, type, created, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Max, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from campaigns.models import (
+    WEBHOOK_EVENT_TYPES,
+    BrandMembership,
+    BrandRole,
+    CampaignEvent,
+    DeliveryStatus,
+    RewardEvent,
+    WebhookCursor,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from core.exceptions import InvalidInput, InvalidTransition
+from recipients import crypto
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "JoyBack-Signature"
+USER_AGENT = "JoyBack-Webhooks/1"
+# Rows below the cursor re-read on every collection: an audit row whose transaction commits after
+# a higher id was collected is still picked up as long as fewer rows than this were written meanwhile.
+LOOKBACK_ROWS = 2000
+COLLECT_LIMIT = 5000
+SENDING_STALE_AFTER = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class EndpointWithSecret:
+    endpoint: WebhookEndpoint
+    secret: str  # shown once
+
+
+# --- signing -------------------------------------------------------------------------------------
+
+
+def signature_header(*, secrets_: list[str], timestamp: int, body: bytes) -> str:
+    """``t=<timestamp>,v1=<hex>[,v1=<hex>]``: one v1 per secret, current first."""
+    signed = f"{timestamp}.".encode() + body
+    parts = [f"t={timestamp}"]
+    parts += [f"v1={hmac.new(s.encode(), signed, hashlib.sha256).hexdigest()}" for s in secrets_]
+    return ",".join(parts)
+
+
+def signing_secrets(endpoint: WebhookEndpoint, *, now: datetime) -> list[str]:
+    keys = [crypto.decrypt(endpoint.secret_ciphertext)]
+    if (
+        endpoint.previous_secret_ciphertext
+        and endpoint.previous_secret_expires_at
+        and endpoint.previous_secret_expires_at > now
+    ):
+        keys.append(crypto.decrypt(endpoint.previous_secret_ciphertext))
+    return keys
+
+
+# --- endpoints -----------------------------------------------------------------------------------
+
+
+def _secret_new() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+def _url_validate(url: str) -> str:
+    parts = urlsplit(url)
+    allowed = ("https", "http") if settings.WEBHOOK_ALLOW_HTTP else ("https",)
+    if parts.scheme not in allowed or not parts.hostname:
+        raise InvalidInput("The endpoint URL must be an https:// URL.", code="invalid_webhook_url")
+    return url
+
+
+def webhook_endpoint_create(*, brand, url: str, event_types: list[str], description: str = "") -> EndpointWithSecret:
+    """Register an endpoint with a fresh signing secret (returned once, stored encrypted).
+    Raises InvalidInput (``invalid_webhook_url``, ``invalid_event_types``)."""
+    if any(t not in WEBHOOK_EVENT_TYPES for t in event_types):
+        raise InvalidInput(
+            "Unknown event type.", code="invalid_event_types", details={"known": list(WEBHOOK_EVENT_TYPES)}
+        )
+    secret = _secret_new()
+    endpoint = WebhookEndpoint.objects.create(
+        brand=brand,
+        url=_url_validate(url),
+        description=description,
+        event_types=sorted(set(event_types)),
+        secret_ciphertext=crypto.encrypt(secret),
+    )
+    return EndpointWithSecret(endpoint=endpoint, secret=secret)
+
+
+def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, now: datetime | None = None) -> EndpointWithSecret:
+    """New secret at once; the old one keeps signing (second ``v1``) for
+    ``WEBHOOK_ROTATION_OVERLAP_HOURS`` so the receiver can switch without losing events."""
+    now = now or timezone.now()
+    secret = _secret_new()
+    with transaction.atomic():
+        locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        locked.previous_secret_ciphertext = locked.secret_ciphertext
+        locked.previous_secret_expires_at = now + timedelta(hours=settings.WEBHOOK_ROTATION_OVERLAP_HOURS)
+        locked.secret_ciphertext = crypto.encrypt(secret)
+        locked.rotated_at = now
+        locked.save(
+            update_fields=[
+                "previous_secret_ciphertext",
+                "previous_secret_expires_at",
+                "secret_ciphertext",
+                "rotated_at",
+            ]
+        )
+    return EndpointWithSecret(endpoint=locked, secret=secret)
+
+
+def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
+    """Stop delivering to the endpoint; its delivery log stays. Pending deliveries are dropped."""
+    now = timezone.now()
+    with transaction.atomic():
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+            is_active=False, deleted_at=now, disabled_at=now, disabled_reason="deleted"
+        )
+        WebhookDelivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.PENDING).update(
+            status=DeliveryStatus.FAILED, error="endpoint deleted", next_attempt_at=None
+        )
+
+
+# --- events --------------------------------------------------------------------------------------
+
+
+def webhook_event_emit(
+    *, brand, type: str, data: dict, source: str, now: datetime | None = None
+) -> WebhookEvent | None:
+    """Record event ``type`` for ``brand`` and a pending delivery for each active endpoint that
+    wants it, in the caller's transaction; deliveries are enqueued when it commits. ``source``
+    names what caused it (unique per brand): emitting the same source twice returns None."""
+    if type not in WEBHOOK_EVENT_TYPES:
+        raise InvalidInput(f"Unknown webhook event type {type!r}.", code="invalid_event_types")
+    now = now or timezone.now()
+    with transaction.atomic():
+        event, created = WebhookEvent.objects.get_or_create(
+            brand_id=brand if isinstance(brand, int) else brand.pk,
+            source=source,
+            defaults={"public_id": "evt_" + secrets.token_hex(12), "type": type, "data": data, "created_at": now},
+        )
+        if not created:
+            return None
+        endpoints = [
+            e for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, is_active=True) if e.wants(type)
+        ]
+        deliveries = WebhookDelivery.objects.bulk_create(
+            [WebhookDelivery(event=event, endpoint=e, next_attempt_at=now, created_at=now) for e in endpoints]
+        )
+    ids = [d.pk for d in deliveries]
+    if ids:
+        transaction.on_commit(lambda: [async_task("campaigns.webhook_tasks.webhook_delivery_task", i) for i in ids])
+    return event
+
+
+def _reward_data(row: RewardEvent) -> dict:
+    reward = row.reward
+    return {
+        "reward": {
+            "id": reward.pk,
+            "campaign": reward.campaign.slug,
+            "event_external_id": reward.event.external_id,
+            "person": reward.person_id,
+            "amount_minor": reward.amount_minor,
+            "fee_minor": reward.fee_minor,
+            "currency": reward.currency,
+            "status": row.to_status,
+            "matures_at": reward.matures_at.isoformat(),
+        },
+        "previous_status": row.from_status,
+        "reason": row.reason,
+    }
+
+
+def _campaign_data(row: CampaignEvent) -> dict:
+    campaign = row.campaign
+    return {
+        "campaign": {"id": campaign.pk, "slug": campaign.slug, "status": row.to_status},
+        "reason": row.reason,
+        **{
+            k: v
+            for k, v in (row.data or {}).items()
+            if k in ("threshold_pct", "funded_minor", "spent_minor", "available_minor", "automatic")
+        },
+    }
+
+
+def _collect_rewards(cursor: int, brands: set[int]):
+    rows = (
+        RewardEvent.objects.filter(
+            id__gt=cursor, to_status__in=("held", "payable", "voided"), reward__campaign__brand_id__in=brands
+        )
+        .select_related("reward__campaign", "reward__event")
+        .order_by("id")[:COLLECT_LIMIT]
+    )
+    for row in rows:
+        yield row.id, [(row.reward.campaign.brand_id, f"reward.{row.to_status}", _reward_data(row))]
+
+
+def _collect_campaigns(cursor: int, brands: set[int]):
+    rows = (
+        CampaignEvent.objects.filter(
+            id__gt=cursor, kind__in=("campaign.paused", "campaign.budget_threshold"), campaign__brand_id__in=brands
+        )
+        .select_related("campaign")
+        .order_by("id")[:COLLECT_LIMIT]
+    )
+    for row in rows:
+        yield row.id, [(row.campaign.brand_id, row.kind, _campaign_data(row))]
+
+
+def _collect_payouts(cursor: int, brands: set[int]):
+    from payouts.models import PayoutEvent, PayoutItem
+
+    kinds = ("payout.submitted", "payout.settled", "payout.failed", "payout.returned")
+    rows = list(
+        PayoutEvent.objects.filter(id__gt=cursor, kind__in=kinds)
+        .select_related("payout")
+        .order_by("id")[:COLLECT_LIMIT]
+    )
+    items: dict[int, list] = {}
+    for item in PayoutItem.objects.filter(
+        payout_id__in={r.payout_id for r in rows}, reward__campaign__brand_id__in=brands
+    ).values("payout_id", "reward_id", "amount_minor", "reward__campaign__brand_id"):
+        items.setdefault(item["payout_id"], []).append(item)
+    for row in rows:
+        per_brand: dict[int, list] = {}
+        for item in items.get(row.payout_id, []):
+            per_brand.setdefault(item["reward__campaign__brand_id"], []).append(item)
+        payout = row.payout
+        yield (
+            row.id,
+            [
+                (
+                    brand_id,
+                    row.kind,
+                    {
+                        "payout": {
+                            "id": payout.pk,
+                            "status": row.to_status,
+                            "currency": payout.currency,
+                            "amount_minor": sum(i["amount_minor"] for i in brand_items),
+                            "reward_ids": [i["reward_id"] for i in brand_items],
+                            "reason_code": payout.reason_code,
+                        }
+                    },
+                )
+                for brand_id, brand_items in per_brand.items()
+            ],
+        )
+
+
+def _collect_topups(cursor: int, brands: set[int]):
+    from reconciliation.models import JournalEntry, Posting
+
+    rows = list(
+        JournalEntry.objects.filter(
+            id__gt=cursor, kind="brand_topup", reference_type="brand", reference_id__in=[str(b) for b in brands]
+        ).order_by("id")[:COLLECT_LIMIT]
+    )
+    credits = {
+        p["entry_id"]: p
+        for p in Posting.objects.filter(entry_id__in=[r.id for r in rows], amount_minor__lt=0).values(
+            "entry_id", "amount_minor", "currency"
+        )
+    }
+    for row in rows:
+        credit = credits.get(row.id)
+        if credit is None:
+            continue
+        yield (
+            row.id,
+            [
+                (
+                    int(row.reference_id),
+                    "topup.received",
+                    {"amount_minor": -credit["amount_minor"], "currency": credit["currency"], "memo": row.memo},
+                )
+            ],
+        )
+
+
+def _max_id(source: str) -> int:
+    from payouts.models import PayoutEvent
+    from reconciliation.models import JournalEntry
+
+    model = {
+        "reward_event": RewardEvent,
+        "campaign_event": CampaignEvent,
+        "payout_event": PayoutEvent,
+        "topup": JournalEntry,
+    }[source]
+    return model.objects.aggregate(top=Max("id"))["top"] or 0
+
+
+_COLLECTORS = {
+    "reward_event": _collect_rewards,
+    "campaign_event": _collect_campaigns,
+    "payout_event": _collect_payouts,
+    "topup": _collect_topups,
+}
+
+
+def webhook_events_collect(*, now: datetime | None = None) -> int:
+    """Emit webhook events for the audit rows written since the last run (see the module
+    docstring). Idempotent; safe to run concurrently (the unique source decides). Returns how
+    many events were emitted."""
+    now = now or timezone.now()
+    wanted: dict[int, set[str]] = {}
+    for brand_id, types in WebhookEndpoint.objects.filter(is_active=True).values_list("brand_id", "event_types"):
+        wanted.setdefault(brand_id, set()).update(types or WEBHOOK_EVENT_TYPES)
+    brands = set(wanted)
+    emitted = 0
+    for source, collect in _COLLECTORS.items():
+        cursor, _ = WebhookCursor.objects.get_or_create(source=source)
+        top = _max_id(source)
+        last_seen = None
+        if brands:
+            found = list(collect(max(0, cursor.last_id - LOOKBACK_ROWS), brands))
+            done = set(
+                WebhookEvent.objects.filter(source__in=[f"{source}:{row_id}" for row_id, _ in found]).values_list(
+                    "brand_id", "source"
+                )
+            )
+            for row_id, emits in found:
+                for brand_id, type_, data in emits:
+                    if (brand_id, f"{source}:{row_id}") in done or type_ not in wanted.get(brand_id, ()):
+                        continue
+                    with transaction.atomic():
+                        if webhook_event_emit(
+                            brand=brand_id, type=type_, data=data, source=f"{source}:{row_id}", now=now
+                        ):
+                            emitted += 1
+            if len(found) >= COLLECT_LIMIT:
+                last_seen = found[-1][0]
+        new_cursor = last_seen if last_seen is not None else top
+        if new_cursor > cursor.last_id:
+            WebhookCursor.objects.filter(source=source, last_id__lt=new_cursor).update(last_id=new_cursor)
+    return emitted
+
+
+# --- delivery ------------------------------------------------------------------------------------
+
+
+def backoff(attempt: int) -> timedelta:
+    """30 s, 1 min, 2 min … doubling, at most 6 h between attempts (about 20 attempts in 72 h)."""
+    return timedelta(seconds=min(30 * 2 ** max(0, attempt - 1), 6 * 3600))
+
+
+def payload_bytes(event: WebhookEvent) -> bytes:
+    return json.dumps(
+        {"id": event.public_id, "type": event.type, "created": event.created_at.isoformat(), "data": event.data},
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def _http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str, str]:
+    """(status, response snippet, error). The outside world: tests replace it or run a local server."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - https enforced at registration
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read(500).decode("utf-8", "replace"), ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(500).decode("utf-8", "replace"), ""
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        return None, "", str(getattr(exc, "reason", exc))[:200]
+
+
+def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> str:
+    """Send one due delivery. Claims it (pending and due → sending, attempt + 1; a second worker
+    loses the claim and returns ``skipped``), POSTs outside any transaction, records the answer.
+    Returns the new status (or ``skipped``)."""
+    now = now or timezone.now()
+    claimed = WebhookDelivery.objects.filter(
+        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__is_active=True
+    ).update(status=DeliveryStatus.SENDING, claimed_at=now, attempt=F("attempt") + 1)
+    if claimed != 1:
+        return "skipped"
+    delivery = WebhookDelivery.objects.select_related("event", "endpoint").get(pk=delivery_id)
+    body = payload_bytes(delivery.event)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        SIGNATURE_HEADER: signature_header(
+            secrets_=signing_secrets(delivery.endpoint, now=now), timestamp=int(time.time()), body=body
+        ),
+        "JoyBack-Event-Id": delivery.event.public_id,
+    }
+    status, snippet, error = _http_post(delivery.endpoint.url, body, headers, settings.WEBHOOK_TIMEOUT_SECONDS)
+    return _delivery_record(delivery, status=status, snippet=snippet, error=error)
+
+
+def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: str, error: str) -> str:
+    now = timezone.now()
+    ok = status is not None and 200 <= status < 300
+    notify = None
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=delivery.endpoint_id)
+        fields = dict(response_code=status, response_snippet=snippet[:500], error=error[:200], last_attempt_at=now)
+        if ok:
+            fields.update(status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None)
+            endpoint.failing_since, endpoint.failure_streak = None, 0
+        else:
+            if not error:
+                fields["error"] = f"HTTP {status}"
+            give_up = now - delivery.event.created_at >= timedelta(hours=settings.WEBHOOK_RETRY_HOURS)
+            if give_up:
+                fields.update(status=DeliveryStatus.FAILED, next_attempt_at=None)
+            else:
+                fields.update(status=DeliveryStatus.PENDING, next_attempt_at=now + backoff(delivery.attempt))
+            endpoint.failing_since = endpoint.failing_since or now
+            endpoint.failure_streak += 1
+            if endpoint.is_active and now - endpoint.failing_since >= timedelta(
+                hours=settings.WEBHOOK_DISABLE_AFTER_HOURS
+            ):
+                endpoint.is_active, endpoint.disabled_at = False, now
+                endpoint.disabled_reason = f"failing since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC"
+                notify = endpoint.pk
+        WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
+        endpoint.save(update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"])
+        if notify:
+            transaction.on_commit(
+                lambda: async_task("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", notify)
+            )
+    return fields["status"]
+
+
+def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
+    """E-mail the brand's owners and admins that an endpoint was disabled. Returns mails sent."""
+    endpoint = WebhookEndpoint.objects.select_related("brand").get(pk=endpoint_id)
+    emails = sorted(
+        set(
+            BrandMembership.objects.filter(brand=endpoint.brand, role__in=(BrandRole.OWNER, BrandRole.ADMIN))
+            .exclude(user__email="")
+            .values_list("user__email", flat=True)
+        )
+    )
+    if not emails:
+        logger.warning("webhook endpoint %s disabled; brand %s has no owner e-mail", endpoint.pk, endpoint.brand_id)
+        return 0
+    send_mail(
+        subject=f"[JoyBack] Webhook endpoint disabled: {endpoint.url}",
+        message=(
+            f"Deliveries to {endpoint.url} have failed since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC, so the "
+            "endpoint was disabled. Fix the receiver and register the endpoint again; the events of the outage "
+            "are in the old endpoint's delivery log with their ids."
+        ),
+        from_email=None,
+        recipient_list=emails,
+    )
+    return len(emails)
+
+
+def webhook_deliveries_enqueue_due(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Enqueue due deliveries; put deliveries stuck in ``sending`` (a worker died) back to pending."""
+    now = now or timezone.now()
+    WebhookDelivery.objects.filter(status=DeliveryStatus.SENDING, claimed_at__lt=now - SENDING_STALE_AFTER).update(
+        status=DeliveryStatus.PENDING, next_attempt_at=now
+    )
+    ids = list(
+        WebhookDelivery.objects.filter(
+            status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__is_active=True
+        )
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    for delivery_id in ids:
+        async_task("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
+    return len(ids)
+
+
+def webhook_delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Send a delivery again now (delivered or given up alike; the receiver de-duplicates by the
+    event id). Raises InvalidTransition while it is being sent or when the endpoint is inactive."""
+    now = timezone.now()
+    with transaction.atomic():
+        moved = WebhookDelivery.objects.filter(
+            Q(status__in=(DeliveryStatus.DELIVERED, DeliveryStatus.FAILED, DeliveryStatus.PENDING)),
+            pk=delivery.pk,
+            endpoint__is_active=True,
+        ).update(status=DeliveryStatus.PENDING, next_attempt_at=now, delivered_at=None)
+        if moved != 1:
+            raise InvalidTransition("This delivery cannot be sent again now (being sent, or the endpoint is disabled).")
+        transaction.on_commit(lambda: async_task("campaigns.webhook_tasks.webhook_delivery_task", delivery.pk))
+    delivery.refresh_from_db()
+    return delivery

@@ -1,0 +1,25 @@
+"""The claim pages (/c/) for people being rewarded. Fixed prefixes come before the campaign
+pattern; signed tokens contain ':' and never match a slug."""
+
+from django.urls import include, path
+
+import campaigns.platforms.tiktok  # noqa: F401 - points allauth's TikTok adapter at the configured hosts
+from recipients.claim import views
+
+app_name = "claim"
+
+campaign = "<slug:brand_slug>/<slug:campaign_slug>/"
+
+urlpatterns = [
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("iban-check/", views.iban_check, name="iban_check"),
+    path("r/<str:token>/", views.payout_form, name="payout_form"),
+    path("s/<str:token>/", views.status_page, name="status"),
+    path("v/<str:token>/", views.video_status, name="video_status"),
+    path(campaign, views.campaign_page, name="campaign"),
+    path(f"{campaign}tiktok/", views.tiktok_claim, name="tiktok"),
+    path(f"{campaign}videos/", views.video_claim, name="videos"),
+    path(f"{campaign}whatsapp/", views.whatsapp_start, name="whatsapp_start"),
+    path(f"{campaign}whatsapp/<str:code>/", views.whatsapp_wait, name="whatsapp_wait"),
+    path(f"{campaign}whatsapp/<str:code>/fake-send/", views.whatsapp_fake_send, name="whatsapp_fake_send"),
+]

@@ -1,0 +1,118 @@
+"""drf-spectacular: the API-key security scheme and the problem-details responses every
+operation can give, documented once here instead of on each view."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter
+
+from core.api.errors import PROBLEM_CONTENT_TYPE, ProblemSerializer
+
+_COMMON = ("400", "401", "403", "429")
+_WRITES = ("404", "409", "413", "415", "422")
+_DETAIL = ("404",)
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    name="Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Any unique string up to 255 characters (a UUID is fine). Sending the same request again with "
+        "the same key returns the first response again, with `Idempotent-Replayed: true`; the same key "
+        "with another body gives 422, and while the first request runs, 409. Keys are kept 24 hours."
+    ),
+)
+
+
+class ApiKeyAuthScheme(OpenApiAuthenticationExtension):
+    target_class = "core.api.auth.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "jbk_<prefix>_<secret>",
+            "description": "A brand's API key from the portal: `Authorization: Bearer jbk_…`.",
+        }
+
+
+class ProblemAutoSchema(AutoSchema):
+    """Adds the error responses (problem+json) and the Idempotency-Key header."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        codes = list(_COMMON)
+        if self.method in ("POST", "PATCH", "DELETE"):
+            codes += _WRITES
+        elif self.path_regex and "{" in self.path:
+            codes += _DETAIL
+        for code in codes:
+            responses.setdefault(
+                code, self._get_response_for_code(ProblemSerializer, code, media_types=[PROBLEM_CONTENT_TYPE])
+            )
+        return responses
+
+    def get_override_parameters(self):
+        params = super().get_override_parameters()
+        if self.method in ("POST", "PATCH"):
+            params = [*params, IDEMPOTENCY_KEY_PARAMETER]
+        return params
+
+
+API_GUIDE = """
+Send trigger events, register people, read rewards, payouts and balances, receive signed webhooks.
+
+## Authentication
+Every call carries a brand's API key: `Authorization: Bearer jbk_<prefix>_<secret>`. Keys have
+scopes: `read` (GET), `write` (campaigns, rules, people, reward decisions, webhook endpoints) and
+`events` (POST trigger events). Objects of other brands are never visible: their ids answer 404.
+
+## Money
+Amounts are integers in minor units of the named currency (`4999` EUR = €49.99).
+
+## Idempotency
+Send `Idempotency-Key: <unique string>` with every POST and PATCH. A retry with the same key and
+the same body returns the first response again with `Idempotent-Replayed: true`; the same key with
+a different body answers 422 `idempotency_key_reused`; while the first request is still running,
+409 `idempotency_in_flight`. Keys are kept for 24 hours. Trigger events are also idempotent by
+their `external_id`, forever.
+
+## Pagination, filters, rate limits
+Lists are newest first with opaque cursors: follow `next`. `limit` is 1–200. Each key may make
+a limited number of requests per minute; past it, 429 with `Retry-After` (seconds).
+
+## Errors
+Every error is `application/problem+json` (RFC 9457) with a stable `code`; field errors are in
+`errors` as `{field, code, message}`. Codes:
+
+{codes}
+
+Services add their own codes with the same shape, e.g. `invalid_iban`, `invalid_phone`,
+`no_identifier`, `person_shared`, `invalid_webhook_url`, `campaign_not_found`.
+
+## Webhooks
+Register an endpoint (`POST /api/v1/webhook-endpoints/`) and keep the `secret` it returns. Each
+delivery is `POST {"id", "type", "created", "data"}` with
+`JoyBack-Signature: t=<unix seconds>,v1=<hex>`, where `v1` is HMAC-SHA256 of `"<t>.<raw body>"`
+keyed with the secret. Verify it before trusting the body:
+
+1. split the header on `,`; take `t` and every `v1`;
+2. compute the HMAC over the exact bytes you received, prefixed with `t` and a dot;
+3. accept if it equals any `v1` (constant-time compare) and `t` is within 5 minutes of your clock.
+
+After a secret rotation the header carries two `v1` values (new and old secret) for 24 hours.
+Deliveries retry with exponential backoff for up to 72 hours; answer 2xx quickly and
+de-duplicate by `id`. Types: `reward.held`, `reward.payable`, `reward.voided`,
+`payout.submitted`, `payout.settled`, `payout.failed`, `payout.returned`, `campaign.paused`,
+`campaign.budget_threshold`, `topup.received`.
+"""
+
+
+def describe_api(result, generator, request, public):
+    """Postprocessing hook: the partner's guide (auth, idempotency, errors, webhooks) as the
+    schema's description, with the error-code table generated from ``ERROR_CODES``."""
+    from core.api.errors import ERROR_CODES
+
+    codes = "\n".join(f"- `{code}`: {text}" for code, text in ERROR_CODES.items())
+    result["info"]["description"] = API_GUIDE.replace("{codes}", codes).strip()
+    return result

@@ -1,0 +1,165 @@
+"""Inbound webhooks (WhatsApp, TikTok, the PSP): verify, store raw, acknowledge, process later.
+
+The view verifies the provider's signature over the raw body *before* anything is written: a
+forged or stale delivery gets 401 and leaves only a line on the ``security`` logger. A verified
+one is stored (``InboundWebhook``: headers, raw body) and acknowledged at once; a task processes
+it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedupe_key)`` is unique,
+so a redelivery is acknowledged without a second processing.
+
+Each provider supplies a handler (``recipients.whatsapp``, ``campaigns.tiktok``,
+``payouts.wise_webhooks``) with ``verify(body=, headers=) -> Verified | Rejected`` and
+``process(webhook) -> str`` (the final status: processed or ignored).
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.http import HttpResponse, JsonResponse
+from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.utils.module_loading import import_string
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+from django_q.tasks import async_task
+
+from core.exceptions import ApplicationError
+from core.models import InboundStatus, InboundWebhook
+
+security_logger = logging.getLogger("security")
+logger = logging.getLogger(__name__)
+
+HANDLERS = {
+    "whatsapp": "recipients.whatsapp.handler",
+    "tiktok": "campaigns.tiktok.handler",
+    "wise": "payouts.wise_webhooks.handler",
+}
+# Headers worth keeping with the body (signatures, delivery ids, content type); never cookies
+# or authorisation.
+KEPT_HEADERS = ("content-type", "user-agent", "x-hub-signature-256", "tiktok-signature", "x-signature-sha256",
+                "x-delivery-id", "x-test-notification")  # fmt: skip
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Verified:
+    dedupe_key: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str
+
+
+def body_digest(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _handler(provider: str):
+    return import_string(HANDLERS[provider])
+
+
+def _problem(status: int, code: str, detail: str) -> JsonResponse:
+    return JsonResponse(
+        {
+            "type": f"urn:joyback:problem:{code}",
+            "title": code.replace("_", " ").capitalize(),
+            "status": status,
+            "detail": detail,
+            "code": code,
+        },  # fmt: skip
+        status=status,
+        content_type="application/problem+json",
+    )
+
+
+def inbound_webhook_store(*, provider: str, dedupe_key: str, headers: dict, body: bytes) -> tuple[InboundWebhook, bool]:
+    """Store a verified delivery and enqueue its processing on commit. Returns (row, created);
+    a duplicate (same provider and dedupe key) returns the first row and enqueues nothing."""
+    try:
+        with transaction.atomic():
+            webhook = InboundWebhook.objects.create(
+                provider=provider, dedupe_key=dedupe_key[:255], headers=headers, body=body, received_at=timezone.now()
+            )
+            transaction.on_commit(lambda: async_task("core.tasks.inbound_webhook_process_task", webhook.pk))
+    except IntegrityError:
+        return InboundWebhook.objects.get(provider=provider, dedupe_key=dedupe_key[:255]), False
+    return webhook, True
+
+
+def inbound_webhook_process(*, webhook_id: int) -> str:
+    """Process one stored delivery with its provider's handler. Claimed by a conditional UPDATE
+    (received or failed → processing), so two workers never process it at once. Returns the final
+    status. A handler's ApplicationError (bad content) is final; any other error is recorded and
+    the sweep retries it up to MAX_ATTEMPTS times."""
+    claimed = InboundWebhook.objects.filter(
+        pk=webhook_id, status__in=(InboundStatus.RECEIVED, InboundStatus.FAILED), attempts__lt=MAX_ATTEMPTS
+    ).update(status=InboundStatus.PROCESSING, attempts=F("attempts") + 1)
+    if claimed != 1:
+        return "skipped"
+    webhook = InboundWebhook.objects.get(pk=webhook_id)
+    try:
+        status = _handler(webhook.provider).process(webhook)
+        error = ""
+    except ApplicationError as exc:
+        status, error = InboundStatus.FAILED, f"{exc.code}: {exc.message}"
+        InboundWebhook.objects.filter(pk=webhook_id).update(attempts=MAX_ATTEMPTS)
+    except Exception as exc:
+        logger.exception("inbound %s webhook %s failed", webhook.provider, webhook_id)
+        status, error = InboundStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    InboundWebhook.objects.filter(pk=webhook_id).update(status=status, processed_at=timezone.now(), error=error[:2000])
+    return status
+
+
+def inbound_webhooks_retry(*, now=None, limit: int = 200) -> int:
+    """Re-enqueue failed deliveries that may still succeed and ones stuck in processing."""
+    now = now or timezone.now()
+    InboundWebhook.objects.filter(
+        status=InboundStatus.PROCESSING, received_at__lt=now - timedelta(minutes=10), attempts__lt=MAX_ATTEMPTS
+    ).update(status=InboundStatus.FAILED)
+    ids = list(
+        InboundWebhook.objects.filter(
+            status__in=(InboundStatus.RECEIVED, InboundStatus.FAILED),
+            attempts__lt=MAX_ATTEMPTS,
+            received_at__lt=now - timedelta(minutes=1),
+        ).values_list("id", flat=True)[:limit]
+    )
+    for webhook_id in ids:
+        async_task("core.tasks.inbound_webhook_process_task", webhook_id)
+    return len(ids)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class InboundWebhookView(View):
+    """POST: verify, store, acknowledge. Subclasses may add GET (WhatsApp's verification)."""
+
+    provider = ""
+    http_method_names = ["get", "post"]
+
+    def post(self, request):
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if length.isdigit() and int(length) > settings.WEBHOOK_IN_MAX_BYTES:
+            return _problem(413, "payload_too_large", "The body is too large.")
+        body = request.body
+        verdict = _handler(self.provider).verify(body=body, headers=request.headers)
+        if isinstance(verdict, Rejected):
+            security_logger.warning(
+                "inbound %s webhook rejected (%s) from %s, %d bytes",
+                self.provider,
+                verdict.reason,
+                request.META.get("REMOTE_ADDR", "?"),
+                len(body),
+            )
+            return _problem(401, "invalid_signature", "The signature is missing, wrong or too old.")
+        headers = {k: v for k, v in request.headers.items() if k.lower() in KEPT_HEADERS}
+        webhook, created = inbound_webhook_store(
+            provider=self.provider, dedupe_key=verdict.dedupe_key, headers=headers, body=body
+        )
+        return JsonResponse({"received": True, "duplicate": not created, "id": webhook.pk})
+
+    def get(self, request):
+        return HttpResponse(status=405)

@@ -1,0 +1,127 @@
+"""Writes of the claim flow. Each one resolves the person and records consent in one durable
+transaction, then hands the event to the rule engine (``campaigns.services.event_ingest``, its own
+durable transaction) or to a job. Payouts follow through the payouts app's hooks and sweeps."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django_q.tasks import async_task
+
+from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
+from campaigns.services import EventInput, IngestResult, event_ingest
+from core.exceptions import Conflict, IdempotencyConflict
+from recipients import crypto
+from recipients.models import Person
+from recipients.services import IdentityInput, consent_record, person_resolve, person_set_iban
+
+CHANNEL = "claim_page"
+
+
+@dataclass(frozen=True)
+class PayoutDetails:
+    name: str
+    email: str
+    whatsapp: str
+    iban: str
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    reward: Reward | None
+    reason: str  # "" when a reward exists; a rejection code otherwise
+    already_claimed: bool = False
+
+
+def _person_with_consent(
+    *, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
+) -> Person:
+    """Resolve the person behind these details (and ``anchor``, the person an earlier event found)
+    and record their consent, in one durable transaction. Raises InvalidInput before writing."""
+    with transaction.atomic(durable=True):
+        if anchor is not None:
+            # The IBAN goes on the person who earned the reward first, so a new email or number
+            # typed here links to them instead of starting a stranger.
+            person_set_iban(person=anchor, iban=details.iban, source=CHANNEL)
+        person = person_resolve(
+            identity=IdentityInput(
+                name=details.name,
+                email=details.email,
+                whatsapp=details.whatsapp,
+                iban=details.iban,
+                social_provider="tiktok" if social_uid else "",
+                social_uid=social_uid,
+                language=details.language,
+            ),
+            source=CHANNEL,
+        )
+        consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
+    return person
+
+
+def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: PayoutDetails, ip: str) -> ClaimOutcome:
+    """The person logged in with TikTok on the claim page and gave their payout details: one
+    ``tiktok_login`` event, idempotent per (campaign, TikTok account) — a second claim by the same
+    account returns the first outcome (``already_claimed``) whatever details it carries.
+    Raises InvalidInput (details), NotFound (campaign)."""
+    external_id = f"claim:{campaign.pk}:tiktok_login:{social_uid}"
+    existing = TriggerEvent.objects.filter(brand_id=campaign.brand_id, external_id=external_id).first()
+    if existing is not None:
+        return ClaimOutcome(
+            reward=Reward.objects.filter(event=existing).first(), reason=existing.reason, already_claimed=True
+        )
+    _person_with_consent(details=details, ip=ip, social_uid=social_uid)
+    payload = EventInput(
+        external_id=external_id,
+        campaign=campaign.slug,
+        type="tiktok_login",
+        source=EventSource.TIKTOK,
+        name=details.name,
+        email=details.email,
+        whatsapp=details.whatsapp,
+        iban=details.iban,
+        social_provider="tiktok",
+        social_uid=social_uid,
+        ip=ip,
+    )
+    try:
+        result: IngestResult = event_ingest(brand=campaign.brand, payload=payload)
+    except IdempotencyConflict:
+        existing = TriggerEvent.objects.get(brand_id=campaign.brand_id, external_id=external_id)
+        return ClaimOutcome(
+            reward=Reward.objects.filter(event=existing).first(), reason=existing.reason, already_claimed=True
+        )
+    return ClaimOutcome(reward=result.reward, reason=result.reason, already_claimed=result.replayed)
+
+
+def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> Person:
+    """Payout details for a reward earned elsewhere (a purchase the partner reported, a WhatsApp
+    opt-in): the IBAN becomes the current account of the reward's person, the contact details
+    join them, consent is recorded. The payouts app pays once the reward is payable. Also used
+    to give a new IBAN after a payout came back. Raises InvalidInput."""
+    return _person_with_consent(details=details, ip=ip, anchor=reward.person)
+
+
+def claim_video_submit(
+    *, campaign: Campaign, social_uid: str, access_token: str, video_id: str, details: PayoutDetails, ip: str
+) -> VideoSubmission:
+    """The person picked one of their TikTok videos: remember it (the access token encrypted) and
+    verify it in the background (``recipients.claim.tasks``). One submission per video and
+    campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
+    person = _person_with_consent(details=details, ip=ip, social_uid=social_uid)
+    try:
+        with transaction.atomic(durable=True):
+            submission = VideoSubmission.objects.create(
+                campaign=campaign,
+                person=person,
+                social_uid=social_uid,
+                video_id=video_id,
+                token_ciphertext=crypto.encrypt(access_token),
+            )
+            transaction.on_commit(
+                lambda: async_task("recipients.claim.tasks.video_submission_verify_task", submission.pk)
+            )
+    except IntegrityError as exc:
+        raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
+    return submission

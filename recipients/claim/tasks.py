@@ -1,0 +1,216 @@
+"""Background work of the claim flow (django-q2, at-least-once, idempotent):
+
+* ``video_submission_verify_task``: is the picked video the person's own and does it carry the
+  hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
+* ``video_views_poll``: scheduled; re-reads the views of verified videos still below a threshold.
+* ``claim_links_send_due``: scheduled; emails / WhatsApps the payout-form link to people whose
+  reward came from a partner's event and who have not given an IBAN yet.
+
+TikTok is called outside any transaction; each result is recorded in one short transaction, and
+the events carry deterministic external ids, so a task run twice ingests nothing twice.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from campaigns.models import (
+    CampaignStatus,
+    ClaimLinkNotice,
+    EventSource,
+    Reward,
+    RewardRule,
+    RewardStatus,
+    Trigger,
+    VideoStatus,
+    VideoSubmission,
+)
+from campaigns.platforms.tiktok import TikTokUnavailable, Video, tiktok_videos_query
+from campaigns.services import EventInput, event_ingest
+from payouts.notifications import TemplateMessage, whatsapp_sender
+from recipients import crypto
+from recipients.claim.links import PAYOUT_SALT, token_make
+from recipients.models import Identifier, IdentifierKind
+from recipients.selectors import person_cluster_ids, person_current_bank_account
+
+logger = logging.getLogger(__name__)
+WATCH_DAYS = 30
+
+
+def _rules(campaign_id: int) -> dict[str, RewardRule]:
+    return {r.trigger: r for r in RewardRule.objects.filter(campaign_id=campaign_id, is_active=True)}
+
+
+def _ingest(submission: VideoSubmission, *, trigger: str, video: Video, code: str) -> str:
+    campaign = submission.campaign
+    result = event_ingest(
+        brand=campaign.brand,
+        payload=EventInput(
+            external_id=f"claim:{campaign.pk}:{trigger}:{submission.video_id}",
+            campaign=campaign.slug,
+            type=trigger,
+            source=EventSource.TIKTOK,
+            social_provider="tiktok",
+            social_uid=submission.social_uid,
+            code=code,
+            view_count=video.view_count if trigger == Trigger.VIEW_THRESHOLD else None,
+            evidence={"video_id": video.id, "description": video.description[:500], "share_url": video.share_url},
+        ),
+    )
+    return result.reason
+
+
+def _fetch(submission: VideoSubmission) -> Video | None:
+    """The video as TikTok sees it now (None: not among this person's videos)."""
+    token = crypto.decrypt(submission.token_ciphertext) if submission.token_ciphertext else ""
+    if not token:
+        return None
+    videos = tiktok_videos_query(access_token=token, video_ids=[submission.video_id])
+    return next((v for v in videos if v.id == submission.video_id), None)
+
+
+def _record(submission: VideoSubmission, **fields) -> None:
+    fields["checked_at"] = timezone.now()
+    if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
+        fields["token_ciphertext"] = ""  # no more reading needed: drop the key to their videos
+    VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
+
+
+def _check_views(submission: VideoSubmission, video: Video, rules: dict[str, RewardRule]) -> bool:
+    """Ingest the view-threshold event once the video passed it. True when nothing more to watch."""
+    rule = rules.get(Trigger.VIEW_THRESHOLD)
+    if rule is None:
+        return True
+    if video.view_count < (rule.view_threshold or 0):
+        return False
+    _ingest(submission, trigger=Trigger.VIEW_THRESHOLD, video=video, code=rule.required_code)
+    return True
+
+
+def video_submission_verify_task(submission_id: int) -> str:
+    submission = VideoSubmission.objects.select_related("campaign__brand").get(pk=submission_id)
+    if submission.status != VideoStatus.PENDING:
+        return submission.status
+    rules = _rules(submission.campaign_id)
+    tag = next((r.required_code for r in rules.values() if r.required_code), "")
+    # TikTokUnavailable propagates: the queue retries and the submission stays pending.
+    video = _fetch(submission)
+    if video is None:
+        _record(submission, status=VideoStatus.REJECTED, reason="video_not_found")
+        return "rejected"
+    if tag and not video.has_tag(tag):
+        _record(submission, status=VideoStatus.REJECTED, reason="required_code_missing", view_count=video.view_count)
+        return "rejected"
+    if Trigger.UGC_SHARE in rules:
+        _ingest(submission, trigger=Trigger.UGC_SHARE, video=video, code=tag)
+    done = _check_views(submission, video, rules)
+    _record(submission, status=VideoStatus.VERIFIED, view_count=video.view_count, threshold_done=done)
+    return "verified"
+
+
+def video_views_poll(*, limit: int = 200) -> int:
+    """Re-check the views of verified videos still below a threshold (oldest check first), for
+    campaigns still running. Returns how many passed their threshold."""
+    since = timezone.now() - timedelta(days=WATCH_DAYS)
+    watching = (
+        VideoSubmission.objects.filter(
+            status=VideoStatus.VERIFIED,
+            threshold_done=False,
+            created_at__gte=since,
+            campaign__status=CampaignStatus.ACTIVE,
+        )
+        .select_related("campaign__brand")
+        .order_by("checked_at")[:limit]
+    )
+    passed = 0
+    for submission in watching:
+        try:
+            video = _fetch(submission)
+        except TikTokUnavailable as exc:
+            logger.warning("TikTok unavailable while polling views: %s", exc)
+            break
+        if video is None:
+            _record(submission, threshold_done=True, reason="video_gone")
+            continue
+        done = _check_views(submission, video, _rules(submission.campaign_id))
+        passed += done
+        _record(submission, view_count=video.view_count, threshold_done=done)
+    return passed
+
+
+def video_views_poll_task() -> int:
+    return video_views_poll()
+
+
+def _contacts(person) -> dict[str, str]:
+    return dict(
+        Identifier.objects.filter(
+            person_id__in=person_cluster_ids(person=person),
+            is_active=True,
+            kind__in=[IdentifierKind.EMAIL, IdentifierKind.WHATSAPP],
+        )
+        .order_by("-created_at")
+        .values_list("kind", "value")
+    )
+
+
+def claim_links_send_due(*, base_url: str = "", limit: int = 500) -> int:
+    """Send the payout-form link once per reward earned through a partner's event (purchases and
+    custom triggers) whose person has no IBAN yet. Returns how many were sent."""
+    base_url = base_url or settings.CLAIM_BASE_URL
+    rewards = (
+        Reward.objects.filter(
+            status__in=[RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE],
+            event__source__in=[EventSource.API, EventSource.ADMIN],
+            claim_link_notice__isnull=True,
+            created_at__gte=timezone.now() - timedelta(days=settings.CLAIM_LINK_MAX_AGE_DAYS),
+        )
+        .select_related("person", "campaign__brand")
+        .order_by("id")[:limit]
+    )
+    sent = 0
+    for reward in rewards:
+        if person_current_bank_account(person=reward.person) is not None:
+            continue
+        try:
+            with transaction.atomic():
+                notice = ClaimLinkNotice.objects.create(reward=reward)
+        except IntegrityError:
+            continue  # another run claimed it
+        link = base_url.rstrip("/") + reverse("claim:payout_form", kwargs={"token": token_make(PAYOUT_SALT, reward.pk)})
+        contacts = _contacts(reward.person)
+        channels = []
+        body = (
+            f"{reward.campaign.brand.name} has a reward for you. Tell us where to send it: {link}\n\n"
+            f"{reward.campaign.brand.name} ha un premio per te. Dicci dove inviarlo: {link}"
+        )
+        if contacts.get(IdentifierKind.EMAIL):
+            send_mail(
+                "Your reward is waiting / Il tuo premio ti aspetta",
+                body,
+                settings.DEFAULT_FROM_EMAIL,
+                [contacts[IdentifierKind.EMAIL]],
+            )
+            channels.append("email")
+        if contacts.get(IdentifierKind.WHATSAPP):
+            whatsapp_sender().send_template(
+                TemplateMessage(
+                    to=contacts[IdentifierKind.WHATSAPP],
+                    template="claim_link",
+                    language=reward.person.preferred_language or "en",
+                    parameters=(link,),
+                )
+            )
+            channels.append("whatsapp")
+        ClaimLinkNotice.objects.filter(pk=notice.pk).update(channels=channels, sent_at=timezone.now())
+        sent += 1
+    return sent
+
+
+def claim_links_send_due_task() -> int:
+    return claim_links_send_due()

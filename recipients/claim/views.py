@@ -1,0 +1,409 @@
+"""Claim pages: thin views over ``recipients.claim.services``. Mobile first, no JavaScript needed
+(waiting pages have a "check again" button; ``static/js/claim.js`` adds the live IBAN check and
+auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from campaigns.models import (
+    AmountType,
+    Campaign,
+    CampaignStatus,
+    Reward,
+    RewardRule,
+    Trigger,
+    TriggerEvent,
+    VideoStatus,
+    VideoSubmission,
+)
+from campaigns.platforms.allauth_adapter import claim_identity
+from campaigns.platforms.tiktok import TikTokUnavailable, tiktok_videos_list
+from campaigns.selectors import campaign_budget
+from campaigns.services import smallest_reservation_minor
+from core.exceptions import ApplicationError, InvalidInput
+from core.money import format_minor
+from recipients.claim.forms import PayoutForm
+from recipients.claim.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
+from recipients.claim.ratelimit import claim_rate_limited, client_ip, iban_check_limited
+from recipients.claim.services import (
+    PayoutDetails,
+    claim_details_submit,
+    claim_tiktok_login_submit,
+    claim_video_submit,
+)
+from recipients.claim.status import reward_claim_status
+from recipients.claim.texts import reason_text
+from recipients.models_claims import WhatsAppOptInCode
+from recipients.normalise import iban_normalise
+from recipients.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem
+from recipients.whatsapp_link import click_to_chat_url
+
+TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)
+VIDEO_TRIGGERS = (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
+LANGUAGES = {"en", "it"}
+
+
+def _campaign(brand_slug: str, campaign_slug: str) -> Campaign:
+    return get_object_or_404(
+        Campaign.objects.select_related("brand", "budget_account"), brand__slug=brand_slug, slug=campaign_slug
+    )
+
+
+def _language(request, campaign: Campaign) -> None:
+    """The person's own choice (the switch sets a cookie) wins; otherwise the campaign's language:
+    Italian for campaigns run in Italy's time zone, English elsewhere."""
+    chosen = request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME)
+    language = chosen if chosen in LANGUAGES else ("it" if campaign.timezone == "Europe/Rome" else "en")
+    translation.activate(language)
+    request.LANGUAGE_CODE = language
+
+
+def _rules(campaign: Campaign) -> dict[str, RewardRule]:
+    return {r.trigger: r for r in RewardRule.objects.filter(campaign=campaign, is_active=True).order_by("id")}
+
+
+def _amount_text(rule: RewardRule, currency: str) -> str:
+    if rule.amount_type == AmountType.FIXED:
+        return format_minor(rule.fixed_minor, currency)
+    return _("%(pct)s%% of your purchase") % {"pct": f"{rule.percent_bps / 100:g}"}
+
+
+def _closed_reason(campaign: Campaign) -> str:
+    """Why nobody can claim right now, in plain words; "" when the campaign is open."""
+    if campaign.status != CampaignStatus.ACTIVE:
+        if (
+            campaign.status == CampaignStatus.PAUSED
+            and campaign.events.filter(kind="campaign.paused", reason="budget_exhausted").exists()
+        ):
+            return reason_text("budget_exhausted")
+        return reason_text("campaign_not_active")
+    need = smallest_reservation_minor(campaign=campaign)
+    if need is not None and campaign_budget(campaign=campaign).available_minor < need:
+        return reason_text("budget_exhausted")
+    return ""
+
+
+def _ctx(request, campaign: Campaign, **extra) -> dict:
+    return {"campaign": campaign, "brand": campaign.brand, "lang": request.LANGUAGE_CODE, **extra}
+
+
+def _limited(request, campaign: Campaign) -> bool:
+    if claim_rate_limited(request, campaign_id=campaign.pk):
+        messages.error(request, _("Too many attempts. Please wait a few minutes and try again."))
+        return True
+    return False
+
+
+def _details(form: PayoutForm, language: str) -> PayoutDetails:
+    d = form.cleaned_data
+    return PayoutDetails(name=d["name"], email=d["email"], whatsapp=d["whatsapp"], iban=d["iban"], language=language)
+
+
+def _status_redirect(reward: Reward):
+    return redirect("claim:status", token=token_make(STATUS_SALT, reward.pk))
+
+
+@require_GET
+def campaign_page(request, brand_slug: str, campaign_slug: str):
+    campaign = _campaign(brand_slug, campaign_slug)
+    _language(request, campaign)
+    rules = _rules(campaign)
+    offers = [
+        {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency)}
+        for t, r in rules.items()
+        if t in (*TIKTOK_TRIGGERS, *VIDEO_TRIGGERS, Trigger.WHATSAPP_OPTIN, Trigger.PURCHASE)
+    ]
+    here = reverse("claim:campaign", kwargs={"brand_slug": brand_slug, "campaign_slug": campaign_slug})
+    return render(
+        request,
+        "claim/campaign.html",
+        _ctx(
+            request,
+            campaign,
+            offers=offers,
+            closed=_closed_reason(campaign),
+            tiktok_next=f"{here}tiktok/",
+            videos_next=f"{here}videos/",
+            hold_days=max((r.hold_days for r in rules.values()), default=0),
+        ),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def tiktok_claim(request, brand_slug: str, campaign_slug: str):
+    """After the TikTok login: the payout form, then one ``tiktok_login`` event."""
+    campaign = _campaign(brand_slug, campaign_slug)
+    _language(request, campaign)
+    identity = claim_identity(request)
+    if identity is None:
+        messages.info(request, _("Log in with TikTok first."))
+        return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
+    form = PayoutForm(request.POST or None, initial={"name": identity.get("name", "")})
+    if request.method == "POST" and not _limited(request, campaign):
+        if form.is_bot:
+            raise Http404
+        if form.is_valid():
+            try:
+                outcome = claim_tiktok_login_submit(
+                    campaign=campaign,
+                    social_uid=identity["uid"],
+                    details=_details(form, request.LANGUAGE_CODE),
+                    ip=client_ip(request),
+                )
+            except ApplicationError as exc:
+                messages.error(request, exc.message)
+            else:
+                if outcome.reward is not None:
+                    if outcome.already_claimed:
+                        messages.info(request, _("You already claimed this reward: here is its status."))
+                    return _status_redirect(outcome.reward)
+                messages.error(request, reason_text(outcome.reason))
+    return render(
+        request,
+        "claim/payout_form.html",
+        _ctx(
+            request,
+            campaign,
+            form=form,
+            step="details",
+            tiktok_name=identity.get("name", ""),
+            closed=_closed_reason(campaign),
+        ),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def video_claim(request, brand_slug: str, campaign_slug: str):
+    """After a TikTok login with ``video.list``: pick the video with the hashtag, give payout
+    details; a job verifies the video and sends the event(s)."""
+    campaign = _campaign(brand_slug, campaign_slug)
+    _language(request, campaign)
+    identity = claim_identity(request)
+    if identity is None or not identity.get("token"):
+        messages.info(request, _("Log in with TikTok first."))
+        return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
+    rules = _rules(campaign)
+    tag = next((r.required_code for r in rules.values() if r.required_code), "")
+    try:
+        videos = tiktok_videos_list(access_token=identity["token"])
+    except TikTokUnavailable:
+        videos = []
+        messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
+    form = PayoutForm(request.POST or None, initial={"name": identity.get("name", "")})
+    chosen = request.POST.get("video_id", "")
+    if request.method == "POST" and not _limited(request, campaign):
+        if form.is_bot:
+            raise Http404
+        if chosen not in {v.id for v in videos}:
+            messages.error(request, _("Choose one of your videos."))
+        elif form.is_valid():
+            try:
+                submission = claim_video_submit(
+                    campaign=campaign,
+                    social_uid=identity["uid"],
+                    access_token=identity["token"],
+                    video_id=chosen,
+                    details=_details(form, request.LANGUAGE_CODE),
+                    ip=client_ip(request),
+                )
+            except ApplicationError as exc:
+                messages.error(request, exc.message)
+            else:
+                return redirect("claim:video_status", token=token_make(VIDEO_SALT, submission.pk))
+    return render(
+        request,
+        "claim/videos.html",
+        _ctx(request, campaign, form=form, videos=videos, tag=tag, chosen=chosen, closed=_closed_reason(campaign)),
+    )
+
+
+@require_POST
+def whatsapp_start(request, brand_slug: str, campaign_slug: str):
+    campaign = _campaign(brand_slug, campaign_slug)
+    _language(request, campaign)
+    if _limited(request, campaign) or request.POST.get("website"):
+        return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
+    closed = _closed_reason(campaign)
+    if closed:
+        messages.error(request, closed)
+        return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
+    code = whatsapp_optin_code_issue(campaign=campaign)
+    return redirect("claim:whatsapp_wait", brand_slug=brand_slug, campaign_slug=campaign_slug, code=code.code)
+
+
+def _whatsapp_reward(row: WhatsAppOptInCode) -> tuple[str, Reward | None, str]:
+    """(state, reward, rejection reason) of an opt-in code: waiting, expired, or done."""
+    if row.used_at is None:
+        return ("expired" if row.expires_at <= timezone.now() else "waiting"), None, ""
+    event = TriggerEvent.objects.filter(brand_id=row.campaign.brand_id, external_id=f"wa:{row.used_message_id}").first()
+    if event is None:
+        return "waiting", None, ""  # redeemed, the event is being ingested right now
+    reward = Reward.objects.filter(event=event).first()
+    return "done", reward, event.reason
+
+
+@require_GET
+def whatsapp_wait(request, brand_slug: str, campaign_slug: str, code: str):
+    campaign = _campaign(brand_slug, campaign_slug)
+    _language(request, campaign)
+    row = get_object_or_404(WhatsAppOptInCode.objects.select_related("campaign"), code=code.upper(), campaign=campaign)
+    state, reward, reason = _whatsapp_reward(row)
+    if request.GET.get("format") == "json":
+        return JsonResponse({"state": state})
+    if state == "done" and reward is not None:
+        return redirect("claim:payout_form", token=token_make(PAYOUT_SALT, reward.pk))
+    text = _("Hi! My code is %(code)s") % {"code": row.code}
+    return render(
+        request,
+        "claim/whatsapp.html",
+        _ctx(
+            request,
+            campaign,
+            code=row.code,
+            state=state,
+            reason=reason_text(reason) if reason else "",
+            chat_url=click_to_chat_url(number=settings.WHATSAPP_BUSINESS_NUMBER, text=text),
+            poll_url=f"{request.path}?format=json",
+            fake_whatsapp=settings.FAKE_WHATSAPP_ENABLED,
+        ),
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def payout_form(request, token: str):
+    """The payout form of a reward earned elsewhere (purchase, WhatsApp), or a new IBAN after a
+    payout came back. The signed token is the credential."""
+    reward_id = token_read(PAYOUT_SALT, token)
+    reward = get_object_or_404(Reward.objects.select_related("campaign__brand", "person"), pk=reward_id or 0)
+    campaign = reward.campaign
+    _language(request, campaign)
+    event = reward.event
+    form = PayoutForm(request.POST or None, needs_contact=not (event.email or event.whatsapp))
+    if request.method == "POST" and not _limited(request, campaign):
+        if form.is_bot:
+            raise Http404
+        if form.is_valid():
+            try:
+                claim_details_submit(
+                    reward=reward, details=_details(form, request.LANGUAGE_CODE), ip=client_ip(request)
+                )
+            except ApplicationError as exc:
+                messages.error(request, exc.message)
+            else:
+                return _status_redirect(reward)
+    return render(
+        request,
+        "claim/payout_form.html",
+        _ctx(
+            request,
+            campaign,
+            form=form,
+            step="details",
+            reward=reward,
+            amount=format_minor(reward.amount_minor, reward.currency),
+        ),
+    )
+
+
+@require_GET
+def status_page(request, token: str):
+    reward_id = token_read(STATUS_SALT, token)
+    reward = get_object_or_404(Reward.objects.select_related("campaign__brand", "person"), pk=reward_id or 0)
+    status = reward_claim_status(reward=reward)
+    if request.GET.get("format") == "json":
+        return JsonResponse({"state": status.state})
+    _language(request, reward.campaign)
+    return render(
+        request,
+        "claim/status.html",
+        _ctx(
+            request,
+            reward.campaign,
+            status=status,
+            amount=format_minor(reward.amount_minor, reward.currency),
+            fix_url=reverse("claim:payout_form", kwargs={"token": token_make(PAYOUT_SALT, reward.pk)}),
+            poll_url=f"{request.path}?format=json",
+            step="status",
+        ),
+    )
+
+
+@require_GET
+def video_status(request, token: str):
+    submission_id = token_read(VIDEO_SALT, token)
+    submission = get_object_or_404(VideoSubmission.objects.select_related("campaign__brand"), pk=submission_id or 0)
+    reward = (
+        Reward.objects.filter(
+            event__brand_id=submission.campaign.brand_id,
+            event__external_id__in=[
+                f"claim:{submission.campaign_id}:{t}:{submission.video_id}"
+                for t in (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
+            ],
+        )
+        .order_by("id")
+        .first()
+    )
+    state = submission.status if reward is None else "rewarded"
+    if request.GET.get("format") == "json":
+        return JsonResponse({"state": state})
+    if reward is not None:
+        return _status_redirect(reward)
+    _language(request, submission.campaign)
+    return render(
+        request,
+        "claim/video_status.html",
+        _ctx(
+            request,
+            submission.campaign,
+            submission=submission,
+            state=state,
+            reason=reason_text(submission.reason) if submission.status == VideoStatus.REJECTED else "",
+            poll_url=f"{request.path}?format=json",
+        ),
+    )
+
+
+@require_GET
+def iban_check(request):
+    """Live IBAN check for the payout form: valid or not, in plain words, with the bank's name and
+    BIC where known. Reads nothing from the database."""
+    if iban_check_limited(request):
+        return JsonResponse({"valid": False, "message": _("Too many attempts.")}, status=429)
+    language = request.GET.get("lang")
+    if language in LANGUAGES:
+        translation.activate(language)
+    try:
+        info = iban_normalise(request.GET.get("iban", ""))
+    except InvalidInput as exc:
+        return JsonResponse({"valid": False, "message": _(exc.message)})
+    return JsonResponse(
+        {
+            "valid": True,
+            "formatted": info.formatted,
+            "country": info.country,
+            "bic": info.bic,
+            "bank_name": info.bank_name,
+        }
+    )
+
+
+@require_POST
+def whatsapp_fake_send(request, brand_slug: str, campaign_slug: str, code: str):
+    """Demo only (``FAKE_WHATSAPP_ENABLED``): play the person sending the code from WhatsApp, i.e.
+    what the signed inbound webhook does with a real message."""
+    if not settings.FAKE_WHATSAPP_ENABLED:
+        raise Http404
+    campaign = _campaign(brand_slug, campaign_slug)
+    row = get_object_or_404(WhatsAppOptInCode, code=code.upper(), campaign=campaign)
+    number = "".join(ch for ch in request.POST.get("number", "") if ch.isdigit()) or "393470000001"
+    try:
+        whatsapp_optin_redeem(code=row.code, wa_number=number, message_id=f"fake.{row.code}", name="")
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+    return redirect("claim:whatsapp_wait", brand_slug=brand_slug, campaign_slug=campaign_slug, code=row.code)

@@ -1,0 +1,42 @@
+"""View-threshold rewards: the job verifies the video, then the scheduled poll reads its views
+through the Display API (the fake) until it passes the threshold, once."""
+
+import pytest
+from django.test import Client
+
+from campaigns.models import Reward, VideoSubmission
+from recipients.claim.tasks import video_views_poll
+from tests.campaigns.factories import funded_campaign
+from tests.claim.conftest import tiktok_login
+
+pytestmark = pytest.mark.django_db
+
+RULES = [
+    {"trigger": "ugc_share", "fixed_minor": 800, "required_code": "#joyback"},
+    {"trigger": "view_threshold", "fixed_minor": 1500, "view_threshold": 1000, "required_code": "#joyback"},
+]
+
+
+def test_views_are_polled_until_the_threshold_then_rewarded_once(
+    brand_a, fake_tiktok, settings, django_capture_on_commit_callbacks
+):
+    funded_campaign(brand=brand_a, amount_minor=10_000, slug="views", rules=RULES)
+    settings.FAKE_TIKTOK_VIEWS_PER_MINUTE = 0  # the fake video stays at 120 views
+    client = Client()
+    tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/views/videos/", scope="video.list")
+    video = next(v for v in client.get("/c/alpha/views/videos/").context["videos"] if v.has_tag("#joyback"))
+    form = {"name": "Luca", "email": "luca@example.com", "iban": "DE89370400440532013000", "consent": "on"}
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post("/c/alpha/views/videos/", {**form, "video_id": video.id})
+    submission = VideoSubmission.objects.get()
+    assert submission.status == "verified" and not submission.threshold_done and submission.view_count == 120
+    assert list(Reward.objects.values_list("rule__trigger", flat=True)) == ["ugc_share"]
+    # below the threshold: polling changes nothing
+    assert video_views_poll() == 0
+    # the video takes off
+    settings.FAKE_TIKTOK_VIEWS_PER_MINUTE = 10_000_000
+    assert video_views_poll() == 1
+    assert video_views_poll() == 0  # done: no second reward, token dropped
+    submission.refresh_from_db()
+    assert submission.threshold_done and submission.token_ciphertext == ""
+    assert sorted(Reward.objects.values_list("rule__trigger", flat=True)) == ["ugc_share", "view_threshold"]

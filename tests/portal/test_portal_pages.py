@@ -1,0 +1,194 @@
+"""The portal's own behaviour: campaigns and rules with the preview, money moved to a campaign
+once per form, launch/pause, funding instructions with the SEPA QR payload, the CSV export, the
+team (invitations and the last owner), API keys shown once."""
+
+import re
+
+import pytest
+from django.core import mail
+from django.test import Client
+
+from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
+from campaigns.portal.qr import epc_payload
+from campaigns.services import event_ingest
+from tests.campaigns.conftest import event
+from tests.portal.conftest import make_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def owner(owner_a):
+    client = Client()
+    client.force_login(owner_a)
+    return client
+
+
+def test_create_campaign_add_rule_with_preview_and_launch(owner, brand_a):
+    created = owner.post(
+        "/portal/alpha/campaigns/new/",
+        {
+            "name": "Winter",
+            "mode": "cashback",
+            "currency": "EUR",
+            "starts_at": "2026-01-01T00:00",
+            "timezone": "Europe/Rome",
+            "payout_mode": "instant",
+            "aggregate_minutes": "0",
+        },
+    )
+    campaign = Campaign.objects.get(brand=brand_a, slug="winter")
+    assert created["Location"].endswith(f"/campaigns/{campaign.pk}/rules/new/")
+    rule = {
+        "trigger": "purchase",
+        "amount_type": "percent",
+        "percent": "10",
+        "min_amount": "1.00",
+        "max_amount": "20.00",
+        "hold_days": "14",
+        "approval_policy": "auto",
+        "verification": "partner_attested",
+    }
+    # preview: nothing saved, the person's terms spelled out
+    preview = owner.post(f"/portal/alpha/campaigns/{campaign.pk}/rules/new/", {**rule, "preview": "1"})
+    lines = preview.context["preview"].lines
+    assert "10% of the purchase (at least 1.00 EUR, at most 20.00 EUR)" in lines[0]
+    assert any("paid 14 days later" in line for line in lines)
+    assert preview.context["preview"].examples[1][:2] == ("50.00 EUR", "5.00 EUR")
+    assert not RewardRule.objects.filter(campaign=campaign).exists()
+    # save, launch (no money needed to launch; the budget gates rewards)
+    owner.post(f"/portal/alpha/campaigns/{campaign.pk}/rules/new/", {**rule, "save": "1"})
+    assert RewardRule.objects.filter(campaign=campaign, percent_bps=1000).exists()
+    owner.post(f"/portal/alpha/campaigns/{campaign.pk}/launch/")
+    campaign.refresh_from_db()
+    assert campaign.status == "active"
+
+
+def test_an_invalid_rule_is_refused_on_its_fields(owner, brand_a):
+    campaign = Campaign.objects.create(
+        brand=brand_a, name="X", slug="x", mode="joyback", currency="EUR", starts_at="2026-01-01T00:00Z"
+    )
+    page = owner.post(
+        f"/portal/alpha/campaigns/{campaign.pk}/rules/new/",
+        {
+            "trigger": "tiktok_login",
+            "amount_type": "percent",
+            "percent": "5",
+            "hold_days": "0",
+            "approval_policy": "auto",
+            "verification": "first_party",
+            "save": "1",
+        },
+    )
+    assert "Only purchase rules can pay a percentage" in str(page.context["form"].errors)
+    assert not RewardRule.objects.filter(campaign=campaign).exists()
+
+
+def test_allocating_twice_with_the_same_form_moves_money_once(owner, brand_a, campaign_a):
+    from campaigns.services import brand_topup_record
+
+    brand_topup_record(
+        brand=brand_a, amount_minor=5000, currency="EUR", bank_account_code="NL00TEST0000000001", idempotency_key="t2"
+    )
+    form = {"amount": "20.00", "idempotency_key": "same-form"}
+    owner.post(f"/portal/alpha/campaigns/{campaign_a.pk}/allocate/", form)
+    owner.post(f"/portal/alpha/campaigns/{campaign_a.pk}/allocate/", form)
+    campaign_a.tally.refresh_from_db()
+    assert campaign_a.tally.funded_minor == 100_000 + 2000
+
+
+def test_allocating_more_than_the_funds_says_so(owner, campaign_a):
+    page = owner.post(
+        f"/portal/alpha/campaigns/{campaign_a.pk}/allocate/",
+        {"amount": "99999.00", "idempotency_key": "k"},
+        follow=True,
+    )
+    assert any("insufficient" in str(m).lower() or "funds" in str(m).lower() for m in page.context["messages"])
+    campaign_a.tally.refresh_from_db()
+    assert campaign_a.tally.funded_minor == 100_000
+
+
+def test_funding_page_shows_reference_and_sepa_qr(owner, brand_a):
+    page = owner.get("/portal/alpha/funding/?amount=250.00")
+    assert brand_a.funding_reference.encode() in page.content
+    assert b"<svg" in page.content
+    payload = epc_payload(
+        name="JoyBack Payouts B.V.",
+        iban="NL91ABNA0417164300",
+        bic="ABNANL2A",
+        reference=brand_a.funding_reference,
+        amount_minor=25000,
+    )
+    assert payload.split("\n") == [
+        "BCD",
+        "002",
+        "1",
+        "SCT",
+        "ABNANL2A",
+        "JoyBack Payouts B.V.",
+        "NL91ABNA0417164300",
+        "EUR250.00",
+        "",
+        "",
+        brand_a.funding_reference,
+    ]
+
+
+def test_rewards_csv_streams_only_my_rewards(owner, brand_a, campaign_a, brand_b, campaign_b):
+    event_ingest(brand=brand_a, payload=event(email="a@example.com"))
+    event_ingest(brand=brand_b, payload=event(email="b@example.com"))
+    response = owner.get("/portal/alpha/rewards/?format=csv&status=held")
+    body = b"".join(response.streaming_content).decode()
+    rows = body.strip().splitlines()
+    assert rows[0].startswith("id,created_at,campaign") and len(rows) == 2
+    assert ",summer,tiktok_login,held,5.00," in rows[1]
+
+
+def test_invitation_by_email_then_accept(owner, brand_a, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.post("/portal/alpha/team/invite/", {"email": "new@alpha.example", "role": "admin"})
+    link = re.search(r"https?://[^/]+(/portal/invitations/[^/\s]+/)", mail.outbox[-1].body).group(1)
+    newcomer = Client()
+    newcomer.force_login(make_user("new@alpha.example"))
+    newcomer.post(link)
+    assert BrandMembership.objects.get(brand=brand_a, user__email="new@alpha.example").role == "admin"
+    # used once
+    newcomer.post(link)
+    assert BrandMembership.objects.filter(brand=brand_a, user__email="new@alpha.example").count() == 1
+
+
+def test_an_invitation_for_someone_else_is_refused(owner, brand_a, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.post("/portal/alpha/team/invite/", {"email": "new@alpha.example", "role": "admin"})
+    link = re.search(r"https?://[^/]+(/portal/invitations/[^/\s]+/)", mail.outbox[-1].body).group(1)
+    stranger = Client()
+    stranger.force_login(make_user("stranger@example.com"))
+    stranger.post(link)
+    assert not BrandMembership.objects.filter(brand=brand_a, user__email="stranger@example.com").exists()
+
+
+def test_the_last_owner_cannot_leave(owner, owner_a, brand_a):
+    membership = BrandMembership.objects.get(brand=brand_a, user=owner_a)
+    owner.post(f"/portal/alpha/team/members/{membership.pk}/", {"remove": "1"})
+    owner.post(f"/portal/alpha/team/members/{membership.pk}/", {"role": "analyst"})
+    assert BrandMembership.objects.get(pk=membership.pk).role == "owner"
+
+
+def test_api_key_is_shown_once_then_revoked(owner, brand_a):
+    page = owner.post("/portal/alpha/api-keys/", {"name": "Shop", "scopes": ["events"]})
+    token = page.context["created"].token
+    assert token.startswith("jbk_") and token.encode() in page.content
+    assert token.encode() not in owner.get("/portal/alpha/api-keys/").content
+    key = ApiKey.objects.get(brand=brand_a)
+    owner.post(f"/portal/alpha/api-keys/{key.pk}/revoke/")
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+
+def test_webhook_endpoint_secret_shown_once_and_rotated(owner, brand_a):
+    page = owner.post("/portal/alpha/webhooks/", {"url": "https://shop.example/hooks", "event_types": ["reward.held"]})
+    first = page.context["created"].secret
+    endpoint = brand_a.webhook_endpoints.get()
+    rotated = owner.post(f"/portal/alpha/webhooks/{endpoint.pk}/rotate/")
+    assert rotated.context["secret"] != first
+    assert first.encode() not in owner.get(f"/portal/alpha/webhooks/{endpoint.pk}/").content
