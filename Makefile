@@ -61,3 +61,6 @@ bench-payouts: install
 
 bench-api: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.api
+
+bench-recon: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.recon

@@ -23,6 +23,7 @@ from payouts.services.actions import (
     payout_bank_debit_undo,
     payout_bank_return_record,
     payout_bank_return_undo,
+    payouts_bank_debits_record,
 )
 from payouts.services.states import in_transit_account
 from recipients import crypto
@@ -63,8 +64,8 @@ class _PayoutLineMatcher:
     name = ""
 
     def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]:
-        applied = []
-        for proposal in proposals:
+        applied, rest = self._apply_plain_debits(proposals, lines)
+        for proposal in rest:
             line = lines[proposal.line_id]
             bank = line.bank_account.ledger_account
             payout = Payout.objects.get(pk=int(proposal.target_id))
@@ -88,6 +89,46 @@ class _PayoutLineMatcher:
                 )
             )
         return applied
+
+    def _apply_plain_debits(
+        self, proposals: Sequence[Proposal], lines: dict[int, StatementLine]
+    ) -> tuple[list[Applied], list[Proposal]]:
+        """The common case in bulk: a debit line for a submitted payout nobody saw leave yet. The
+        payouts are locked in id order, then settled together (``payouts_bank_debits_record``);
+        everything else (returns, repeats, payouts settled by the rail first) goes the single way."""
+        targets = sorted({int(p.target_id) for p in proposals})
+        locked = {p.pk: p for p in Payout.objects.select_for_update(of=("self",)).filter(pk__in=targets).order_by("pk")}
+        plain: dict[int, list[tuple[Payout, int]]] = {}
+        rest, taken = [], set()
+        for proposal in proposals:
+            line = lines[proposal.line_id]
+            payout = locked.get(int(proposal.target_id))
+            if (
+                payout is not None
+                and not line.is_credit
+                and payout.pk not in taken
+                and payout.status == PayoutStatus.SUBMITTED
+                and payout.bank_debit_line_id is None
+            ):
+                taken.add(payout.pk)
+                plain.setdefault(line.bank_account.ledger_account_id, []).append((payout, line.pk))
+            else:
+                rest.append(proposal)
+        applied = []
+        for items in plain.values():
+            bank = lines[items[0][1]].bank_account.ledger_account
+            entries = payouts_bank_debits_record(items=items, bank=bank)
+            applied += [
+                Applied(
+                    line_id=line_id,
+                    target_type=PAYOUT,
+                    target_id=str(payout.pk),
+                    amount_minor=payout.amount_minor,
+                    entry=entries[payout.pk],
+                )
+                for payout, line_id in items
+            ]
+        return applied, rest
 
     def unapply(self, match: Match) -> None:
         payout = Payout.objects.get(pk=int(match.target_id))

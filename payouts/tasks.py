@@ -58,6 +58,12 @@ def payout_settled_followup_task(payout_id: int) -> None:
         )
 
 
+def payouts_settled_followup_task(payout_ids: list[int]) -> None:
+    """The follow-up of a statement that settled many payouts at once; each one is idempotent."""
+    for payout_id in payout_ids:
+        payout_settled_followup_task(payout_id)
+
+
 def payout_notify_task(payout_id: int, kind: str) -> None:
     payout = Payout.objects.get(pk=payout_id)
     person_notify(

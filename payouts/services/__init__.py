@@ -13,6 +13,7 @@ from payouts.services.actions import (
     payout_mark_settled,
     payout_retry,
     payout_rewards_mark_paid,
+    payouts_bank_debits_record,
 )
 from payouts.services.batches import (
     payout_batch_apply_pain002,
@@ -36,6 +37,7 @@ __all__ = [
     "payout_apply_rail_status",
     "payout_approve",
     "payout_bank_debit_record",
+    "payouts_bank_debits_record",
     "payout_bank_debit_undo",
     "payout_bank_return_record",
     "payout_bank_return_undo",

@@ -3,25 +3,29 @@ settlement seen on the bank statement (and undoing it), and the follow-ups after
 
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from payouts.iso import reason_text as iso_text
-from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.states import (
     after_commit,
     drive,
     event_record,
+    in_transit_account,
     payout_lock,
     settled_entry_post,
     step_returned,
     step_settled,
 )
 from reconciliation.models import Account
+from reconciliation.services import EntrySpec, Leg, ledger_entries_post
 
 
 def _require_perm(user, perm: str) -> None:
@@ -279,3 +283,93 @@ def payout_rewards_mark_paid(*, payout_id: int) -> int:
     if not reward_ids:
         return 0
     return reward_mark_paid(reward_ids=reward_ids, payout_ref=payout.end_to_end_id)
+
+
+def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account) -> dict[int, object]:
+    """The bulk form of ``payout_bank_debit_record`` for its common case, used when a statement
+    settles thousands of payouts: ``items`` are (payout, debit line id) for payouts the caller has
+    LOCKED, that are ``submitted`` and whose debit no line has shown yet. Each gets exactly what the
+    single path gives it — the same settlement entry (same idempotency key: in transit → ``bank``),
+    status, event and follow-up — but in a handful of statements for the whole set instead of a
+    dozen per payout. Returns {payout id: entry}. Joins the caller's transaction.
+    Raises InvalidTransition if an item is not in that state (the caller checked under the lock)."""
+    if not items:
+        return {}
+    now = timezone.now()
+    for payout, _ in items:
+        if payout.status != PayoutStatus.SUBMITTED or payout.bank_debit_line_id is not None:
+            raise InvalidTransition(f"Payout {payout.pk} is not waiting for its debit.", code="payout_moved_on")
+    ids = [payout.pk for payout, _ in items]
+    seq = dict(
+        PayoutEvent.objects.filter(payout_id__in=ids, kind__in=["payout.settled", "payout.debit_seen"])
+        .values_list("payout_id")
+        .annotate(n=Count("id"))
+    )
+    in_transit = {currency: in_transit_account(currency) for currency in {p.currency for p, _ in items}}
+    specs = [
+        EntrySpec(
+            idempotency_key=f"payout:{payout.pk}:settled:{seq.get(payout.pk, 0)}",
+            kind="payout_settled",
+            legs=[
+                Leg.debit(in_transit[payout.currency], payout.amount_minor),
+                Leg.credit(bank, payout.amount_minor),
+            ],
+            memo=f"Payout {payout.end_to_end_id} settled (line:{line_id})"[:500],
+            reference_type="payout",
+            reference_id=str(payout.pk),
+        )
+        for payout, line_id in items
+    ]
+    posted = ledger_entries_post(entries=specs, all_or_nothing=True)
+    entries = {int(entry.reference_id): entry for entry in [*posted.posted, *posted.replayed]}
+    payouts = []
+    for payout, line_id in items:
+        payout.settled_entry = entries[payout.pk]
+        payout.status = PayoutStatus.SETTLED
+        payout.settled_at = now
+        payout.settled_via = f"line:{line_id}"[:40]
+        payout.bank_debit_line_id = line_id
+        payout.updated_at = now
+        payouts.append(payout)
+    _settle_rows_update(payouts, now=now)
+    PayoutEvent.objects.bulk_create(
+        [
+            PayoutEvent(
+                payout=payout,
+                kind="payout.settled",
+                from_status=PayoutStatus.SUBMITTED,
+                to_status=PayoutStatus.SETTLED,
+                data={"via": payout.settled_via},
+                created_at=now,
+            )
+            for payout in payouts
+        ]
+    )
+    # One follow-up task for the set: enqueueing one per payout costs a broker round trip each.
+    transaction.on_commit(lambda: async_task("payouts.tasks.payouts_settled_followup_task", ids))
+    return entries
+
+
+def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:
+    fields = ["settled_entry", "status", "settled_at", "settled_via", "bank_debit_line_id", "updated_at"]
+    if connection.vendor != "postgresql":
+        Payout.objects.bulk_update(payouts, fields, batch_size=500)
+        return
+    # One UPDATE over arrays: Django's bulk_update builds a CASE per field per row, which costs
+    # more Python than the database spends on the whole statement.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Payout._meta.db_table} AS p SET status = %s, settled_entry_id = u.entry_id, "
+            "settled_at = %s, settled_via = u.via, bank_debit_line_id = u.line_id, updated_at = %s "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::varchar[], %s::bigint[]) AS u(id, entry_id, via, line_id) "
+            "WHERE p.id = u.id",
+            [
+                PayoutStatus.SETTLED.value,
+                now,
+                now,
+                [p.pk for p in payouts],
+                [p.settled_entry.pk for p in payouts],
+                [p.settled_via for p in payouts],
+                [p.bank_debit_line_id for p in payouts],
+            ],
+        )
