@@ -16,6 +16,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from core.exceptions import ApplicationError
+from reconciliation.admin.ledger import ReadOnlyAdmin
 from reconciliation.bank_selectors import dashboard
 from reconciliation.models import (
     BankStatement,
@@ -79,7 +80,7 @@ class UploadForm(forms.Form):
 
 
 @admin.register(StatementImport)
-class StatementImportAdmin(admin.ModelAdmin):
+class StatementImportAdmin(ReadOnlyAdmin):
     list_display = [
         "created_at",
         "filename",
@@ -94,15 +95,6 @@ class StatementImportAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in StatementImport._meta.fields]
     show_full_result_count = False
     change_list_template = "admin/reconciliation/statementimport/change_list.html"
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         return [
@@ -160,7 +152,7 @@ class BalanceMismatchFilter(admin.SimpleListFilter):
 
 
 @admin.register(BankStatement)
-class BankStatementAdmin(admin.ModelAdmin):
+class BankStatementAdmin(ReadOnlyAdmin):
     list_display = [
         "statement_id",
         "bank_account",
@@ -182,15 +174,6 @@ class BankStatementAdmin(admin.ModelAdmin):
         if obj.balance_difference is None:
             return "—"
         return "yes" if obj.balance_difference == 0 else f"off by {obj.balance_difference}"
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ExplainForm(forms.Form):
@@ -214,7 +197,7 @@ class ExplainForm(forms.Form):
 
 
 @admin.register(StatementLine)
-class StatementLineAdmin(admin.ModelAdmin):
+class StatementLineAdmin(ReadOnlyAdmin):
     list_display = [
         "booking_date",
         "direction",
@@ -248,15 +231,6 @@ class StatementLineAdmin(admin.ModelAdmin):
         return format_html(
             '<a href="{}">Explain this line</a>', reverse("admin:reconciliation_line_explain", args=[obj.pk])
         )
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         return [
@@ -382,7 +356,7 @@ class AmountMismatchFilter(admin.SimpleListFilter):
 
 
 @admin.register(Match)
-class MatchAdmin(admin.ModelAdmin):
+class MatchAdmin(ReadOnlyAdmin):
     list_display = ["line", "matcher", "target_type", "target_id", "amount_minor", "status", "created_by", "created_at"]
     list_filter = ["status", "matcher", "target_type", AmountMismatchFilter]
     search_fields = ["=target_id", "=line__end_to_end_id"]
@@ -390,15 +364,6 @@ class MatchAdmin(admin.ModelAdmin):
     show_full_result_count = False
     actions = ["undo"]
     readonly_fields = [f.name for f in Match._meta.fields]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Undo the selected matches (lines go back to suspense)")
     def undo(self, request, queryset):
@@ -414,21 +379,12 @@ class MatchAdmin(admin.ModelAdmin):
 
 
 @admin.register(Suggestion)
-class SuggestionAdmin(admin.ModelAdmin):
+class SuggestionAdmin(ReadOnlyAdmin):
     list_display = ["line", "target_type", "target_id", "score", "reason", "status"]
     list_filter = ["status", "target_type"]
     list_select_related = ["line"]
     show_full_result_count = False
     actions = ["confirm"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.action(description="Confirm the selected suggestions")
     def confirm(self, request, queryset):
@@ -441,22 +397,13 @@ class SuggestionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReconciliationAction)
-class ReconciliationActionAdmin(admin.ModelAdmin):
+class ReconciliationActionAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "kind", "status", "line", "actor", "approved_by", "reason"]
     list_filter = ["kind", "status"]
     list_select_related = ["line", "actor", "approved_by"]
     show_full_result_count = False
     actions = ["approve", "reject"]
     readonly_fields = [f.name for f in ReconciliationAction._meta.fields]
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def _decide(self, request, queryset, approve: bool):
         for action in queryset.filter(status=ReconciliationAction.Status.PENDING_APPROVAL):
