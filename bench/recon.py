@@ -5,9 +5,11 @@ Setup (untimed): N payouts owed to one person are created and sent in pain.001 b
 (``payout_batch_create``: payable → in transit), and a camt.053.001.08 is written with one debit
 line per payout (its EndToEndId and amount), streamed to disk by ``bench.camt_gen``.
 
-Timed, in a fresh child process so its peak RSS is the import's and the matching's alone:
-``statement_import`` (stream-parse, all-or-nothing insert) then ``statement_lines_match`` (the
-registered matchers, chunks of 1,000 lines). Targets: under 60 s, under 300 MB peak.
+Timed, in a fresh child process so its peak RSS is the import's alone: ``statement_import``
+(stream-parse, all-or-nothing insert), then ``statement_lines_match`` in ``--match-workers``
+processes (default 1; more run as parallel django-q2 workers would: the engine's chunks are
+taken under SKIP LOCKED). Peak RSS is the largest of the import process and each match worker.
+Targets: under 60 s, under 300 MB peak.
 
 Checks: every line matched, every payout settled, in transit back to zero, ``ledger_verify`` ok.
 Run: ``make bench-recon`` (``DATABASE_URL`` names the database: migrated, nothing truncated).
@@ -131,14 +133,28 @@ def write_statement(path: Path, payouts: list[tuple[str, int]], run: str) -> Non
     )
 
 
-def _timed_child(path: str, queue, import_only: bool = False) -> None:
-    """Runs in a fresh process: import + match, reporting seconds and this process's peak RSS."""
+def _match_worker(ids: list[int], queue) -> None:
+    """One of the match workers: the engine takes chunks under SKIP LOCKED, so workers running
+    over the same lines split them without coordination, as django-q2 workers do in production."""
     import django as dj
 
     dj.setup()
     from django.db import connection as conn
 
     from reconciliation.services.matching import statement_lines_match
+
+    run = statement_lines_match(line_ids=ids)
+    conn.close()
+    queue.put((dict(run.matched), run.unmatched))
+
+
+def _timed_child(path: str, queue, import_only: bool = False, match_workers: int = 2) -> None:
+    """Runs in a fresh process: import + match, reporting seconds and this process's peak RSS."""
+    import django as dj
+
+    dj.setup()
+    from django.db import connection as conn
+
     from reconciliation.services.statements import statement_import
 
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -150,7 +166,27 @@ def _timed_child(path: str, queue, import_only: bool = False) -> None:
             "pk", flat=True
         )
     )
-    run = statement_lines_match(line_ids=[] if import_only else ids)
+    matched: dict[str, int] = {}
+    unmatched = 0
+    if not import_only and match_workers == 1:
+        from reconciliation.services.matching import statement_lines_match
+
+        run = statement_lines_match(line_ids=ids)
+        matched, unmatched = dict(run.matched), run.unmatched
+    elif not import_only:
+        conn.close()
+        ctx = multiprocessing.get_context("spawn")
+        results = ctx.Queue()
+        workers = [ctx.Process(target=_match_worker, args=(ids, results)) for _ in range(match_workers)]
+        for worker in workers:
+            worker.start()
+        for _ in workers:
+            part, left = results.get()
+            unmatched += left
+            for name, count in part.items():
+                matched[name] = matched.get(name, 0) + count
+        for worker in workers:
+            worker.join()
     done = time.perf_counter()
     conn.close()
     queue.put(
@@ -159,9 +195,17 @@ def _timed_child(path: str, queue, import_only: bool = False) -> None:
             "match_s": round(done - imported, 2),
             "total_s": round(done - start, 2),
             "new_lines": result.new_lines,
-            "matched": dict(run.matched),
-            "unmatched": run.unmatched,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "matched": matched,
+            "unmatched": unmatched,
+            "match_workers": 0 if import_only else match_workers,
+            "peak_rss_mb": round(
+                max(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                    resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                )
+                / 1024,
+                1,
+            ),
             "rss_at_start_mb": round(base_rss, 1),
         }
     )
@@ -171,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="entries and payouts (100000: full)")
     parser.add_argument("--import-only", action="store_true", help="time the import alone (no matching)")
+    parser.add_argument("--match-workers", type=int, default=1, help="processes matching in parallel")
     args = parser.parse_args(argv)
     n = args.n
     call_command("migrate", verbosity=0)
@@ -188,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         connection.close()
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
-        child = ctx.Process(target=_timed_child, args=(str(path), queue, args.import_only))
+        child = ctx.Process(target=_timed_child, args=(str(path), queue, args.import_only, args.match_workers))
         print("Import + match (timed, fresh process) …", flush=True)
         child.start()
         figures = queue.get()
