@@ -347,6 +347,11 @@ def statement_import(
 
 
 def _enqueue_match(import_id: int) -> None:
+    """One match task per worker of the cluster: they take the import's chunks under SKIP LOCKED,
+    so a big statement is matched on every core without any coordination between them."""
     from django_q.tasks import async_task
 
-    async_task("reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}")
+    for part in range(max(1, int(settings.Q_CLUSTER.get("workers", 1)))):
+        async_task(
+            "reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}-{part}"
+        )
