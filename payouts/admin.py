@@ -4,8 +4,10 @@ pain.001 batches with download, and the routing rules."""
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
@@ -13,10 +15,12 @@ from campaigns.models import Brand, Campaign
 from core.exceptions import ApplicationError
 from core.money import format_minor
 from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutEvent, PayoutStatus, RouteRule
+from payouts.pain002 import parse_pain002
 from payouts.rails import rail_names
 from payouts.selectors import payouts_for_admin
 from payouts.services import (
     payout_approve,
+    payout_batch_apply_pain002,
     payout_batch_approve,
     payout_batch_create,
     payout_batch_download,
@@ -187,7 +191,16 @@ class PayoutAdmin(admin.ModelAdmin):
 
 @admin.register(PayoutBatch)
 class PayoutBatchAdmin(admin.ModelAdmin):
-    list_display = ["batch_id", "execution_date", "count", "control_sum", "status", "approval", "download_link"]
+    list_display = [
+        "batch_id",
+        "execution_date",
+        "count",
+        "control_sum",
+        "status",
+        "approval",
+        "download_link",
+        "status_report_link",
+    ]
     list_filter = ["status", "execution_date"]
     exclude = ["file"]
     readonly_fields = [f.name for f in PayoutBatch._meta.fields if f.name != "file"]
@@ -208,6 +221,11 @@ class PayoutBatchAdmin(admin.ModelAdmin):
                 "<int:pk>/download/",
                 self.admin_site.admin_view(self.download_view),
                 name="payouts_payoutbatch_download",
+            ),
+            path(
+                "<int:pk>/status-report/",
+                self.admin_site.admin_view(self.status_report_view),
+                name="payouts_payoutbatch_status_report",
             ),
             *super().get_urls(),
         ]
@@ -237,9 +255,46 @@ class PayoutBatchAdmin(admin.ModelAdmin):
         response["Content-Disposition"] = f'attachment; filename="{batch.batch_id}.xml"'
         return response
 
+    @admin.display(description="pain.002")
+    def status_report_link(self, obj: PayoutBatch) -> str:
+        url = reverse("admin:payouts_payoutbatch_status_report", args=[obj.pk])
+        return format_html('<a href="{}">import status report</a>', url)
+
+    def status_report_view(self, request, pk: int):
+        """The bank's pain.002 for this file: rejected payments fail (money back to payable),
+        settled ones settle. Moving money, so it needs ``approve_payout``; the service audits
+        each payout's change and applying the same report twice changes nothing."""
+        batch = get_object_or_404(PayoutBatch, pk=pk)
+        if not request.user.has_perm("payouts.approve_payout"):
+            raise PermissionDenied
+        form = StatusReportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                report = parse_pain002(upload.read())
+                counts = payout_batch_apply_pain002(batch=batch, report=report)
+            except ApplicationError as exc:
+                self.message_user(request, f"{upload.name} was not applied ({exc.code}): {exc.message}", messages.ERROR)
+            else:
+                self.message_user(
+                    request, f"Status report applied: {counts['failed']} failed, {counts['settled']} settled."
+                )
+                return HttpResponseRedirect(reverse("admin:payouts_payoutbatch_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"pain.002 status report for {batch.batch_id}",
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/payouts/status_report.html", context)
+
     @admin.action(description="Approve (four-eyes)")
     def approve(self, request, queryset):
         _run(self, request, queryset, lambda b: payout_batch_approve(batch=b, approver=request.user), "Approved")
+
+
+class StatusReportForm(forms.Form):
+    file = forms.FileField(help_text="The pain.002 (001.03 or 001.10) the bank sent for this file.")
 
 
 class RouteRuleForm(forms.ModelForm):

@@ -73,3 +73,38 @@ def test_route_rules_must_name_a_configured_rail():
     assert RouteRuleForm(
         data={"priority": 1, "currency": "EUR", "rail": "sandbox", "fallback_rail": "sepa_file"}
     ).is_valid()
+
+
+def test_status_report_upload_fails_the_rejected_payment(client, ops, sandbox, debtor, brand, campaign):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from payouts.models import PayoutStatus
+    from tests.payouts.test_payout_batches import pain002
+
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    batch = payout_batch_create(actor=staff("olga"))
+    payout = Payout.objects.get(pk=payout_id)
+    url = reverse("admin:payouts_payoutbatch_status_report", args=[batch.pk])
+    assert client.get(url).status_code == 200
+
+    bad = client.post(url, {"file": SimpleUploadedFile("x.xml", b"<Document><oops", content_type="text/xml")})
+    assert bad.status_code == 200
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SUBMITTED
+
+    report = pain002(batch, group="RJCT", rejected={payout.end_to_end_id: "AC04"})
+    response = client.post(url, {"file": SimpleUploadedFile("sts.xml", report, content_type="text/xml")})
+    assert response.status_code == 302
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.FAILED and payout.reason_code == "AC04"
+
+
+def test_status_report_upload_needs_the_permission(client, sandbox, debtor, brand, campaign):
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    payable_reward(brand, account_iban=iban())
+    payouts_create_for_payable()
+    batch = payout_batch_create(actor=staff("olga"))
+    client.force_login(staff("viewer", "view_payoutbatch"))
+    assert client.get(reverse("admin:payouts_payoutbatch_status_report", args=[batch.pk])).status_code == 403
