@@ -90,6 +90,24 @@ class _PayoutLineMatcher:
             )
         return applied
 
+    def _propose_by_e2e(self, lines: Sequence[StatementLine], *, is_open, reason) -> list[Proposal]:
+        """Lines whose EndToEndId names a payout that can still take them, for the same amount."""
+        payouts = _by_e2e(lines)
+        proposals = []
+        for line in lines:
+            payout = payouts.get(line.end_to_end_id)
+            if payout and is_open(payout) and line.amount_minor == payout.amount_minor:
+                proposals.append(
+                    Proposal(
+                        line_id=line.pk,
+                        target_type=PAYOUT,
+                        target_id=str(payout.pk),
+                        amount_minor=payout.amount_minor,
+                        reason=reason(line, payout),
+                    )
+                )
+        return proposals
+
     def _apply_plain_debits(
         self, proposals: Sequence[Proposal], lines: dict[int, StatementLine]
     ) -> tuple[list[Applied], list[Proposal]]:
@@ -155,22 +173,11 @@ class EndToEndMatcher(_PayoutLineMatcher):
     order = 10
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
-        debits = [line for line in lines if not line.is_credit and line.end_to_end_id]
-        payouts = _by_e2e(debits)
-        proposals = []
-        for line in debits:
-            payout = payouts.get(line.end_to_end_id)
-            if payout and _debit_open(payout) and line.amount_minor == payout.amount_minor:
-                proposals.append(
-                    Proposal(
-                        line_id=line.pk,
-                        target_type=PAYOUT,
-                        target_id=str(payout.pk),
-                        amount_minor=payout.amount_minor,
-                        reason=f"EndToEndId {payout.end_to_end_id}",
-                    )
-                )
-        return proposals
+        return self._propose_by_e2e(
+            [line for line in lines if not line.is_credit and line.end_to_end_id],
+            is_open=_debit_open,
+            reason=lambda line, payout: f"EndToEndId {payout.end_to_end_id}",
+        )
 
 
 class ReturnMatcher(_PayoutLineMatcher):
@@ -178,22 +185,11 @@ class ReturnMatcher(_PayoutLineMatcher):
     order = 15
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
-        credits = [line for line in lines if line.is_credit and line.end_to_end_id and line.return_reason_code]
-        payouts = _by_e2e(credits)
-        proposals = []
-        for line in credits:
-            payout = payouts.get(line.end_to_end_id)
-            if payout and _return_open(payout) and line.amount_minor == payout.amount_minor:
-                proposals.append(
-                    Proposal(
-                        line_id=line.pk,
-                        target_type=PAYOUT,
-                        target_id=str(payout.pk),
-                        amount_minor=payout.amount_minor,
-                        reason=f"Return {line.return_reason_code} of {payout.end_to_end_id}",
-                    )
-                )
-        return proposals
+        return self._propose_by_e2e(
+            [line for line in lines if line.is_credit and line.end_to_end_id and line.return_reason_code],
+            is_open=_return_open,
+            reason=lambda line, payout: f"Return {line.return_reason_code} of {payout.end_to_end_id}",
+        )
 
 
 class BatchMatcher:
