@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
-from core.exceptions import InvalidInput
+from core.exceptions import Conflict, InvalidInput
 from core.money import currency_exponent, validate_currency
 from reconciliation.models import (
     AccountKind,
@@ -251,6 +251,35 @@ def statement_import(
     if existing:
         return ImportResult(statement_import=existing, replayed=True)
 
+    try:
+        return _import_once(
+            source=source,
+            filename=filename,
+            origin=origin,
+            actor=actor,
+            csv_mapping=csv_mapping,
+            csv_account_iban=csv_account_iban,
+            max_bytes=max_bytes,
+            match=match,
+            sha=sha,
+            size=size,
+        )
+    except IntegrityError as exc:
+        # Two deliveries of the same file at once: the second waits on the first's unique sha256 and
+        # then finds it (a replay); the same statement inside two different files racing is refused
+        # whole and can simply be uploaded again (its known bookings are then skipped).
+        existing = StatementImport.objects.filter(sha256=sha).first()
+        if existing is not None:
+            return ImportResult(statement_import=existing, replayed=True)
+        raise Conflict(
+            "Another import of the same statement was running; nothing was imported, upload the file again.",
+            code="import_conflict",
+        ) from exc
+
+
+def _import_once(
+    *, source, filename, origin, actor, csv_mapping, csv_account_iban, max_bytes, match, sha, size
+) -> ImportResult:
     accounts = {a.iban: a for a in PlatformBankAccount.objects.select_related("ledger_account")}
     with transaction.atomic(durable=True):
         record = StatementImport.objects.create(

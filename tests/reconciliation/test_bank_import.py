@@ -160,3 +160,34 @@ def test_the_wrong_sample_fails_cleanly():
     with pytest.raises(StatementParseError):
         statement_import(source=FIXTURES / "camt053.v2.wrong.xml", filename="wrong.xml", origin="command", match=False)
     assert StatementImport.objects.count() == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_same_file_delivered_twice_at_once_imports_once(tmp_path):
+    import threading
+
+    from django.db import connection
+
+    platform_bank_account_create(name="Operating", iban=IBAN, currency="EUR")
+    data = camt(tmp_path, [GenLine(amount=Decimal(i + 1), credit_debit="CRDT") for i in range(500)]).read_bytes()
+    barrier = threading.Barrier(2)
+    results, errors = [], []
+
+    def deliver():
+        try:
+            barrier.wait()
+            results.append(statement_import(source=data, filename="s.xml", origin="api", match=False))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r.replayed for r in results) == [False, True]
+    assert (StatementImport.objects.count(), StatementLine.objects.count()) == (1, 500)
