@@ -9,6 +9,7 @@ Matching runs after the commit (see ``services.matching``).
 """
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidInput
 from core.money import currency_exponent, validate_currency
@@ -166,7 +168,41 @@ def _detail_json(entry: ParsedEntry) -> list[dict]:
     ]
 
 
-def _line(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEntry) -> StatementLine:
+# The columns an imported line is written with, in the order ``_line_row`` gives them; ``details``
+# stays last because the PostgreSQL path serialises it itself.
+_LINE_COLUMNS = (
+    "statement_id",
+    "bank_account_id",
+    "sequence",
+    "dedupe_key",
+    "entry_reference",
+    "amount",
+    "amount_minor",
+    "currency",
+    "credit_debit",
+    "bank_status",
+    "booking_date",
+    "value_date",
+    "reversal",
+    "bank_tx_code",
+    "end_to_end_id",
+    "batch_message_id",
+    "batch_payment_information_id",
+    "batch_count",
+    "counterparty_name",
+    "counterparty_iban",
+    "remittance",
+    "return_reason_code",
+    "status",
+    "status_note",
+    "created_at",
+    "details",
+)
+
+
+def _line_row(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEntry, now) -> tuple:
+    """One line's values in ``_LINE_COLUMNS`` order: a plain tuple, because building a model instance
+    per line cost more than the database spent storing it."""
     currency = entry.currency.upper()
     if currency != statement.bank_account.currency:
         raise StatementParseError(
@@ -178,35 +214,104 @@ def _line(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEntry)
     single = first if len(entry.details) == 1 else None
     batch = entry.batch
     remittances = [d.remittance or d.structured_reference or "" for d in entry.details]
-    return StatementLine(
-        statement=statement,
-        bank_account=statement.bank_account,
-        sequence=entry.sequence,
-        dedupe_key=_dedupe_key(parsed, entry),
-        entry_reference=(entry.entry_reference or "")[:64],
-        amount=entry.amount,
-        amount_minor=_exact_minor(entry.amount, currency),
-        currency=currency,
-        credit_debit=entry.credit_debit,
-        bank_status=entry.status[:8],
-        booking_date=entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None),
-        value_date=entry.value_date or (entry.value_datetime.date() if entry.value_datetime else None),
-        reversal=entry.reversal,
-        bank_tx_code=(entry.bank_tx_code or "")[:40],
-        end_to_end_id=((single.end_to_end_id if single else None) or "")[:64],
-        batch_message_id=((batch.message_id if batch else None) or (first.message_id if first else None) or "")[:64],
-        batch_payment_information_id=(
-            (batch.payment_information_id if batch else None) or (first.payment_information_id if first else None) or ""
-        )[:64],
-        batch_count=(batch.number_of_transactions if batch and batch.number_of_transactions else None)
+    return (
+        statement.pk,
+        statement.bank_account_id,
+        entry.sequence,
+        _dedupe_key(parsed, entry),
+        (entry.entry_reference or "")[:64],
+        entry.amount,
+        _exact_minor(entry.amount, currency),
+        currency,
+        entry.credit_debit,
+        entry.status[:8],
+        entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None),
+        entry.value_date or (entry.value_datetime.date() if entry.value_datetime else None),
+        entry.reversal,
+        (entry.bank_tx_code or "")[:40],
+        ((single.end_to_end_id if single else None) or "")[:64],
+        ((batch.message_id if batch else None) or (first.message_id if first else None) or "")[:64],
+        ((batch.payment_information_id if batch else None) or (first.payment_information_id if first else None) or "")[
+            :64
+        ],
+        (batch.number_of_transactions if batch and batch.number_of_transactions else None)
         or (len(entry.details) if len(entry.details) > 1 else None),
-        counterparty_name=((first.counterparty_name if first else None) or "")[:140],
-        counterparty_iban=((first.counterparty_iban if first else None) or "")[:34],
-        remittance=" ".join(r for r in remittances if r) or (entry.additional_info or ""),
-        return_reason_code=((first.return_info.reason_code if first and first.return_info else None) or "")[:8],
-        details=_detail_json(entry),
-        status=StatementLineStatus.NEW if entry.status == "BOOK" else StatementLineStatus.IGNORED,
+        ((first.counterparty_name if first else None) or "")[:140],
+        ((first.counterparty_iban if first else None) or "")[:34],
+        " ".join(r for r in remittances if r) or (entry.additional_info or ""),
+        ((first.return_info.reason_code if first and first.return_info else None) or "")[:8],
+        StatementLineStatus.NEW.value if entry.status == "BOOK" else StatementLineStatus.IGNORED.value,
+        "",
+        now,
+        _detail_json(entry),
     )
+
+
+class _LineWriter:
+    """Writes a statement's lines, skipping bookings the account already has (``dedupe_key``).
+
+    On PostgreSQL the rows stream through COPY into a temporary table and land with one
+    ``INSERT … SELECT … ON CONFLICT DO NOTHING`` (the same unique constraint decides as before, a
+    concurrent import of an overlapping statement still waits for the other and skips its rows);
+    elsewhere ``bulk_create`` in chunks. ``finish`` returns how many lines were new."""
+
+    def __init__(self, statement: BankStatement):
+        self._statement = statement
+        self._postgres = connection.vendor == "postgresql"
+        self._batch: list[tuple] = []
+        self._copy = self._cursor = None
+        if self._postgres:
+            columns = ", ".join(_LINE_COLUMNS)
+            self._cursor = connection.cursor()
+            self._cursor.execute(
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGING} ON COMMIT DROP AS "
+                f"SELECT {columns} FROM {StatementLine._meta.db_table} WITH NO DATA"
+            )
+            self._cursor.execute(f"TRUNCATE {_STAGING}")
+            self._copy_cm = self._cursor.cursor.copy(f"COPY {_STAGING} ({columns}) FROM STDIN")
+            with connection.wrap_database_errors:
+                self._copy = self._copy_cm.__enter__()
+
+    def add(self, row: tuple) -> None:
+        if self._copy is not None:
+            with connection.wrap_database_errors:
+                self._copy.write_row((*row[:-1], json.dumps(row[-1])))
+            return
+        self._batch.append(row)
+        if len(self._batch) >= LINE_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        StatementLine.objects.bulk_create(
+            [StatementLine(**dict(zip(_LINE_COLUMNS, row, strict=True))) for row in self._batch],
+            ignore_conflicts=True,
+        )
+        self._batch = []
+
+    def abort(self, exc: BaseException) -> None:
+        if self._copy is not None:
+            self._copy_cm.__exit__(type(exc), exc, exc.__traceback__)
+            self._copy = None
+            self._cursor.close()
+
+    def finish(self) -> int:
+        if not self._postgres:
+            self._flush()
+            return StatementLine.objects.filter(statement=self._statement).count()
+        with connection.wrap_database_errors:
+            self._copy_cm.__exit__(None, None, None)
+        self._copy = None
+        columns = ", ".join(_LINE_COLUMNS)
+        with self._cursor as cursor:
+            # Ordered by position so that, as before, the first of two bookings with one key wins.
+            cursor.execute(
+                f"INSERT INTO {StatementLine._meta.db_table} ({columns}) SELECT {columns} FROM {_STAGING} "
+                "ORDER BY sequence ON CONFLICT DO NOTHING"
+            )
+            return cursor.rowcount
+
+
+_STAGING = "reconciliation_statementline_incoming"
 
 
 def _parse(source, *, csv_mapping, csv_account_iban: str, max_bytes: int) -> Iterable[ParsedStatement]:
@@ -325,21 +430,21 @@ def _import_once(
             )
             credits = debits = Decimal(0)
             count = 0
-            batch: list[StatementLine] = []
-            for entry in parsed.entries:
-                count += 1
-                if entry.status == "BOOK":
-                    if entry.credit_debit == "CRDT":
-                        credits += entry.amount
-                    else:
-                        debits += entry.amount
-                batch.append(_line(statement, parsed, entry))
-                if len(batch) >= LINE_CHUNK:
-                    StatementLine.objects.bulk_create(batch, ignore_conflicts=True)
-                    batch = []
-            if batch:
-                StatementLine.objects.bulk_create(batch, ignore_conflicts=True)
-            created = StatementLine.objects.filter(statement=statement).count()
+            now = timezone.now()
+            writer = _LineWriter(statement)
+            try:
+                for entry in parsed.entries:
+                    count += 1
+                    if entry.status == "BOOK":
+                        if entry.credit_debit == "CRDT":
+                            credits += entry.amount
+                        else:
+                            debits += entry.amount
+                    writer.add(_line_row(statement, parsed, entry, now))
+            except BaseException as exc:
+                writer.abort(exc)
+                raise
+            created = writer.finish()
             total_entries += count
             result.new_lines += created
             result.duplicate_lines += count - created

@@ -191,3 +191,59 @@ def test_the_same_file_delivered_twice_at_once_imports_once(tmp_path):
     assert errors == []
     assert sorted(r.replayed for r in results) == [False, True]
     assert (StatementImport.objects.count(), StatementLine.objects.count()) == (1, 500)
+
+
+def test_two_statements_in_one_file_import_each_booking_once(tmp_path, bank):
+    """Given one file with two statements of the account that share a booking (the bank's reference)
+    and a booking reported twice inside the first, when it is imported, every booking is stored once,
+    the first report of it wins, and each statement counts its own lines."""
+    path = tmp_path / "two.xml"
+    write_camt053(
+        path,
+        [
+            GenStatement(
+                statement_id="STMT-A",
+                account_iban=IBAN,
+                currency="EUR",
+                opening_balance=Decimal("100.00"),
+                lines=[
+                    GenLine(amount=Decimal("1.00"), credit_debit="CRDT", entry_reference="REF-1", remittance="first"),
+                    GenLine(amount=Decimal("1.00"), credit_debit="CRDT", entry_reference="REF-1", remittance="again"),
+                    GenLine(amount=Decimal("2.00"), credit_debit="DBIT", entry_reference="REF-2"),
+                ],
+            ),
+            GenStatement(
+                statement_id="STMT-B",
+                account_iban=IBAN,
+                currency="EUR",
+                opening_balance=Decimal("100.00"),
+                lines=[
+                    GenLine(amount=Decimal("2.00"), credit_debit="DBIT", entry_reference="REF-2"),
+                    GenLine(amount=Decimal("3.00"), credit_debit="DBIT", entry_reference="REF-3", end_to_end_id="E-3"),
+                ],
+            ),
+        ],
+    )
+    result = statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert (result.new_lines, result.duplicate_lines) == (3, 2)
+    lines = {line.entry_reference: line for line in StatementLine.objects.select_related("statement")}
+    assert sorted(lines) == ["REF-1", "REF-2", "REF-3"]
+    assert lines["REF-1"].remittance == "first" and lines["REF-1"].statement.statement_id == "STMT-A"
+    assert lines["REF-3"].statement.statement_id == "STMT-B"
+    assert (lines["REF-3"].end_to_end_id, lines["REF-3"].amount_minor, lines["REF-3"].status) == ("E-3", 300, "new")
+    assert lines["REF-3"].details[0]["end_to_end_id"] == "E-3"
+
+
+def test_after_a_refused_file_the_next_import_works(tmp_path, bank):
+    """A file refused halfway through its lines leaves nothing behind, not even half a bulk write:
+    the next file imported on the same connection goes in whole."""
+    bad = camt(tmp_path, [GenLine(amount=Decimal(i + 1), credit_debit="CRDT") for i in range(50)], name="bad.xml")
+    xml = bad.read_bytes()
+    cut = xml.rfind(b"<Ntry>")
+    bad.write_bytes(xml[:cut] + b"<Ntry><Amt>oops</Ntry>" + xml[cut:])
+    with pytest.raises(StatementParseError):
+        statement_import(source=bad, filename=bad.name, origin="command", match=False)
+    good = camt(tmp_path, [GenLine(amount=Decimal("4.00"), credit_debit="CRDT")], statement_id="S-2", name="ok.xml")
+    result = statement_import(source=good, filename=good.name, origin="command", match=False)
+    assert result.new_lines == 1
+    assert (StatementImport.objects.count(), StatementLine.objects.count()) == (1, 1)
