@@ -10,9 +10,11 @@ collector re-reads a window below its cursor to pick up rows whose transaction c
 transaction.
 
 Delivery (``webhook_delivery_attempt``): claim with a conditional UPDATE, POST outside any
-transaction with ``JoyBack-Signature: t=<unix>,v1=<hex>`` (HMAC-SHA256 of ``"<t>.<raw body>"``;
-a second ``v1`` with the previous secret while a rotation is in its overlap window), record the
-result in one short transaction. Failures retry with exponential backoff until the event is
+transaction, to a public address only (``campaigns.webhook_targets`` checks it at registration
+and again against the address actually connected to), with ``JoyBack-Signature: t=<unix>,v1=<hex>``
+(HMAC-SHA256 of ``"<t>.<raw body>"``; a second ``v1`` with the previous secret while a rotation is
+in its overlap window), record the result in one short transaction. Failures (a refused address
+too) retry with exponential backoff until the event is
 ``WEBHOOK_RETRY_HOURS`` old; an endpoint that has failed without a single success for
 ``WEBHOOK_DISABLE_AFTER_HOURS`` is disabled and the brand's owners are e-mailed. The payload
 ``{id, type, created, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
@@ -24,11 +26,8 @@ import json
 import logging
 import secrets
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -49,6 +48,7 @@ from campaigns.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
+from campaigns.webhook_targets import webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
 from recipients import crypto
 
@@ -98,17 +98,10 @@ def _secret_new() -> str:
     return "whsec_" + secrets.token_urlsafe(32)
 
 
-def _url_validate(url: str) -> str:
-    parts = urlsplit(url)
-    allowed = ("https", "http") if settings.WEBHOOK_ALLOW_HTTP else ("https",)
-    if parts.scheme not in allowed or not parts.hostname:
-        raise InvalidInput("The endpoint URL must be an https:// URL.", code="invalid_webhook_url")
-    return url
-
-
 def webhook_endpoint_create(*, brand, url: str, event_types: list[str], description: str = "") -> EndpointWithSecret:
     """Register an endpoint with a fresh signing secret (returned once, stored encrypted).
-    Raises InvalidInput (``invalid_webhook_url``, ``invalid_event_types``)."""
+    Raises InvalidInput (``invalid_event_types``; ``invalid_webhook_url`` for anything but an
+    https URL on a public address, ``campaigns.webhook_targets``); nothing is created then."""
     if any(t not in WEBHOOK_EVENT_TYPES for t in event_types):
         raise InvalidInput(
             "Unknown event type.", code="invalid_event_types", details={"known": list(WEBHOOK_EVENT_TYPES)}
@@ -116,7 +109,7 @@ def webhook_endpoint_create(*, brand, url: str, event_types: list[str], descript
     secret = _secret_new()
     endpoint = WebhookEndpoint.objects.create(
         brand=brand,
-        url=_url_validate(url),
+        url=webhook_url_validate(url),
         description=description,
         event_types=sorted(set(event_types)),
         secret_ciphertext=crypto.encrypt(secret),
@@ -392,24 +385,6 @@ def payload_bytes(event: WebhookEvent) -> bytes:
     ).encode()
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-def _http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int | None, str, str]:
-    """(status, response snippet, error). The outside world: tests replace it or run a local server."""
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - https enforced at registration
-    opener = urllib.request.build_opener(_NoRedirect)
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return response.status, response.read(500).decode("utf-8", "replace"), ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read(500).decode("utf-8", "replace"), ""
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        return None, "", str(getattr(exc, "reason", exc))[:200]
-
-
 def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> str:
     """Send one due delivery. Claims it (pending and due → sending, attempt + 1; a second worker
     loses the claim and returns ``skipped``), POSTs outside any transaction, records the answer.
@@ -430,8 +405,8 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
         ),
         "JoyBack-Event-Id": delivery.event.public_id,
     }
-    status, snippet, error = _http_post(delivery.endpoint.url, body, headers, settings.WEBHOOK_TIMEOUT_SECONDS)
-    return _delivery_record(delivery, status=status, snippet=snippet, error=error)
+    sent = webhook_post(url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
+    return _delivery_record(delivery, status=sent.status, snippet=sent.snippet, error=sent.error)
 
 
 def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: str, error: str) -> str:

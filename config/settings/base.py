@@ -305,12 +305,16 @@ IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS = env_int("IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS", 300)
 # Outgoing webhooks: retries for 72 h with exponential backoff; an endpoint failing for 72 h is
 # disabled and the brand e-mailed; a rotated secret keeps signing for 24 h; http:// endpoints only
-# when explicitly allowed (local development).
+# when explicitly allowed (local development). Private, loopback, link-local and other non-public
+# addresses are refused at registration and at delivery (campaigns.webhook_targets); only test.py
+# and local.py allow them, for fake receivers on 127.0.0.1. Not read from the environment, so no
+# production deployment can switch the guard off by accident.
 WEBHOOK_RETRY_HOURS = env_int("WEBHOOK_RETRY_HOURS", 72)
 WEBHOOK_DISABLE_AFTER_HOURS = env_int("WEBHOOK_DISABLE_AFTER_HOURS", 72)
 WEBHOOK_ROTATION_OVERLAP_HOURS = env_int("WEBHOOK_ROTATION_OVERLAP_HOURS", 24)
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "10"))
 WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
+WEBHOOK_ALLOW_PRIVATE_TARGETS = False
 # Inbound webhooks: WhatsApp Cloud API app secret (X-Hub-Signature-256) and the verify token of
 # the subscription check; TikTok's client key/secret (TikTok-Signature) and the accepted clock
 # skew; the largest inbound body. An empty secret refuses every delivery of that provider.

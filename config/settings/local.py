@@ -18,3 +18,5 @@ FAKE_TIKTOK_ENABLED = True
 FAKE_WHATSAPP_ENABLED = True
 TIKTOK_AUTH_BASE_URL = os.environ.get("TIKTOK_AUTH_BASE_URL", "/fake/tiktok")
 TIKTOK_API_BASE_URL = os.environ.get("TIKTOK_API_BASE_URL", "http://127.0.0.1:8000/fake/tiktok")
+# The demo may deliver webhooks to a receiver on this machine (the guard stays on in production).
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", True)

@@ -26,3 +26,7 @@ EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 # once they have TOTP set up (campaigns.portal.middleware).
 MIDDLEWARE = [*MIDDLEWARE, "campaigns.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
 ADMIN_REQUIRES_TWO_FACTOR = True
+
+# Webhooks leave only over https and only for public addresses (campaigns.webhook_targets).
+if WEBHOOK_ALLOW_HTTP or WEBHOOK_ALLOW_PRIVATE_TARGETS:  # noqa: F405
+    raise ImproperlyConfigured("Outgoing webhooks must use https to public addresses in production")

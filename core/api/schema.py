@@ -91,7 +91,9 @@ Services add their own codes with the same shape, e.g. `invalid_iban`, `invalid_
 `no_identifier`, `person_shared`, `invalid_webhook_url`, `campaign_not_found`.
 
 ## Webhooks
-Register an endpoint (`POST /api/v1/webhook-endpoints/`) and keep the `secret` it returns. Each
+Register an endpoint (`POST /api/v1/webhook-endpoints/`) and keep the `secret` it returns. The URL
+must be https on a public internet address (private, loopback and link-local addresses, also behind
+a name, answer 400 `invalid_webhook_url`). Each
 delivery is `POST {"id", "type", "created", "data"}` with
 `JoyBack-Signature: t=<unix seconds>,v1=<hex>`, where `v1` is HMAC-SHA256 of `"<t>.<raw body>"`
 keyed with the secret. Verify it before trusting the body:

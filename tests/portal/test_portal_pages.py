@@ -185,6 +185,13 @@ def test_api_key_is_shown_once_then_revoked(owner, brand_a):
     assert key.revoked_at is not None
 
 
+def test_webhook_endpoint_on_a_private_address_is_refused_with_a_message(owner, brand_a, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False
+    page = owner.post("/portal/alpha/webhooks/", {"url": "https://169.254.169.254/latest/meta-data/"}, follow=True)
+    assert "169.254.169.254 is a link-local address" in page.content.decode()
+    assert page.context["created"] is None and not brand_a.webhook_endpoints.exists()
+
+
 def test_webhook_endpoint_secret_shown_once_and_rotated(owner, brand_a):
     page = owner.post("/portal/alpha/webhooks/", {"url": "https://shop.example/hooks", "event_types": ["reward.held"]})
     first = page.context["created"].secret

@@ -1,0 +1,182 @@
+"""Where outgoing webhooks may go (server-side request forgery guard) and the HTTP POST itself.
+
+A brand chooses the URL, so without a guard it could make our workers call the cloud metadata
+service (169.254.169.254), the database, or anything else on the private network. Two checks:
+
+1. At registration (``webhook_url_validate``): https only (http only with ``WEBHOOK_ALLOW_HTTP``,
+   never in production), and the host — an address literal, or every address the name resolves
+   to — must be a public unicast address.
+2. At delivery (``webhook_post``): the name is resolved *once*, every address checked again, and
+   the connection is made to a checked address while the Host header, SNI and certificate check
+   still use the name. A name that resolved to a public address at registration and to a private
+   one now (DNS rebinding) is refused, and the refusal is the attempt's error.
+
+``WEBHOOK_ALLOW_PRIVATE_TARGETS`` (tests and local development only) switches off the address
+checks so deliveries can reach fake receivers on 127.0.0.1; the pinned connection stays the same.
+"""
+
+import http.client
+import ipaddress
+import socket
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from core.exceptions import InvalidInput
+
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+class WebhookTargetRefused(InvalidInput):
+    code = "invalid_webhook_url"
+
+
+def address_refusal(address: str) -> str | None:
+    """Why a connection to ``address`` is refused (``"private"``, ``"loopback"``…), or None when it
+    is a public unicast address. IPv4-mapped (``::ffff:10.0.0.1``) and 6to4 IPv6 addresses are
+    judged by the IPv4 address inside them, since that is where the packets end up."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone id (fe80::1%eth0) is no part of the address
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = ip.ipv4_mapped or ip.sixtofour or ip
+    for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
+        if getattr(ip, f"is_{kind}"):
+            return kind.replace("_", "-")
+    # Shared address space (100.64.0.0/10, carrier-grade NAT) and the like: not private, not global.
+    if not ip.is_global:
+        return "non-global"
+    return None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def host_resolve(*, host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (in the resolver's order, without repeats). Raises
+    OSError (``socket.gaierror``) when it does not resolve. The outside world: tests mock it."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def _addresses_check(*, host: str, addresses: list[str]) -> None:
+    if settings.WEBHOOK_ALLOW_PRIVATE_TARGETS:
+        return
+    for address in addresses:
+        reason = address_refusal(address)
+        if reason:
+            shown = host if host == address else f"{host} resolves to {address}, which"
+            raise WebhookTargetRefused(
+                f"Webhooks are only sent to public internet addresses: {shown} is a {reason} address.",
+                details={"host": host, "address": address, "reason": reason},
+            )
+
+
+def _scheme_check(scheme: str) -> None:
+    allowed = ("https", "http") if settings.WEBHOOK_ALLOW_HTTP else ("https",)
+    if scheme not in allowed:
+        raise WebhookTargetRefused("The endpoint URL must be an https:// URL.", details={"scheme": scheme})
+
+
+def webhook_url_validate(url: str) -> str:
+    """``url`` if webhooks may be sent to it; raises WebhookTargetRefused (``invalid_webhook_url``)
+    for another scheme, a missing host, a host that does not resolve, or any non-public address."""
+    parts = urlsplit(url)
+    _scheme_check(parts.scheme)
+    try:
+        host, port = parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme]
+    except ValueError:  # a port out of range
+        host = None
+    if not host:
+        raise WebhookTargetRefused("The endpoint URL must name a host and a valid port.")
+    if settings.WEBHOOK_ALLOW_PRIVATE_TARGETS:
+        return url
+    if _is_address(host):
+        addresses = [host]
+    else:
+        try:
+            addresses = host_resolve(host=host, port=port)
+        except OSError:
+            raise WebhookTargetRefused(f"The host name {host} does not resolve.", details={"host": host}) from None
+    _addresses_check(host=host, addresses=addresses)
+    return url
+
+
+# --- delivery ------------------------------------------------------------------------------------
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to the checked ``addresses`` instead of resolving ``host`` again; the Host header
+    still carries the name."""
+
+    def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self.addresses = addresses
+
+    def _socket(self) -> socket.socket:
+        error: OSError | None = None
+        for address in self.addresses:
+            try:
+                return socket.create_connection((address, self.port), self.timeout)
+            except OSError as exc:
+                error = exc
+        raise error or OSError("no address to connect to")
+
+    def connect(self) -> None:
+        self.sock = self._socket()
+
+
+class _PinnedHTTPSConnection(_PinnedHTTPConnection):
+    """As above, with TLS: SNI and the certificate check use the name, not the address."""
+
+    default_port = 443
+
+    def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float):
+        super().__init__(host, port, addresses=addresses, timeout=timeout)
+        self.tls = ssl.create_default_context()
+
+    def connect(self) -> None:
+        self.sock = self.tls.wrap_socket(self._socket(), server_hostname=self.host)
+
+
+@dataclass(frozen=True)
+class PostResult:
+    status: int | None  # None: no HTTP answer (refused, unreachable, timed out)
+    snippet: str = ""
+    error: str = ""
+
+
+def webhook_post(*, url: str, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+    """POST ``body`` to ``url`` after checking the target again against the addresses actually
+    connected to (see the module docstring). Never follows redirects. Never raises for the
+    network: a refusal, a failed lookup or a connection error is ``PostResult(None, error=…)``."""
+    parts = urlsplit(url)
+    try:
+        _scheme_check(parts.scheme)
+        try:
+            host, port = parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
+        except ValueError:  # a port out of range: registration refuses it, so only an old row has one
+            return PostResult(None, error="refused: the URL's port is not valid")
+        try:
+            addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
+        except OSError as exc:
+            return PostResult(None, error=f"DNS lookup of {host} failed: {exc}"[:200])
+        _addresses_check(host=host, addresses=addresses)
+    except WebhookTargetRefused as exc:
+        return PostResult(None, error=f"refused: {exc.message}"[:200])
+    connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(host, port, addresses=addresses, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        return PostResult(response.status, response.read(500).decode("utf-8", "replace"))
+    except (OSError, http.client.HTTPException) as exc:
+        return PostResult(None, error=(str(exc) or type(exc).__name__)[:200])
+    finally:
+        connection.close()
