@@ -17,6 +17,8 @@ from campaigns.models import (
     RewardInReview,
     RewardRule,
     TriggerEvent,
+    WebhookEndpoint,
+    WebhookEndpointEvent,
 )
 from campaigns.selectors import campaigns_with_budget, review_queue
 from campaigns.services import (
@@ -28,6 +30,7 @@ from campaigns.services import (
     rewards_approve_bulk,
     rewards_reject_bulk,
 )
+from campaigns.webhooks import webhook_endpoint_enable
 from core.exceptions import ApplicationError
 from core.money import format_minor
 
@@ -309,3 +312,47 @@ class TriggerEventAdmin(ReadOnlyAdmin):
     list_select_related = ["brand", "campaign__brand"]
     search_fields = ["=external_id", "=email", "=whatsapp", "=order_id", "=ip"]
     date_hierarchy = "received_at"
+
+
+class WebhookEndpointEventInline(admin.TabularInline):
+    model = WebhookEndpointEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "kind", "channel", "actor", "reason", "data"]
+    readonly_fields = fields
+    ordering = ["-id"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(ReadOnlyAdmin):
+    """Brands register endpoints (portal, API) so the URL passes the address guard and the secret
+    is shown to them once; staff see the state and history and can enable a disabled one again."""
+
+    list_display = ["id", "brand", "url", "is_active", "failure_streak", "disabled_at", "disabled_reason", "deleted_at"]
+    list_filter = ["is_active", "brand"]
+    list_select_related = ["brand"]
+    search_fields = ["url", "brand__name"]
+    fields = [
+        "brand", "url", "description", "event_types", "is_active", "disabled_at", "disabled_reason",
+        "failing_since", "failure_streak", "rotated_at", "deleted_at", "created_at",
+    ]  # fmt: skip
+    readonly_fields = fields
+    inlines = [WebhookEndpointEventInline]
+    actions = ["enable"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # Read-only form; the change permission gates the action.
+        return request.user.has_perm("campaigns.change_webhookendpoint")
+
+    @admin.action(description="Enable selected endpoints again (resends deliveries still in the retry window)")
+    def enable(self, request, queryset):
+        _run(
+            self,
+            request,
+            queryset,
+            lambda e: webhook_endpoint_enable(endpoint=e, channel="admin", actor=request.user),
+            "Enabled",
+        )

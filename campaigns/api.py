@@ -34,6 +34,7 @@ from campaigns.serializers import (
     RuleSerializer,
     WebhookDeliverySerializer,
     WebhookEndpointCreateSerializer,
+    WebhookEndpointEnabledSerializer,
     WebhookEndpointSecretSerializer,
     WebhookEndpointSerializer,
 )
@@ -55,6 +56,7 @@ from campaigns.webhooks import (
     webhook_delivery_redeliver,
     webhook_endpoint_create,
     webhook_endpoint_delete,
+    webhook_endpoint_enable,
     webhook_endpoint_rotate_secret,
 )
 from core.api.errors import _flatten
@@ -487,6 +489,29 @@ class WebhookEndpointRotateView(BrandAPIView):
     def post(self, request, pk: int):
         rotated = webhook_endpoint_rotate_secret(endpoint=self.get_object())
         return Response({**WebhookEndpointSerializer(rotated.endpoint).data, "secret": rotated.secret})
+
+
+class WebhookEndpointEnableView(BrandAPIView):
+    serializer_class = WebhookEndpointEnabledSerializer
+
+    def get_queryset(self):
+        return _endpoints(self.brand)
+
+    @extend_schema(
+        operation_id="webhook_endpoints_enable",
+        request=None,
+        responses=WebhookEndpointEnabledSerializer,
+        summary="Enable again an endpoint disabled for failing; the last 72 hours' deliveries are sent again",
+    )
+    def post(self, request, pk: int):
+        enabled = webhook_endpoint_enable(endpoint=self.get_object(), channel="api", actor=request.user.actor)
+        return Response(
+            {
+                **WebhookEndpointSerializer(enabled.endpoint).data,
+                "requeued_deliveries": enabled.requeued,
+                "expired_deliveries": enabled.expired,
+            }
+        )
 
 
 class WebhookDeliveryListView(BrandListAPIView):

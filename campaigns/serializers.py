@@ -218,6 +218,18 @@ class WebhookEndpointSecretSerializer(WebhookEndpointSerializer):
         fields = [*WebhookEndpointSerializer.Meta.fields, "secret"]
 
 
+class WebhookEndpointEnabledSerializer(WebhookEndpointSerializer):
+    requeued_deliveries = serializers.IntegerField(
+        help_text="Deliveries of the outage (events younger than 72 hours) sent again now; 0 if it was active."
+    )
+    expired_deliveries = serializers.IntegerField(
+        help_text="Deliveries of the outage older than 72 hours: given up, still in the delivery log."
+    )
+
+    class Meta(WebhookEndpointSerializer.Meta):
+        fields = [*WebhookEndpointSerializer.Meta.fields, "requeued_deliveries", "expired_deliveries"]
+
+
 class WebhookDeliverySerializer(serializers.ModelSerializer):
     event_id = serializers.CharField(source="event.public_id")
     event_type = serializers.CharField(source="event.type")

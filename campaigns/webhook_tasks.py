@@ -19,5 +19,9 @@ def webhook_tick_task() -> str:
     return f"{emitted} events, {enqueued} deliveries enqueued"
 
 
+def webhook_deliveries_enqueue_due_task() -> int:
+    return webhook_deliveries_enqueue_due()
+
+
 def webhook_endpoint_disabled_notify_task(endpoint_id: int) -> int:
     return webhook_endpoint_disabled_notify(endpoint_id=endpoint_id)

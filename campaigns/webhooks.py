@@ -46,6 +46,7 @@ from campaigns.models import (
     WebhookCursor,
     WebhookDelivery,
     WebhookEndpoint,
+    WebhookEndpointEvent,
     WebhookEvent,
 )
 from campaigns.webhook_targets import webhook_post, webhook_url_validate
@@ -149,6 +150,73 @@ def webhook_endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
         WebhookDelivery.objects.filter(endpoint=endpoint, status=DeliveryStatus.PENDING).update(
             status=DeliveryStatus.FAILED, error="endpoint deleted", next_attempt_at=None
         )
+
+
+@dataclass(frozen=True)
+class EndpointEnabled:
+    endpoint: WebhookEndpoint
+    requeued: int  # deliveries of the outage due again now
+    expired: int  # deliveries of the outage older than the retry window: given up, not sent
+
+
+ENDPOINT_ENABLE_CHANNELS = ("api", "portal", "admin")
+
+
+def webhook_endpoint_enable(
+    *, endpoint: WebhookEndpoint, channel: str, actor=None, now: datetime | None = None
+) -> EndpointEnabled:
+    """Activate again an endpoint that was disabled for failing, once the brand has fixed its
+    receiver. The failure streak starts from zero; the deliveries the outage left pending or
+    failed whose event is younger than ``WEBHOOK_RETRY_HOURS`` are due again at once, and pending
+    ones older than that are given up (``failed``) rather than sent days late; an
+    ``endpoint.enabled`` audit row records who (``actor``, through ``channel``: api, portal or
+    admin) and how many. Idempotent: on an active endpoint it changes nothing and returns
+    ``requeued=0``. Raises InvalidTransition (``webhook_endpoint_deleted``) for a deleted
+    endpoint. One transaction with the endpoint row locked (the delivery worker disables under
+    the same lock); the due deliveries are enqueued when it commits."""
+    if channel not in ENDPOINT_ENABLE_CHANNELS:
+        raise InvalidInput(f"Unknown channel {channel!r}.")
+    now = now or timezone.now()
+    window_start = now - timedelta(hours=settings.WEBHOOK_RETRY_HOURS)
+    with transaction.atomic():
+        locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        if locked.deleted_at is not None:
+            raise InvalidTransition(
+                "A deleted endpoint cannot be enabled again; register the URL as a new endpoint.",
+                code="webhook_endpoint_deleted",
+            )
+        if locked.is_active:
+            return EndpointEnabled(endpoint=locked, requeued=0, expired=0)
+        outage = WebhookDelivery.objects.filter(
+            endpoint=locked, status__in=(DeliveryStatus.PENDING, DeliveryStatus.FAILED)
+        )
+        requeued = outage.filter(event__created_at__gt=window_start).update(
+            status=DeliveryStatus.PENDING, next_attempt_at=now
+        )
+        expired = outage.filter(status=DeliveryStatus.PENDING, event__created_at__lte=window_start).update(
+            status=DeliveryStatus.FAILED,
+            next_attempt_at=None,
+            error="not sent: older than the retry window when the endpoint was enabled again",
+        )
+        was = {
+            "disabled_at": locked.disabled_at.isoformat() if locked.disabled_at else None,
+            "disabled_reason": locked.disabled_reason,
+            "failure_streak": locked.failure_streak,
+        }
+        locked.is_active, locked.disabled_at, locked.disabled_reason = True, None, ""
+        locked.failing_since, locked.failure_streak = None, 0
+        locked.save(update_fields=["is_active", "disabled_at", "disabled_reason", "failing_since", "failure_streak"])
+        WebhookEndpointEvent.objects.create(
+            endpoint=locked,
+            kind="endpoint.enabled",
+            actor=actor,
+            channel=channel,
+            data={**was, "requeued": requeued, "expired": expired},
+            created_at=now,
+        )
+        if requeued:
+            transaction.on_commit(lambda: async_task("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task"))
+    return EndpointEnabled(endpoint=locked, requeued=requeued, expired=expired)
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -434,6 +502,14 @@ def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: 
             ):
                 endpoint.is_active, endpoint.disabled_at = False, now
                 endpoint.disabled_reason = f"failing since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC"
+                WebhookEndpointEvent.objects.create(
+                    endpoint=endpoint,
+                    kind="endpoint.disabled",
+                    channel="worker",
+                    reason=endpoint.disabled_reason,
+                    data={"failure_streak": endpoint.failure_streak},
+                    created_at=now,
+                )
                 notify = endpoint.pk
         WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
         endpoint.save(update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"])
@@ -447,6 +523,8 @@ def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: 
 def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
     """E-mail the brand's owners and admins that an endpoint was disabled. Returns mails sent."""
     endpoint = WebhookEndpoint.objects.select_related("brand").get(pk=endpoint_id)
+    if endpoint.is_active or endpoint.failing_since is None:  # enabled again before this task ran
+        return 0
     emails = sorted(
         set(
             BrandMembership.objects.filter(brand=endpoint.brand, role__in=(BrandRole.OWNER, BrandRole.ADMIN))
@@ -461,8 +539,11 @@ def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
         subject=f"[JoyBack] Webhook endpoint disabled: {endpoint.url}",
         message=(
             f"Deliveries to {endpoint.url} have failed since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC, so the "
-            "endpoint was disabled. Fix the receiver and register the endpoint again; the events of the outage "
-            "are in the old endpoint's delivery log with their ids."
+            "endpoint was disabled. Fix the receiver, then enable the endpoint again: on the portal's Webhooks "
+            "page (the endpoint's deliveries, 'Enable again') or with "
+            f"POST /api/v1/webhook-endpoints/{endpoint.pk}/enable/. "
+            f"Events of the last {settings.WEBHOOK_RETRY_HOURS} hours are then sent again with their original ids; "
+            "older ones stay in the endpoint's delivery log, where each can be redelivered."
         ),
         from_email=None,
         recipient_list=emails,

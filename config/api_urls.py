@@ -58,6 +58,11 @@ v1 = [
         name="webhook-endpoint-rotate",
     ),
     path(
+        "webhook-endpoints/<int:pk>/enable/",
+        campaigns_api.WebhookEndpointEnableView.as_view(),
+        name="webhook-endpoint-enable",
+    ),
+    path(
         "webhook-endpoints/<int:pk>/deliveries/",
         campaigns_api.WebhookDeliveryListView.as_view(),
         name="webhook-endpoint-deliveries",

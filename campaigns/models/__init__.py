@@ -68,6 +68,7 @@ from campaigns.models.webhooks import (  # noqa: E402
     WebhookCursor,
     WebhookDelivery,
     WebhookEndpoint,
+    WebhookEndpointEvent,
     WebhookEvent,
 )
 
@@ -79,6 +80,7 @@ __all__ += [
     "WebhookCursor",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "WebhookEndpointEvent",
     "WebhookEvent",
 ]
 

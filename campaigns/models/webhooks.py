@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -52,6 +53,28 @@ class WebhookEndpoint(models.Model):
 
     def wants(self, event_type: str) -> bool:
         return not self.event_types or event_type in self.event_types
+
+
+class WebhookEndpointEvent(models.Model):
+    """Audit trail of an endpoint's state: ``endpoint.disabled`` (by the delivery worker after a
+    failing streak) and ``endpoint.enabled`` (by a person through the portal, the API or the
+    admin). ``channel`` says through which; ``data`` holds what was reset and requeued."""
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="audit")
+    kind = models.CharField(max_length=40)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    channel = models.CharField(max_length=10, blank=True, default="")
+    reason = models.CharField(max_length=200, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["endpoint", "id"], name="webhook_endpoint_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.endpoint_id}"
 
 
 class WebhookEvent(models.Model):

@@ -104,7 +104,9 @@ keyed with the secret. Verify it before trusting the body:
 
 After a secret rotation the header carries two `v1` values (new and old secret) for 24 hours.
 Deliveries retry with exponential backoff for up to 72 hours; answer 2xx quickly and
-de-duplicate by `id`. Types: `reward.held`, `reward.payable`, `reward.voided`,
+de-duplicate by `id`. An endpoint failing for 72 hours is disabled and the brand's owners are
+e-mailed; after fixing the receiver, `POST /api/v1/webhook-endpoints/{id}/enable/` turns it back on
+and sends again the deliveries of the last 72 hours. Types: `reward.held`, `reward.payable`, `reward.voided`,
 `payout.submitted`, `payout.settled`, `payout.failed`, `payout.returned`, `campaign.paused`,
 `campaign.budget_threshold`, `topup.received`.
 """

@@ -5,6 +5,7 @@ import pytest
 from django.urls import get_resolver
 from django.utils import timezone
 
+from campaigns.models import WebhookEndpoint, WebhookEndpointEvent
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from payouts.models import Payout, PayoutItem
 from recipients.models import BankAccount, Person
@@ -24,6 +25,7 @@ ID_ROUTES = {
     "payouts/<int:pk>/": (["get"], "payout"),
     "webhook-endpoints/<int:pk>/": (["get", "delete"], "endpoint"),
     "webhook-endpoints/<int:pk>/rotate-secret/": (["post"], "endpoint"),
+    "webhook-endpoints/<int:pk>/enable/": (["post"], "endpoint"),
     "webhook-endpoints/<int:pk>/deliveries/": (["get"], "endpoint"),
     "webhook-deliveries/<int:pk>/redeliver/": (["post"], "delivery"),
 }
@@ -60,6 +62,10 @@ def rival_objects(rival, rival_campaign):
     result = ingest(rival_campaign, email="rival-fan@example.com")
     endpoint = webhook_endpoint_create(brand=rival, url="https://rival.example/h", event_types=[]).endpoint
     webhook_events_collect()
+    # Disabled for failing, so a leaking "enable" would show in the snapshot.
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        is_active=False, disabled_at=timezone.now(), disabled_reason="failing", failure_streak=3
+    )
     return {
         "campaign": rival_campaign.pk,
         "rule": rival_campaign.rules.get().pk,
@@ -108,7 +114,7 @@ def test_events_cannot_target_a_rival_campaign_by_slug(api, brand, rival_campaig
 
 
 def _snapshot():
-    from campaigns.models import Campaign, Reward, RewardRule, WebhookDelivery, WebhookEndpoint
+    from campaigns.models import Campaign, Reward, RewardRule, WebhookDelivery
 
     return (
         list(Campaign.objects.values_list("id", "status").order_by("id")),
@@ -116,6 +122,9 @@ def _snapshot():
         list(Reward.objects.values_list("id", "status").order_by("id")),
         list(Person.objects.values_list("id", "merged_into_id").order_by("id")),
         BankAccount.objects.count(),
-        list(WebhookEndpoint.objects.values_list("id", "is_active", "secret_ciphertext").order_by("id")),
-        list(WebhookDelivery.objects.values_list("id", "status").order_by("id")),
+        list(
+            WebhookEndpoint.objects.values_list("id", "is_active", "failure_streak", "secret_ciphertext").order_by("pk")
+        ),
+        list(WebhookDelivery.objects.values_list("id", "status", "next_attempt_at").order_by("id")),
+        WebhookEndpointEvent.objects.count(),
     )

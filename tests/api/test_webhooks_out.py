@@ -169,6 +169,10 @@ def test_endpoint_failing_for_three_days_is_disabled_and_the_brand_told(
     endpoint.refresh_from_db()
     assert not endpoint.is_active and endpoint.disabled_at and "failing since" in endpoint.disabled_reason
     assert [m.to for m in mail.outbox] == [["owner@joyshoes.example"]]
+    assert f"POST /api/v1/webhook-endpoints/{endpoint.pk}/enable/" in mail.outbox[0].body
+    assert "enable the endpoint again" in mail.outbox[0].body and "register" not in mail.outbox[0].body
+    audit = endpoint.audit.get()
+    assert (audit.kind, audit.channel, audit.reason) == ("endpoint.disabled", "worker", endpoint.disabled_reason)
     assert webhook_deliveries_enqueue_due() == 0
 
 

@@ -3,9 +3,10 @@ of brand B reached through brand A's URLs, and nothing of B changes."""
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import ApiKey, BrandInvitation, BrandMembership, Campaign, RewardRule
+from campaigns.models import ApiKey, BrandInvitation, BrandMembership, Campaign, RewardRule, WebhookEndpoint
 from campaigns.portal.services import invitation_create
 from campaigns.webhooks import webhook_endpoint_create
 from tests.portal.conftest import make_user
@@ -18,6 +19,8 @@ def b_objects(brand_b, owner_b, campaign_b):
     rule = RewardRule.objects.get(campaign=campaign_b)
     key = api_key_create(brand=brand_b, name="B key", scopes=["read"]).key
     endpoint = webhook_endpoint_create(brand=brand_b, url="https://b.example/hook", event_types=[]).endpoint
+    # Disabled for failing, so a leaking "enable" would show in the snapshot.
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(is_active=False, disabled_at=timezone.now())
     invitation = invitation_create(
         brand=brand_b, email="new@b.example", role="analyst", invited_by=owner_b, accept_url_base="http://x/i"
     )
@@ -68,6 +71,7 @@ def post_urls(brand: str, o: dict) -> list[str]:
         f"/portal/{brand}/api-keys/{o['key']}/revoke/",
         f"/portal/{brand}/webhooks/{o['endpoint']}/rotate/",
         f"/portal/{brand}/webhooks/{o['endpoint']}/delete/",
+        f"/portal/{brand}/webhooks/{o['endpoint']}/enable/",
         f"/portal/{brand}/api-keys/",
         f"/portal/{brand}/webhooks/",
     ]

@@ -2,6 +2,7 @@
 campaigns.webhooks). Secrets are shown once, on the page that created them, and never again."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,6 +16,7 @@ from campaigns.webhooks import (
     webhook_delivery_redeliver,
     webhook_endpoint_create,
     webhook_endpoint_delete,
+    webhook_endpoint_enable,
     webhook_endpoint_rotate_secret,
 )
 from core.exceptions import ApplicationError
@@ -110,7 +112,14 @@ def webhook_detail(request, access, endpoint_id: int):
     return render(
         request,
         "portal/webhook_detail.html",
-        {"access": access, "brand": access.brand, "endpoint": endpoint, "page": page, "query": request.GET.copy()},
+        {
+            "access": access,
+            "brand": access.brand,
+            "endpoint": endpoint,
+            "page": page,
+            "query": request.GET.copy(),
+            "retry_hours": settings.WEBHOOK_RETRY_HOURS,
+        },
     )
 
 
@@ -130,6 +139,15 @@ def webhook_action(request, access, endpoint_id: int, action: str):
             webhook_endpoint_delete(endpoint=endpoint)
             messages.success(request, "Endpoint deleted: nothing more is sent to it.")
             return redirect("portal:webhooks", brand_slug=access.brand.slug)
+        if action == "enable":
+            enabled = webhook_endpoint_enable(endpoint=endpoint, channel="portal", actor=request.user)
+            messages.success(
+                request,
+                f"Endpoint enabled again: {enabled.requeued} deliveries of the last "
+                f"{settings.WEBHOOK_RETRY_HOURS} hours are being sent again."
+                if enabled.requeued or enabled.expired
+                else "The endpoint is active.",
+            )
         if action == "redeliver":
             delivery = get_object_or_404(WebhookDelivery, pk=request.POST.get("delivery"), endpoint=endpoint)
             webhook_delivery_redeliver(delivery=delivery)
