@@ -9,3 +9,7 @@ class CampaignsConfig(AppConfig):
         from reconciliation.matching import register
 
         register(BrandTopupMatcher())
+
+        from campaigns import webhook_kick
+
+        webhook_kick.connect()

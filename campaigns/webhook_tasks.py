@@ -12,6 +12,11 @@ def webhook_delivery_task(delivery_id: int) -> str:
     return webhook_delivery_attempt(delivery_id=delivery_id)
 
 
+def webhook_collect_task() -> int:
+    """Enqueued right after a commit that wrote audit rows (``campaigns.webhook_kick``)."""
+    return webhook_events_collect()
+
+
 def webhook_tick_task() -> str:
     """Every few seconds: collect new events, then enqueue due and retried deliveries."""
     emitted = webhook_events_collect()

@@ -2,7 +2,8 @@
 
 Events come from the audit rows the services already write in their own transactions
 (RewardEvent, CampaignEvent, PayoutEvent, and the ledger's ``brand_topup`` entries): those rows are
-the outbox. ``webhook_events_collect`` (a task, every few seconds) turns new rows into one
+the outbox. ``webhook_events_collect`` (a task right after the commits that write such rows,
+``campaigns.webhook_kick``, and every minute as the safety net) turns new rows into one
 WebhookEvent per brand with at least one endpoint, and a WebhookDelivery per subscribed endpoint.
 ``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new, and the
 collector re-reads a window below its cursor to pick up rows whose transaction committed late.

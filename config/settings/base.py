@@ -315,6 +315,9 @@ WEBHOOK_ROTATION_OVERLAP_HOURS = env_int("WEBHOOK_ROTATION_OVERLAP_HOURS", 24)
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "10"))
 WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = False
+# Enqueue a webhook collection right after a commit that wrote reward, campaign or payout audit
+# rows (campaigns.webhook_kick), besides the every-minute tick. Off in tests (tasks run inline).
+WEBHOOK_COLLECT_ON_COMMIT = env_bool("WEBHOOK_COLLECT_ON_COMMIT", True)
 # Inbound webhooks: WhatsApp Cloud API app secret (X-Hub-Signature-256) and the verify token of
 # the subscription check; TikTok's client key/secret (TikTok-Signature) and the accepted clock
 # skew; the largest inbound body. An empty secret refuses every delivery of that provider.

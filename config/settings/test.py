@@ -14,3 +14,5 @@ STORAGES = {  # noqa: F405
 LOGGING = {**LOGGING, "root": {"handlers": ["console"], "level": "WARNING"}}  # noqa: F405
 # Tests deliver webhooks to fake receivers on 127.0.0.1; tests of the guard switch this off.
 WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+# Tasks run inline here: a collection after every commit would run inside unrelated tests.
+WEBHOOK_COLLECT_ON_COMMIT = False

@@ -1,0 +1,81 @@
+"""Collect webhook events soon after the audit rows are committed, not only every minute.
+
+``webhook_events_collect`` runs every minute (``campaigns.webhooks_tick``): that stays the safety
+net, and it alone guarantees at-least-once. On top of it, saving a reward, a reward or campaign
+audit row or a payout event registers ``transaction.on_commit(collect_kick)``, so a collection is
+enqueued right after the transaction that wrote the row commits.
+
+Why post_save receivers: the services writing those rows (rewards, ingest) are not this module's
+to change, and they already send post_save for every row a webhook is made of — the bulk ingest
+path sends Reward's by hand (``payouts.hooks`` listens to it too). Rows written without a signal
+(bulk payout settlement, ledger top-ups through plain SQL) still wait for the next kick or the
+minute tick. A shorter django-q2 schedule was no option: its intervals are whole minutes.
+
+``collect_kick`` is debounced per process so a busy ingest does not enqueue a task per
+transaction: at most one collection every ``KICK_INTERVAL_SECONDS``; a commit inside that window
+arms a single timer that enqueues one more at the window's end, so every committed row is followed
+by a collection that starts after it. Duplicates are impossible either way: a collection emits an
+audit row at most once (``WebhookEvent.source`` is unique per brand), however many run at once.
+Off when ``WEBHOOK_COLLECT_ON_COMMIT`` is false (the tests, where tasks run inline).
+"""
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models.signals import post_save
+from django_q.tasks import async_task
+
+logger = logging.getLogger(__name__)
+
+KICK_INTERVAL_SECONDS = 1.0
+COLLECT_TASK = "campaigns.webhook_tasks.webhook_collect_task"
+
+_lock = threading.Lock()
+_last_kick = float("-inf")
+_trailing: threading.Timer | None = None
+
+
+def collect_kick() -> None:
+    """Enqueue a collection now, or once the debounce window ends (see the module docstring)."""
+    global _last_kick, _trailing
+    with _lock:
+        now = time.monotonic()
+        wait = _last_kick + KICK_INTERVAL_SECONDS - now
+        if wait <= 0:
+            _last_kick = now
+        elif _trailing is None:
+            _trailing = threading.Timer(wait, _trailing_kick)
+            _trailing.daemon = True
+            _trailing.start()
+            return
+        else:
+            return
+    async_task(COLLECT_TASK)
+
+
+def _trailing_kick() -> None:
+    global _last_kick, _trailing
+    with _lock:
+        _trailing, _last_kick = None, time.monotonic()
+    try:
+        async_task(COLLECT_TASK)
+    except Exception:  # a lost kick costs only time: the minute tick collects the rows
+        logger.exception("could not enqueue the webhook collection")
+    finally:
+        # This thread opened its own connection for the broker's insert: close it, not leak it.
+        connections.close_all()
+
+
+def _audit_row_saved(sender, **kwargs) -> None:
+    if settings.WEBHOOK_COLLECT_ON_COMMIT:
+        # robust: a failed enqueue is logged, never raised into a caller whose transaction committed.
+        transaction.on_commit(collect_kick, robust=True)
+
+
+def connect() -> None:
+    """Called from ``CampaignsConfig.ready``."""
+    for sender in ("campaigns.Reward", "campaigns.RewardEvent", "campaigns.CampaignEvent", "payouts.PayoutEvent"):
+        post_save.connect(_audit_row_saved, sender=sender, dispatch_uid=f"webhook_kick:{sender}")
