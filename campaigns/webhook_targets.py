@@ -20,13 +20,14 @@ import ipaddress
 import socket
 import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 
 from core.exceptions import InvalidInput
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
+URL_SAFE = "/%:@!$&'()*+,;=~-._"  # RFC 3986 characters a path or query may carry as they are
 
 
 class WebhookTargetRefused(InvalidInput):
@@ -83,17 +84,26 @@ def _scheme_check(scheme: str) -> None:
         raise WebhookTargetRefused("The endpoint URL must be an https:// URL.", details={"scheme": scheme})
 
 
+def _host_port(parts) -> tuple[str, int]:
+    """The host as the resolver, the Host header and SNI want it (an internationalised name in its
+    ASCII ``xn--`` form) and the port. Raises WebhookTargetRefused when either is unusable."""
+    try:
+        host, port = parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
+        if not _is_address(host):
+            host = host.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):  # a port out of range, a label IDNA cannot encode
+        host = ""
+    if not host:
+        raise WebhookTargetRefused("The endpoint URL must name a valid host and port.")
+    return host, port
+
+
 def webhook_url_validate(url: str) -> str:
     """``url`` if webhooks may be sent to it; raises WebhookTargetRefused (``invalid_webhook_url``)
     for another scheme, a missing host, a host that does not resolve, or any non-public address."""
     parts = urlsplit(url)
     _scheme_check(parts.scheme)
-    try:
-        host, port = parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme]
-    except ValueError:  # a port out of range
-        host = None
-    if not host:
-        raise WebhookTargetRefused("The endpoint URL must name a host and a valid port.")
+    host, port = _host_port(parts)
     if settings.WEBHOOK_ALLOW_PRIVATE_TARGETS:
         return url
     if _is_address(host):
@@ -158,10 +168,7 @@ def webhook_post(*, url: str, body: bytes, headers: dict[str, str], timeout: flo
     parts = urlsplit(url)
     try:
         _scheme_check(parts.scheme)
-        try:
-            host, port = parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
-        except ValueError:  # a port out of range: registration refuses it, so only an old row has one
-            return PostResult(None, error="refused: the URL's port is not valid")
+        host, port = _host_port(parts)
         try:
             addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
         except OSError as exc:
@@ -171,12 +178,13 @@ def webhook_post(*, url: str, body: bytes, headers: dict[str, str], timeout: flo
         return PostResult(None, error=f"refused: {exc.message}"[:200])
     connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
     connection = connection_class(host, port, addresses=addresses, timeout=timeout)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # http.client sends the request line as ASCII: percent-encode what a brand typed unencoded.
+    path = quote(parts.path or "/", safe=URL_SAFE) + (f"?{quote(parts.query, safe=URL_SAFE)}" if parts.query else "")
     try:
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
         return PostResult(response.status, response.read(500).decode("utf-8", "replace"))
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, UnicodeError) as exc:
         return PostResult(None, error=(str(exc) or type(exc).__name__)[:200])
     finally:
         connection.close()

@@ -143,6 +143,20 @@ def test_delivery_connects_to_the_resolved_address_with_the_name_as_host(brand, 
     assert lookups == ["hooks.shop.example"]
 
 
+def test_an_internationalised_name_is_resolved_and_sent_in_its_ascii_form(brand, campaign, receiver, dns):
+    records, lookups = dns
+    records["xn--bcher-kva.example"] = ["127.0.0.1"]
+    port = receiver.server.server_port
+    webhook_endpoint_create(brand=brand, url=f"http://bücher.example:{port}/hooks/ü?shop=süd", event_types=[])
+    ingest(campaign)
+    webhook_events_collect()
+    delivery = WebhookDelivery.objects.filter(event__type="reward.held").get()
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == DeliveryStatus.DELIVERED
+    ((headers, _),) = receiver.requests
+    assert headers["Host"] == f"xn--bcher-kva.example:{port}" and lookups == ["xn--bcher-kva.example"]
+    assert receiver.paths == ["/hooks/%C3%BC?shop=s%C3%BCd"]
+
+
 def test_delivery_refuses_a_name_that_now_resolves_to_a_private_address(brand, campaign, receiver, guarded):
     """DNS rebinding: public at registration, loopback at delivery. Nothing is sent; the attempt
     is a failure with the reason, and retries later like any other failure."""

@@ -36,13 +36,14 @@ def verify(header: str, body: bytes, secret: str, *, tolerance: int = 300) -> bo
 
 class Receiver:
     def __init__(self, status: int = 200):
-        self.status, self.requests = status, []
+        self.status, self.requests, self.paths = status, [], []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.requests.append((self.headers, body))
+                receiver.paths.append(self.path)
                 self.send_response(receiver.status)
                 self.end_headers()
                 self.wfile.write(b"ok")
