@@ -3,10 +3,12 @@
 What must serialise for the caps to be exact:
 
 * per-person caps and "new people only": two events of the same person (any linked identity)
-  must not both read "0 rewards so far". → the person's root row. ``recipients.person_resolve``
-  runs inside the ingestion transaction and takes it (``SELECT … FOR UPDATE`` on the roots,
-  ascending; a brand-new person is invisible to others until commit, and a concurrent resolver
-  of the same identifiers waits on the identifier's unique index). Taken first.
+  must not both read "0 rewards so far". → the person's root row. ``recipients.people_resolve_bulk``
+  runs inside the ingestion transaction and takes it for every person it returns (one
+  ``SELECT … FOR UPDATE`` on the roots, ascending — also for a known person with nothing to
+  write, whom ``person_resolve`` alone would not lock); a brand-new person is invisible to others
+  until commit, and a concurrent resolver of the same identifiers waits on the identifier's
+  unique index. Taken first.
 * per-IBAN caps and the IBAN fraud signals: two people sharing an IBAN → an advisory lock on the
   IBAN fingerprint. Taken second.
 * campaign-wide caps (per-rule campaign/day counts), the budget-alert crossing and the campaign
@@ -23,10 +25,12 @@ So: person root row(s) ascending → IBAN fingerprint(s) ascending → campaign 
 account → rule counters → other ledger accounts → campaign row. Reward transitions
 (``campaigns.services.rewards``) lock the reward row, then ledger accounts, then rule counters:
 they never take the tally, and the budget account comes before the counters in both orders.
-Bulk ingestion takes the classes in the same order for a whole chunk: every person of the
-chunk, then all its IBANs ascending, then the tallies ascending, then evaluates the events one by
-one (the locks are re-entered). Persons within a chunk are locked in event order, not id order:
-two concurrent bulk calls sharing people in opposite orders can deadlock; PostgreSQL breaks the
+Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes the
+classes in this order for a whole batch: its people's roots, then all its IBANs ascending, then
+the tallies ascending, then the counters, and evaluates in memory. A batch in which some identity
+needs writes (a merge, a new identifier, a switched account) goes one event at a time in the same
+transaction, each resolving through ``person_resolve``, which locks in event order: two
+concurrent such batches sharing people in opposite orders can deadlock; PostgreSQL breaks the
 cycle and ``person_resolve`` retries its savepoint. The transition services that touch money
 (``campaign_allocate``, ``campaign_close``) take the tally before the ledger accounts; pause /
 resume / end take only the campaign row. Apart from the bulk caveat above, no path takes a lock

@@ -5,6 +5,7 @@ Pure functions, no database. Every failure is an ``InvalidInput`` with a stable 
 can act on.
 """
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ def iban_mask(normalised: str) -> str:
     return f"{normalised[:4]} **** **** {normalised[-4:]}"
 
 
+@functools.lru_cache(maxsize=2048)
 def iban_normalise(raw: str) -> IbanInfo:
     """Validate an IBAN typed in any human format (spaces, dashes, lower case). Checks the
     characters, the country, the country's length and structure, and the mod-97 check digits.

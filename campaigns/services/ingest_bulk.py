@@ -1,31 +1,34 @@
-"""``event_ingest_bulk``: up to 1,000 events per call, each isolated, in short chunk transactions."""
-
-from datetime import datetime
+"""``event_ingest_bulk``: up to 1,000 events per call, in short chunk transactions."""
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from campaigns.locks import lock_campaign_tally, lock_ibans
 from campaigns.models import TriggerEvent
-from campaigns.services.ingest import early_rejection, event_prepare, event_replay, ingest_locked, is_duplicate_event
-from campaigns.services.ingest_steps import CampaignContext, Who, campaign_context, who_resolve
+from campaigns.services.ingest import event_prepare, event_replay, ingest_one, is_duplicate_event
+from campaigns.services.ingest_batch import Item, ingest_batch
+from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
 from core.exceptions import ApplicationError, InvalidInput
+from recipients.services_bulk import ComplexBatch
 
 BULK_MAX = 1000
-BULK_CHUNK = 100
+# Events per durable transaction. The campaign's tally lock is held from the evaluation to the
+# commit, so a chunk is also how long single-event callers of the same campaign may wait.
+BULK_CHUNK = 250
+_DUPLICATE_RETRIES = 5
 
 
 def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult]:
     """Ingest up to 1,000 events; one result per payload, in order.
 
-    Each event is isolated in its own savepoint: an invalid one (outcome ``error`` with the
-    ApplicationError, nothing stored) or one that loses a race does not affect the others.
-    Events run in chunks of 100 per durable transaction, so locks are held briefly and a crash
-    loses at most the uncommitted chunk (a retry of the whole call replays the committed ones).
-    Within a chunk the locks are taken class by class as ``campaigns.locks`` orders them: every
-    person first, then every IBAN (ascending), then the campaign tallies (ascending), then the
-    events are evaluated one by one in order — each sees the rewards of the ones before it.
+    An invalid event (outcome ``error`` with the ApplicationError, nothing stored) does not
+    affect the others. Events are evaluated in order, each seeing the ones before it, exactly as
+    one ``event_ingest`` call after another would, but set-wise (``ingest_batch``) in chunks of
+    ``BULK_CHUNK`` per durable transaction: locks are held briefly and a crash loses at most the
+    uncommitted chunk (a retry of the whole call replays the committed ones). An event another
+    caller stored first while a chunk ran rolls that chunk back; it runs again without it. A
+    chunk where someone's identity needs writes (two new identities of one person, a merge, a
+    new IBAN for a known person) runs one event per transaction instead.
     Raises InvalidInput when more than 1,000 payloads are given.
     """
     if len(payloads) > BULK_MAX:
@@ -42,12 +45,12 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
     existing = {e.external_id: e for e in TriggerEvent.objects.filter(brand=brand, external_id__in=ids)}
     contexts: dict[str, CampaignContext | ApplicationError] = {}
     todo: list[int] = []
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     for i, p in prepared.items():
         ext = p.payload.external_id
         if ext in existing or ext in seen:
             continue
-        seen[ext] = i
+        seen.add(ext)
         slug = p.payload.campaign
         if slug not in contexts:
             try:
@@ -59,13 +62,8 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
         else:
             todo.append(i)
     for start in range(0, len(todo), BULK_CHUNK):
-        _bulk_chunk(
-            brand=brand,
-            chunk=todo[start : start + BULK_CHUNK],
-            prepared=prepared,
-            contexts=contexts,
-            results=results,
-            now=now,
+        _chunk(
+            brand=brand, chunk=todo[start : start + BULK_CHUNK], prepared=prepared, contexts=contexts, results=results
         )
     # Replays: earlier calls, duplicates within this call, and races lost to another caller.
     for i, p in prepared.items():
@@ -81,32 +79,39 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
     return results
 
 
-def _bulk_chunk(*, brand, chunk: list[int], prepared, contexts, results, now: datetime) -> None:
-    with transaction.atomic(durable=True):
-        whos: dict[int, Who] = {}
-        for i in chunk:
-            p = prepared[i]
-            if early_rejection(contexts[p.payload.campaign], p):
-                continue
-            try:
-                with transaction.atomic():
-                    whos[i] = who_resolve(p.payload)
-            except ApplicationError as exc:
-                results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)
-        lock_ibans(fingerprints=[who.fingerprint for who in whos.values()])
-        for campaign_id in sorted({contexts[prepared[i].payload.campaign].campaign.pk for i in whos}):
-            lock_campaign_tally(campaign_id=campaign_id)
-        for i in chunk:
-            if results[i] is not None:
-                continue
-            p = prepared[i]
-            try:
-                with transaction.atomic():
-                    results[i] = ingest_locked(
-                        brand=brand, ctx=contexts[p.payload.campaign], p=p, now=now, who=whos.get(i)
-                    )
-            except IntegrityError as exc:
-                if not is_duplicate_event(exc):
-                    raise
-            except ApplicationError as exc:
-                results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)
+def _chunk(*, brand, chunk: list[int], prepared, contexts, results) -> None:
+    for _ in range(_DUPLICATE_RETRIES):
+        # The same ``now`` as a single call gets: the moment this transaction starts.
+        now = timezone.now()
+        items = {i: Item(p=prepared[i], ctx=contexts[prepared[i].payload.campaign]) for i in chunk}
+        try:
+            with transaction.atomic(durable=True):
+                ingest_batch(brand=brand, items=list(items.values()), now=now)
+        except ComplexBatch:
+            # Someone's identity needs writes (a merge, a switched account) that the others would
+            # see had they come one by one: so they do, each in its own transaction.
+            for i in chunk:
+                item = Item(p=prepared[i], ctx=contexts[prepared[i].payload.campaign])
+                if ingest_one(brand=brand, item=item, now=timezone.now()):
+                    results[i] = _result(item)
+            return
+        except IntegrityError as exc:
+            if not is_duplicate_event(exc):
+                raise
+            # Someone stored some of these first: they are replays now; run the rest again.
+            taken = set(
+                TriggerEvent.objects.filter(
+                    brand=brand, external_id__in=[prepared[i].payload.external_id for i in chunk]
+                ).values_list("external_id", flat=True)
+            )
+            chunk = [i for i in chunk if prepared[i].payload.external_id not in taken]
+            continue
+        for i, item in items.items():
+            results[i] = _result(item)
+        return
+
+
+def _result(item: Item) -> IngestResult:
+    if item.error is not None:
+        return IngestResult(None, None, "error", item.error.code, False, error=item.error)
+    return IngestResult(item.event, item.reward, item.outcome, item.reason, False)

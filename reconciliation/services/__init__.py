@@ -5,6 +5,7 @@ from reconciliation.services.ledger import (
     BatchResult,
     EntrySpec,
     HoldResult,
+    HoldSpec,
     Leg,
     PostResult,
     Refusal,
@@ -16,6 +17,7 @@ from reconciliation.services.ledger import (
     ledger_hold_commit,
     ledger_hold_create,
     ledger_hold_void,
+    ledger_holds_create_bulk,
     ledger_holds_expire,
 )
 
@@ -32,7 +34,9 @@ __all__ = [
     "ledger_entry_post",
     "ledger_entry_reverse",
     "ledger_hold_commit",
+    "HoldSpec",
     "ledger_hold_create",
+    "ledger_holds_create_bulk",
     "ledger_hold_void",
     "ledger_holds_expire",
 ]

@@ -1,0 +1,178 @@
+"""Set-wise ingestion decides exactly what one-by-one ingestion decides.
+
+``event_ingest_bulk`` evaluates a chunk in memory (caps, counters, budget, velocity) and writes
+it with one statement per table; ``event_ingest`` is a batch of one. The same scripted stream of
+events — returning people, new people, identities that link two people (a merge), shared IBANs,
+caps, a campaign-wide count, fraud signals and a budget that runs out — is sent one by one to one
+brand and in bulk (small chunks, so the stream crosses chunk boundaries) to another, with the
+same rules; every decision must match, in order.
+"""
+
+import random
+
+import pytest
+
+from campaigns.models import Campaign, Reward, RewardStatus
+from campaigns.selectors import campaign_budget
+from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk
+from campaigns.services import ingest_batch as ingest_batch_module
+from recipients.models import Person
+from recipients.services import IdentityInput, person_resolve
+from reconciliation.selectors import ledger_verify_report
+from tests.campaigns.factories import BrandFactory, funded_campaign, nl_iban
+
+pytestmark = pytest.mark.django_db
+
+RULES = [
+    {
+        "trigger": "tiktok_login",
+        "fixed_minor": 100,
+        "person_count_per_day": 2,
+        "person_count_per_campaign": 3,
+        "iban_count_per_campaign": 4,
+        "campaign_count": 30,
+    },
+    {
+        "trigger": "purchase",
+        "amount_type": "percent",
+        "percent_bps": 1000,
+        "min_minor": 50,
+        "max_minor": 400,
+        "person_amount_per_week_minor": 700,
+        "new_people_only": False,
+        "verification": "partner_attested",
+        "approval_policy": "review_above",
+        "review_above_minor": 300,
+    },
+    {"trigger": "whatsapp_optin", "fixed_minor": 150, "new_people_only": True, "allowed_iban_countries": ["NL"]},
+]
+FRAUD = {
+    "fraud_max_events_per_ip_hour": 4,
+    "fraud_max_events_per_device_hour": 3,
+    "fraud_max_people_per_iban": 2,
+    "fraud_max_iban_claims_per_day": 3,
+}
+
+
+def script(seed: int, tag: str, n: int = 90) -> list[EventInput]:
+    """A deterministic stream of events; ``tag`` makes the identities (and IPs) of one run
+    disjoint from the other's while keeping the same linking structure."""
+    rng = random.Random(seed)
+    offset = 1_000 if tag == "a" else 2_000
+    net = 10 if tag == "a" else 20
+    events = []
+    for i in range(n):
+        who = rng.randrange(14)
+        kind = rng.choice(["tiktok_login", "tiktok_login", "purchase", "whatsapp_optin"])
+        fields = {
+            "external_id": f"{tag}-{seed}-{i}",
+            "campaign": "summer",
+            "type": kind,
+            "name": f"Person {who}",
+            "email": f"p{who}.{tag}@example.com",
+            "iban": nl_iban(offset + who // 2) if who < 10 else nl_iban(offset + 100 + who),
+            "ip": f"10.{net}.0.{rng.randrange(6)}",
+            "device_fingerprint": f"dev-{tag}-{rng.randrange(8)}",
+        }
+        if who >= 12:  # a German account: the WhatsApp rule refuses its country
+            fields["iban"] = "DE89370400440532013000" if tag == "a" else "DE02120300000000202051"
+        if rng.random() < 0.15:  # a second identity of the same human: links (and merges) people
+            fields["social_provider"], fields["social_uid"] = "tiktok", f"open-{tag}-{rng.randrange(4)}"
+        if kind == "purchase":
+            fields["source"] = "api"
+            fields["purchase_amount_minor"] = rng.choice([300, 1200, 2500, 9000])
+        elif kind == "whatsapp_optin":
+            fields["source"] = "whatsapp"
+        else:
+            fields["source"] = "tiktok"
+        events.append(EventInput(**fields))
+    return events
+
+
+def decisions(results) -> list[tuple]:
+    return [
+        (
+            r.outcome,
+            r.reason,
+            r.reward.amount_minor if r.reward else None,
+            r.reward.fee_minor if r.reward else None,
+            tuple(r.reward.review_reasons) if r.reward else (),
+        )
+        for r in results
+    ]
+
+
+def preregister(payloads: list[EventInput]) -> None:
+    """Everyone of the stream known beforehand (merges done): the chunks then take the set-wise
+    path throughout instead of going one by one for identities that need writes."""
+    for p in payloads:
+        person_resolve(
+            identity=IdentityInput(
+                name=p.name, email=p.email, iban=p.iban, social_provider=p.social_provider, social_uid=p.social_uid
+            ),
+            source="api",
+        )
+
+
+@pytest.mark.parametrize("known", [False, True], ids=["people-new", "people-known"])
+@pytest.mark.parametrize("seed", [7, 11, 23])
+def test_bulk_in_chunks_decides_exactly_as_one_by_one(monkeypatch, seed, known):
+    # Small chunks: the stream crosses several transactions, and PostgreSQL's COPY path (≥ 8 rows) runs.
+    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 16)
+    budget = 4_000  # runs out part-way: budget_exhausted and the automatic pause are compared too
+    one = BrandFactory(fee_fixed_minor=10, fee_bps=200)
+    bulk = BrandFactory(fee_fixed_minor=10, fee_bps=200)
+    campaign_one = funded_campaign(brand=one, amount_minor=budget, rules=RULES, **FRAUD)
+    campaign_bulk = funded_campaign(brand=bulk, amount_minor=budget, rules=RULES, **FRAUD)
+
+    if known:
+        preregister(script(seed, "a"))
+        preregister(script(seed, "b"))
+    setwise = []
+    real_people = ingest_batch_module._people
+
+    def spy(items, *, simple_only):
+        real_people(items, simple_only=simple_only)
+        setwise.append(len(items))
+
+    monkeypatch.setattr(ingest_batch_module, "_people", spy)
+
+    singles = [event_ingest(brand=one, payload=p) for p in script(seed, "a")]
+    bulked = event_ingest_bulk(brand=bulk, payloads=script(seed, "b"))
+
+    assert decisions(bulked) == decisions(singles)
+    chunks = sorted(n for n in setwise if n > 1)  # a batch of one is how event_ingest runs
+    if known:  # every chunk was decided set-wise
+        assert chunks == [10] + [16] * 5
+    else:  # some set-wise, the rest one event per transaction (people linked or merged in them)
+        assert chunks and sum(chunks) < 90
+    outcomes = {d[0] for d in decisions(singles)}
+    assert {"rejected", "held", "rewarded"} & outcomes and "rejected" in outcomes  # the script exercises both
+    for campaign in (campaign_one, campaign_bulk):
+        campaign.refresh_from_db()
+    assert campaign_bulk.status == campaign_one.status
+    assert (
+        campaign_budget(campaign=campaign_bulk).available_minor
+        == campaign_budget(campaign=campaign_one).available_minor
+    )
+    held_one = Reward.objects.filter(campaign=campaign_one, status=RewardStatus.HELD).count()
+    assert Reward.objects.filter(campaign=campaign_bulk, status=RewardStatus.HELD).count() == held_one
+    assert ledger_verify_report().ok
+
+
+def test_bulk_replayed_is_the_first_outcome_and_writes_nothing(monkeypatch):
+    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 16)
+    brand = BrandFactory()
+    campaign = funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
+    payloads = script(5, "a", n=40)
+    first = event_ingest_bulk(brand=brand, payloads=payloads)
+    counts = (Reward.objects.count(), Person.objects.count(), campaign_budget(campaign=campaign).available_minor)
+
+    again = event_ingest_bulk(brand=brand, payloads=payloads)
+
+    assert all(r.replayed for r in again)
+    assert decisions(again) == decisions(first)
+    assert (Reward.objects.count(), Person.objects.count(), campaign_budget(campaign=campaign).available_minor) == (
+        counts
+    )
+    assert Campaign.objects.get(pk=campaign.pk).status == "active"
