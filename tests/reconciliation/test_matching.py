@@ -315,3 +315,18 @@ def test_two_concurrent_runs_match_each_line_once(tmp_path, bank, invoice_matche
     assert Match.objects.count() == 200
     assert StatementLine.objects.filter(status=StatementLineStatus.MATCHED).count() == 200
     assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_lines_named_again_after_they_were_matched_are_left_alone(tmp_path, bank, invoice_matcher):
+    """Given a run that matched one line, when a second run is handed that line's id together with
+    a new line's (as a task retried after a crash would be), only the new line is matched."""
+    (first,) = imported(tmp_path, [GenLine(amount=Decimal("5.00"), credit_debit="CRDT", remittance="INV-5")])
+    statement_lines_match(line_ids=[first.pk])
+    (second,) = imported(
+        tmp_path, [GenLine(amount=Decimal("6.00"), credit_debit="CRDT", remittance="INV-6")], statement_id="S2"
+    )
+    run = statement_lines_match(line_ids=[first.pk, second.pk])
+    assert run.lines_seen == 1 and dict(run.matched) == {"test_invoice": 1}
+    assert sorted(Match.objects.values_list("line_id", flat=True)) == [first.pk, second.pk]
+    assert ledger_verify_report().ok
