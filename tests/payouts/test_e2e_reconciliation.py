@@ -184,3 +184,33 @@ def test_exceptions_list_payouts_the_bank_has_not_shown(sandbox, debtor, brand, 
     assert payout_exceptions() == []
     later = payout_exceptions(today=timezone.localdate() + timedelta(days=7))
     assert {(e.kind, e.count) for e in later} == {("payouts_not_on_bank", 1), ("payouts_settled_unseen", 1)}
+
+
+def test_a_debit_matched_again_after_an_undo_settles_with_a_new_entry(
+    tmp_path, sandbox, debtor, brand, campaign, settings
+):
+    """Given a payout settled from its debit line in bulk and that match undone, when a later
+    statement shows the debit again, the bulk path settles it once more with the next entry key
+    (the first entry stays reversed) and the books balance."""
+    account = iban()
+    settings.SANDBOX_FAILING_IBANS = {account: "pending:5"}
+    payable_reward(brand, account_iban=account)
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+    payout = Payout.objects.get(pk=payout_id)
+    line = GenLine(amount=eur(payout.amount_minor), credit_debit="DBIT", end_to_end_id=payout.end_to_end_id)
+    path, _ = camt(tmp_path, [line], name="S1")
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert dict(statement_lines_match().matched) == {"payout_end_to_end": 1}
+    first = Match.objects.get()
+    assert first.entry.idempotency_key == f"payout:{payout_id}:settled:0"
+    match_undo(match_id=first.pk, actor=staff("olga"), reason="booked on the wrong day")
+    assert Payout.objects.get(pk=payout_id).status == PayoutStatus.SUBMITTED and in_transit_minor() > 0
+
+    path, _ = camt(tmp_path, [line], name="S2")
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert dict(statement_lines_match().matched) == {"payout_end_to_end": 1}
+    second = Match.objects.get(status=MatchStatus.ACTIVE)
+    assert second.entry.idempotency_key == f"payout:{payout_id}:settled:1"
+    assert Payout.objects.get(pk=payout_id).status == PayoutStatus.SETTLED and in_transit_minor() == 0
+    assert_books_ok()
