@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from core.bulk import rows_insert
+from core.bulk import rows_copy, rows_insert
 from core.exceptions import ApplicationError
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
@@ -239,15 +239,12 @@ def _people_create(
             )
             by_index = {i: person for i, person in zip(fresh, people, strict=True)}
             # Ascending (kind, value), the order person_resolve inserts in: no deadlock cycle.
-            identifiers = sorted(
-                (
-                    Identifier(person=by_index[i], kind=kind, value=value, source=sources[i], created_at=now)
-                    for i in fresh
-                    for kind, value in normalised[i].keys
-                ),
-                key=lambda row: (row.kind, row.value),
+            keys = sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
+            rows_copy(
+                Identifier,
+                ["person_id", "kind", "value", "source", "created_at"],
+                [(by_index[i].id, kind, value, sources[i], now) for kind, value, i in keys],
             )
-            rows_insert(Identifier, identifiers)
             with_iban = [i for i in fresh if normalised[i].iban is not None]
             accounts = rows_insert(
                 BankAccount,
@@ -269,20 +266,21 @@ def _people_create(
             )
             # The same audit row _bank_account_make_current writes. No payouts hook: a person
             # created this instant has nothing owed to them yet.
-            rows_insert(
+            rows_copy(
                 PersonEvent,
+                ["person_id", "kind", "source", "detail", "created_at"],
                 [
-                    PersonEvent(
-                        person=by_index[i],
-                        kind=PersonEventKind.IBAN_SET,
-                        source=sources[i],
-                        detail={
+                    (
+                        by_index[i].id,
+                        PersonEventKind.IBAN_SET,
+                        sources[i],
+                        {
                             "bank_account": account.id,
                             "previous_bank_account": None,
                             "country": account.country,
                             "reused": False,
                         },
-                        created_at=now,
+                        now,
                     )
                     for i, account in zip(with_iban, accounts, strict=True)
                 ],

@@ -17,7 +17,7 @@ outcome.
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
@@ -37,8 +37,13 @@ from reconciliation.db import constraint_name
 FUTURE_TOLERANCE = timedelta(minutes=5)
 
 
+_FIELDS = tuple(f.name for f in fields(EventInput))
+
+
 def _request_hash(payload: EventInput) -> str:
-    data = asdict(payload)
+    # A shallow dict serialises exactly as ``asdict`` would (the JSON of the evidence is the
+    # same), without deep-copying every payload: stored hashes keep matching their replays.
+    data = {name: getattr(payload, name) for name in _FIELDS}
     data["occurred_at"] = payload.occurred_at.isoformat() if payload.occurred_at else None
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -61,7 +61,7 @@ from campaigns.models.events import LIVE_STATUSES
 from campaigns.services.campaigns import _transition
 from campaigns.services.ingest_steps import CampaignContext
 from campaigns.services.ingest_types import PreparedEvent
-from core.bulk import rows_insert
+from core.bulk import rows_copy, rows_insert
 from core.exceptions import ApplicationError
 from recipients.selectors import people_sharing_iban_counts
 from recipients.services import IdentityInput
@@ -525,16 +525,17 @@ def _write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: 
     if not rewarded:
         return
     rows_insert(Reward, [i.reward for i in rewarded])
-    rows_insert(
+    rows_copy(
         RewardEvent,
+        ["reward_id", "kind", "to_status", "reason", "data", "created_at"],
         [
-            RewardEvent(
-                reward=i.reward,
-                kind=f"reward.{i.status}",
-                to_status=i.status,
-                reason=",".join(i.review_reasons)[:200],
-                data={"amount_minor": i.amount, "fee_minor": i.fee, "hold_id": i.reward.hold_id},
-                created_at=now,
+            (
+                i.reward.pk,
+                f"reward.{i.status}",
+                i.status,
+                ",".join(i.review_reasons)[:200],
+                {"amount_minor": i.amount, "fee_minor": i.fee, "hold_id": i.reward.hold_id},
+                now,
             )
             for i in rewarded
         ],

@@ -280,3 +280,26 @@ def test_a_reward_too_big_for_the_rest_is_refused_without_pausing(free_brand):
     campaign.refresh_from_db()
     assert campaign.status == CampaignStatus.ACTIVE
     assert event_ingest(brand=free_brand, payload=event(purchase_amount_minor=1_500, **purchase)).outcome == "rewarded"
+
+
+def test_request_hash_is_the_one_stored_events_were_hashed_with():
+    """Replays compare against hashes stored by earlier releases: the hash of a payload must not
+    change. Reference: sha256 of the JSON of ``dataclasses.asdict`` with ``occurred_at`` ISO."""
+    import hashlib
+    import json
+    from dataclasses import asdict
+    from datetime import UTC, datetime
+
+    from campaigns.services.ingest import _request_hash
+
+    def reference(payload):
+        data = asdict(payload)
+        data["occurred_at"] = payload.occurred_at.isoformat() if payload.occurred_at else None
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+    payloads = [
+        event(evidence={"post": {"tags": ["#joy", {"at": datetime(2026, 5, 1, tzinfo=UTC)}]}, "note": "é"}),
+        event(type="purchase", purchase_amount_minor=1999, occurred_at=datetime(2026, 6, 1, 12, tzinfo=UTC)),
+        event(),
+    ]
+    assert [_request_hash(p) for p in payloads] == [reference(p) for p in payloads]

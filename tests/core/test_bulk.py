@@ -1,0 +1,53 @@
+"""``core.bulk``: COPY-based inserts store exactly what ``bulk_create`` stores (defaults, JSON,
+choices, auto timestamps), and a refused row is an IntegrityError that keeps nothing."""
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from core.bulk import COPY_FROM, rows_copy, rows_insert
+from recipients.models import Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
+
+pytestmark = pytest.mark.django_db
+
+N = COPY_FROM + 4  # enough to take the COPY path on PostgreSQL
+
+
+def stored(model, ids, fields):
+    return [tuple(row) for row in model.objects.filter(pk__in=ids).order_by("pk").values_list(*fields)]
+
+
+def test_rows_insert_sets_ids_and_stores_what_bulk_create_stores():
+    by_copy = rows_insert(Person, [Person(display_name=f"P{i}", created_source="api") for i in range(N)])
+    by_orm = Person.objects.bulk_create([Person(display_name=f"P{i}", created_source="api") for i in range(N)])
+
+    assert all(p.pk for p in by_copy) and len({p.pk for p in by_copy}) == N
+    fields = ["display_name", "preferred_language", "created_source", "merged_into_id", "erased_at"]
+    assert stored(Person, [p.pk for p in by_copy], fields) == stored(Person, [p.pk for p in by_orm], fields)
+    assert Person.objects.filter(pk__in=[p.pk for p in by_copy], created_at__isnull=False).count() == N
+    assert not by_copy[0]._state.adding
+
+
+def test_rows_copy_fills_model_defaults_json_and_choices():
+    person = Person.objects.create(display_name="Ann")
+    rows_copy(
+        PersonEvent,
+        ["person_id", "kind", "detail"],
+        [(person.pk, PersonEventKind.IBAN_SET, {"n": i, "nested": {"ok": True}}) for i in range(N)],
+    )
+
+    events = list(PersonEvent.objects.filter(person=person).order_by("pk"))
+    assert [e.detail["n"] for e in events] == list(range(N))
+    assert {(e.kind, e.source, e.actor_id) for e in events} == {("iban_set", "", None)}  # the value, not the name
+    assert all(e.created_at is not None for e in events)
+
+
+def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing():
+    person = Person.objects.create(display_name="Ann")
+    Identifier.objects.create(person=person, kind=IdentifierKind.EMAIL, value="taken@example.com")
+    rows = [(person.pk, IdentifierKind.EMAIL, f"p{i}@example.com") for i in range(N)]
+    rows.append((person.pk, IdentifierKind.EMAIL, "taken@example.com"))
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows_copy(Identifier, ["person_id", "kind", "value"], rows)
+
+    assert list(Identifier.objects.filter(person=person).values_list("value", flat=True)) == ["taken@example.com"]
