@@ -56,6 +56,7 @@ from campaigns.services import (  # noqa: E402
     event_ingest_bulk,
     rule_create,
 )
+from recipients.models import BankAccount, Identifier, Person  # noqa: E402
 from reconciliation.selectors import ledger_verify_report  # noqa: E402
 
 SINGLE_N = 2_000
@@ -103,7 +104,17 @@ def setup_campaign(run: str, phase: str, *, events: int) -> tuple[Brand, Campaig
     )
     campaign_allocate(campaign=campaign, amount_minor=budget, idempotency_key=f"bench:{run}:{phase}:alloc")
     campaign_launch(campaign=campaign)
+    analyze()
     return brand, campaign
+
+
+def analyze() -> None:
+    """Planner statistics before each phase (untimed), as autovacuum keeps them in a running
+    system: tables that grew by thousands of rows since the last phase would otherwise be planned
+    as if they were nearly empty (a sequential scan over people looks free then)."""
+    with connection.cursor() as cursor:
+        for model in (Person, BankAccount, Identifier, TriggerEvent, Reward):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
 
 
 def payload(run: str, phase: str, i: int, slug: str, base: int) -> EventInput:

@@ -110,6 +110,42 @@ def rows_copy(model: type[models.Model], names: Sequence[str], rows: Sequence[Se
             copy.write_row([*values, *fixed])
 
 
+def ids_reserve(wanted: Sequence[tuple[type[models.Model], int]]) -> list[list[int]]:
+    """Primary keys for rows to insert later, drawn from each table's sequence in one query
+    (PostgreSQL). With the keys known up front, dependent INSERTs need no RETURNING and can go
+    to the server together (``statements_run``). Unused keys are gaps, as after any rollback."""
+    parts, params = [], []
+    for model, n in wanted:
+        parts.append("ARRAY(SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s))")
+        params += [model._meta.db_table, model._meta.pk.column, n]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(parts)}", params)
+        return [list(ids) for ids in cursor.fetchone()]
+
+
+def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *, keys: bool = True) -> tuple[str, list]:
+    """``INSERT … VALUES`` for ``objs``, values prepared exactly as ``save`` prepares them; no
+    RETURNING. With ``keys`` their primary keys are set (``ids_reserve``); without, the database
+    assigns them (rows nobody refers to)."""
+    pk = model._meta.pk
+    fields = [f for f in model._meta.concrete_fields if keys or f is not pk]
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for obj in objs for f in fields]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(model._meta.db_table)
+    return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", params  # noqa: S608
+
+
+def statements_run(statements: Sequence[tuple[str, list]]) -> None:
+    """Run several statements in one round trip (psycopg's client-side binding sends them as one
+    simple query), in order, in the caller's transaction; the first refusal raises as usual."""
+    statements = [(sql, params) for sql, params in statements if sql]
+    if not statements:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+
+
 def _plain(value):
     return value.value if isinstance(value, enum.Enum) else value
 

@@ -61,12 +61,20 @@ from campaigns.models.events import LIVE_STATUSES
 from campaigns.services.campaigns import _transition
 from campaigns.services.ingest_steps import CampaignContext
 from campaigns.services.ingest_types import PreparedEvent
-from core.bulk import rows_copy, rows_insert
+from core.bulk import (
+    COPY_FROM,
+    ids_reserve,
+    insert_statement,
+    rows_copy,
+    rows_insert,
+    statements_run,
+)
 from core.exceptions import ApplicationError
 from recipients.selectors import people_sharing_iban_counts
 from recipients.services import IdentityInput
 from recipients.services_bulk import Resolved, people_resolve_bulk
-from reconciliation.services import HoldSpec, ledger_holds_create_bulk
+from reconciliation.models import Hold
+from reconciliation.services import HoldSpec, ledger_holds_create_bulk, ledger_holds_statement
 
 
 @dataclass
@@ -159,6 +167,11 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     uses = _uses_load(todo)
     not_new = _not_new_load(brand, todo)
     signals = _signals_load(todo, now=now)
+    # A small batch (a single event) sends its writes in one round trip with keys reserved now,
+    # before the tally lock: every round trip under that lock makes the campaign's queue longer.
+    keys = None
+    if connection.vendor == "postgresql" and len(live) < COPY_FROM:
+        keys = ids_reserve([(TriggerEvent, len(live)), (Hold, len(todo)), (Reward, len(todo))])
     tallies = {
         cid: _Tally(t.funded_minor, t.status, t.budget_available_minor)
         for cid in sorted({i.ctx.campaign.pk for i in todo})
@@ -173,7 +186,10 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
             signals.ip[payload.ip] = signals.ip.get(payload.ip, 0) + 1
         if payload.device_fingerprint:
             signals.device[payload.device_fingerprint] = signals.device.get(payload.device_fingerprint, 0) + 1
-    _write(brand, live, taken, now=now)
+    if keys is None:
+        _write(brand, live, taken, now=now)
+    else:
+        _write_together(brand, live, taken, keys, now=now)
 
 
 def _early_rejection(item: Item) -> str | None:
@@ -480,68 +496,114 @@ def _pause_if_spent(ctx, tally: _Tally) -> None:
 
 
 def _write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: datetime) -> None:
-    """One INSERT per table for the whole batch."""
-    events = rows_insert(TriggerEvent, [_event_row(brand, item, now) for item in items])
-    for item, event in zip(items, events, strict=True):
+    """One INSERT (COPY) per table for the whole batch."""
+    for item, event in zip(items, rows_insert(TriggerEvent, [_event_row(brand, i, now) for i in items]), strict=True):
         item.event = event
     rewarded = [i for i in items if i.status]
-    by_campaign: dict[int, list[Item]] = defaultdict(list)
-    for item in rewarded:
-        by_campaign[item.ctx.campaign.pk].append(item)
-    for group in by_campaign.values():
+    for group in _by_campaign(rewarded):
         campaign = group[0].ctx.campaign
         holds = ledger_holds_create_bulk(
-            account=campaign.budget_account,
-            currency=campaign.currency,
-            holds=[
-                HoldSpec(
-                    idempotency_key=f"reward:{brand.pk}:{i.p.payload.external_id}",
-                    amount_minor=i.amount + i.fee,
-                    memo=f"Reward for {i.p.payload.type} {i.p.payload.external_id}",
-                    reference_type="trigger_event",
-                    reference_id=f"{brand.pk}:{i.p.payload.external_id}"[:64],
-                )
-                for i in group
-            ],
+            account=campaign.budget_account, currency=campaign.currency, holds=[_hold_spec(brand, i) for i in group]
         )
         for item, hold in zip(group, holds, strict=True):
-            item.reward = Reward(
-                event=item.event,
-                campaign=campaign,
-                rule=item.rule,
-                person=item.who.person,
-                amount_minor=item.amount,
-                fee_minor=item.fee,
-                currency=campaign.currency,
-                status=item.status,
-                hold=hold,
-                occurred_at=item.p.occurred_at,
-                matures_at=max(item.p.occurred_at + timedelta(days=item.rule.hold_days), now),
-                iban_fingerprint=item.who.fingerprint,
-                review_reasons=item.review_reasons,
-                created_at=now,
-                updated_at=now,
-            )
+            item.reward = _reward_row(item, hold, now)
     if not rewarded:
         return
     rows_insert(Reward, [i.reward for i in rewarded])
-    rows_copy(
-        RewardEvent,
-        ["reward_id", "kind", "to_status", "reason", "data", "created_at"],
-        [
-            (
-                i.reward.pk,
-                f"reward.{i.status}",
-                i.status,
-                ",".join(i.review_reasons)[:200],
-                {"amount_minor": i.amount, "fee_minor": i.fee, "hold_id": i.reward.hold_id},
-                now,
-            )
-            for i in rewarded
-        ],
-    )
+    rows_copy(RewardEvent, _REWARD_EVENT_FIELDS, [_reward_event_row(i, now) for i in rewarded])
     _counters_add(taken)
-    # bulk_create sends no post_save; payouts listens for new rewards that are due at once.
+    _rewards_announce(rewarded)
+
+
+def _write_together(brand, items: list[Item], taken, keys: list[list[int]], *, now: datetime) -> None:
+    """The same rows as ``_write``, sent as one multi-statement round trip (keys reserved)."""
+    event_ids, hold_ids, reward_ids = (iter(k) for k in keys)
+    events = [_event_row(brand, item, now) for item in items]
+    for item, event in zip(items, events, strict=True):
+        event.pk = next(event_ids)
+        item.event = event
+    statements = [insert_statement(TriggerEvent, events)]
+    rewarded = [i for i in items if i.status]
+    for group in _by_campaign(rewarded):
+        campaign = group[0].ctx.campaign
+        statement, holds = ledger_holds_statement(
+            account=campaign.budget_account,
+            currency=campaign.currency,
+            holds=[_hold_spec(brand, i) for i in group],
+            ids=[next(hold_ids) for _ in group],
+        )
+        statements.append(statement)
+        for item, hold in zip(group, holds, strict=True):
+            item.reward = _reward_row(item, hold, now)
+            item.reward.pk = next(reward_ids)
+    if rewarded:
+        statements.append(insert_statement(Reward, [i.reward for i in rewarded]))
+        reward_events = [
+            RewardEvent(**dict(zip(_REWARD_EVENT_FIELDS, _reward_event_row(i, now), strict=True))) for i in rewarded
+        ]
+        statements.append(insert_statement(RewardEvent, reward_events, keys=False))
+        statements.append(_counters_statement(taken))
+    statements_run(statements)
+    for obj in [*events, *(i.reward for i in rewarded), *(i.reward.hold for i in rewarded)]:
+        obj._state.adding, obj._state.db = False, "default"
+    _rewards_announce(rewarded)
+
+
+def _by_campaign(items: list[Item]) -> list[list[Item]]:
+    groups: dict[int, list[Item]] = defaultdict(list)
+    for item in items:
+        groups[item.ctx.campaign.pk].append(item)
+    return list(groups.values())
+
+
+def _hold_spec(brand, item: Item) -> HoldSpec:
+    external_id = item.p.payload.external_id
+    return HoldSpec(
+        idempotency_key=f"reward:{brand.pk}:{external_id}",
+        amount_minor=item.amount + item.fee,
+        memo=f"Reward for {item.p.payload.type} {external_id}",
+        reference_type="trigger_event",
+        reference_id=f"{brand.pk}:{external_id}"[:64],
+    )
+
+
+def _reward_row(item: Item, hold, now: datetime) -> Reward:
+    campaign = item.ctx.campaign
+    return Reward(
+        event=item.event,
+        campaign=campaign,
+        rule=item.rule,
+        person=item.who.person,
+        amount_minor=item.amount,
+        fee_minor=item.fee,
+        currency=campaign.currency,
+        status=item.status,
+        hold=hold,
+        occurred_at=item.p.occurred_at,
+        matures_at=max(item.p.occurred_at + timedelta(days=item.rule.hold_days), now),
+        iban_fingerprint=item.who.fingerprint,
+        review_reasons=item.review_reasons,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+_REWARD_EVENT_FIELDS = ["reward_id", "kind", "to_status", "reason", "data", "created_at"]
+
+
+def _reward_event_row(item: Item, now: datetime) -> tuple:
+    return (
+        item.reward.pk,
+        f"reward.{item.status}",
+        item.status,
+        ",".join(item.review_reasons)[:200],
+        {"amount_minor": item.amount, "fee_minor": item.fee, "hold_id": item.reward.hold_id},
+        now,
+    )
+
+
+def _rewards_announce(rewarded: list[Item]) -> None:
+    # No save() ran, so no post_save was sent; payouts and webhooks listen for new rewards.
     for item in rewarded:
         post_save.send(
             sender=Reward, instance=item.reward, created=True, update_fields=None, raw=False, using="default"
@@ -549,20 +611,26 @@ def _write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: 
 
 
 def _counters_add(taken: dict[tuple[int, str], int]) -> None:
+    sql, params = _counters_statement(taken)
+    if sql:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+
+def _counters_statement(taken: dict[tuple[int, str], int]) -> tuple[str, list]:
     """Add the batch's takes to the counters in one upsert (deltas, not totals: a concurrent
     void's decrement must not be overwritten)."""
     rows = [(rule_id, period, n) for (rule_id, period), n in sorted(taken.items()) if n]
     if not rows:
-        return
+        return "", []
     table = RuleCounter._meta.db_table
     values = ", ".join(["(%s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (rule_id, period, rewards_count) VALUES {values} "  # noqa: S608 - placeholders only
-            "ON CONFLICT (rule_id, period) DO UPDATE "
-            f"SET rewards_count = {table}.rewards_count + excluded.rewards_count",
-            [v for row in rows for v in row],
-        )
+    return (
+        f"INSERT INTO {table} (rule_id, period, rewards_count) VALUES {values} "  # noqa: S608 - placeholders only
+        "ON CONFLICT (rule_id, period) DO UPDATE "
+        f"SET rewards_count = {table}.rewards_count + excluded.rewards_count",
+        [v for row in rows for v in row],
+    )
 
 
 def _event_row(brand, item: Item, now: datetime) -> TriggerEvent:

@@ -19,6 +19,7 @@ from reconciliation.services.ledger import (
     ledger_hold_void,
     ledger_holds_create_bulk,
     ledger_holds_expire,
+    ledger_holds_statement,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "HoldSpec",
     "ledger_hold_create",
     "ledger_holds_create_bulk",
+    "ledger_holds_statement",
     "ledger_hold_void",
     "ledger_holds_expire",
 ]

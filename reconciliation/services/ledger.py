@@ -17,7 +17,7 @@ from datetime import date, datetime
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from core.bulk import rows_insert
+from core.bulk import insert_statement, rows_insert
 from core.exceptions import (
     AlreadyReversed,
     ApplicationError,
@@ -575,16 +575,42 @@ def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence
     a key used before raises IntegrityError (constraint ``reconciliation_hold_idempotency_key_key``)
     rather than replaying, because a replay here means the caller's own idempotency broke.
     Raises InsufficientFunds, CurrencyMismatch, InactiveAccount, InvalidInput."""
+    rows = _holds_build(account=account, currency=currency, holds=holds)
+    if not rows:
+        return []
+    try:
+        # No savepoint of its own (one round trip less on the hot path): a refusal aborts the
+        # caller's transaction, which is what ingestion wants.
+        return rows_insert(Hold, rows)
+    except IntegrityError as exc:
+        if "idempotency_key" in (constraint_name(exc) or str(exc)):  # SQLite names only the column
+            raise
+        raise ledger_error_from(exc) from exc
+
+
+def ledger_holds_statement(
+    *, account: Account, currency: str, holds: Sequence[HoldSpec], ids: Sequence[int]
+) -> tuple[tuple[str, list], list[Hold]]:
+    """``ledger_holds_create_bulk`` as a statement for the caller to send with its other writes
+    in one round trip (``core.bulk.statements_run``), with primary keys it reserved
+    (``core.bulk.ids_reserve``). Validated here like the bulk call; the database checks each row
+    when the statement runs (a refusal raises IntegrityError there: the caller's transaction is
+    lost, nothing is kept). Returns the statement and the holds it will create, keys set."""
+    rows = _holds_build(account=account, currency=currency, holds=holds)
+    for hold, pk in zip(rows, ids, strict=True):
+        hold.pk = pk
+    return insert_statement(Hold, rows) if rows else ("", []), rows
+
+
+def _holds_build(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
     if currency != account.currency:
         raise CurrencyMismatch(f"{currency} does not match account {account.code}.")
     if not account.is_active:
         raise InactiveAccount(f"Account {account.code} is inactive.")
     if any(type(h.amount_minor) is not int or h.amount_minor <= 0 for h in holds):
         raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
-    if not holds:
-        return []
     now = timezone.now()
-    rows = [
+    return [
         Hold(
             idempotency_key=h.idempotency_key,
             account=account,
@@ -598,14 +624,6 @@ def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence
         )
         for h in holds
     ]
-    try:
-        # No savepoint of its own (one round trip less on the hot path): a refusal aborts the
-        # caller's transaction, which is what ingestion wants.
-        return rows_insert(Hold, rows)
-    except IntegrityError as exc:
-        if "idempotency_key" in (constraint_name(exc) or str(exc)):  # SQLite names only the column
-            raise
-        raise ledger_error_from(exc) from exc
 
 
 def _hold_decrease_on_account(hold: Hold, legs: Sequence[Leg]) -> int:

@@ -56,3 +56,29 @@ def test_bad_bulk_holds_write_nothing(chart, funded_budget, currency, amount, er
         ledger_holds_create_bulk(account=chart.budget, currency=currency, holds=specs(10, amount))
 
     assert not Hold.objects.filter(idempotency_key__startswith="bulk:").exists()
+
+
+@pytest.mark.postgres
+def test_a_hold_statement_sent_with_other_writes_is_checked_by_the_database(chart, funded_budget):
+    from core.bulk import ids_reserve, statements_run
+    from reconciliation.services import ledger_holds_statement
+
+    (ids,) = ids_reserve([(Hold, 2)])
+    statement, holds = ledger_holds_statement(
+        account=chart.budget, currency="EUR", holds=specs(2, 60_000, prefix="together"), ids=ids
+    )
+    assert [h.pk for h in holds] == ids
+
+    # 2 × 600.00 > 1,000.00: the second row is refused when the statement runs, the first not kept.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        statements_run([statement])
+
+    assert not Hold.objects.filter(idempotency_key__startswith="together:").exists()
+    assert account_balance(account_id=chart.budget.pk).held_minor == 0
+
+    statement, _ = ledger_holds_statement(
+        account=chart.budget, currency="EUR", holds=specs(1, 60_000, prefix="together"), ids=ids[:1]
+    )
+    statements_run([statement])
+    assert Hold.objects.get(pk=ids[0]).amount_minor == 60_000
+    assert account_balance(account_id=chart.budget.pk).held_minor == 60_000
