@@ -39,6 +39,7 @@ from reconciliation.services.ledger import (
 )
 from reconciliation.services.statements import ledger_minor
 
+NEW = StatementLineStatus.NEW.value
 OPEN_STATUSES = (StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED)
 
 
@@ -127,15 +128,19 @@ def _record_matches(applied: Sequence[Applied], matcher_name: str, lines: dict[i
 
 def _match_chunk(ids: Sequence[int], result: MatchRunResult) -> None:
     with transaction.atomic(durable=True):
-        # Locked by primary key and checked for ``new`` once locked (the row read is the committed
-        # version we hold): with ``status`` in the WHERE clause the planner, whose statistics say
-        # few lines are new, scanned every new line of the import for each chunk — quadratic in
-        # the statement's size. A line another run already matched is locked for this short
-        # transaction and left alone.
+        # Lines are read and locked by primary key, and ``new`` is checked in Python: with
+        # ``status`` in the WHERE clause the planner, whose statistics say few lines are new,
+        # scanned every new line of the import for each chunk — quadratic in the statement's size.
+        # The read first drops lines another run has matched since (workers sharing an import
+        # take turns over its chunks), so a chunk already done costs one read, not a row lock
+        # each; the check after locking catches a line matched in between.
+        open_ids = [
+            pk for pk, status in StatementLine.objects.filter(pk__in=ids).values_list("pk", "status") if status == NEW
+        ]
         lines = {
             line.pk: line
             for line in StatementLine.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(pk__in=ids)
+            .filter(pk__in=open_ids)
             .defer("details")
             .order_by("pk")
             if line.status == StatementLineStatus.NEW
@@ -221,10 +226,14 @@ def statement_lines_match(
     Must not be called inside another transaction (each chunk is durable).
     """
     result = MatchRunResult(dry_run=dry_run)
-    qs = StatementLine.objects.filter(status=StatementLineStatus.NEW)
-    if line_ids is not None:
-        qs = qs.filter(pk__in=list(line_ids))
-    ids = list(qs.order_by("pk").values_list("pk", flat=True))
+    if line_ids is None:
+        ids = list(
+            StatementLine.objects.filter(status=StatementLineStatus.NEW).order_by("pk").values_list("pk", flat=True)
+        )
+    else:
+        # Each chunk checks which of its lines are still new, so the given ids need no query of
+        # their own (for a large import that was one statement naming every line).
+        ids = sorted(set(line_ids))
     for start in range(0, len(ids), chunk_size):
         _match_chunk(ids[start : start + chunk_size], result)
     return result
