@@ -59,14 +59,21 @@ def _key32(text: str) -> int:
 
 def lock_ibans(*, fingerprints: list[str]) -> None:
     """Transaction-scoped advisory locks on IBAN fingerprints, ascending, in one round trip."""
+    statement = lock_ibans_statement(fingerprints=fingerprints)
+    if statement is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(*statement)
+
+
+def lock_ibans_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
+    """``lock_ibans`` as a statement, for callers sending it with their next reads; None when
+    there is nothing to lock (or not on PostgreSQL)."""
     keys = sorted({_key32(fp) for fp in fingerprints if fp})
     if connection.vendor != "postgresql" or not keys:
-        return
+        return None
     # One statement, evaluated left to right: the locks are taken in the order listed.
     calls = ", ".join("pg_advisory_xact_lock(%s, %s)" for _ in keys)
-    params = [v for key in keys for v in (_IBAN, key)]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {calls}", params)  # noqa: S608 - only placeholders are interpolated
+    return f"SELECT {calls}", [v for key in keys for v in (_IBAN, key)]  # noqa: S608 - only placeholders
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,13 @@ def lock_campaign_tally(*, campaign_id: int) -> TallyLock:
     current status and the budget's available balance, all read after the lock, so a pause or
     close that committed first is seen and the budget cannot move until this transaction ends
     (voids and maturing take the account row lock too)."""
+    with connection.cursor() as cursor:
+        cursor.execute(*tally_lock_statement(campaign_id=campaign_id))
+        return tally_lock_parse(cursor.fetchall())
+
+
+def tally_lock_statement(*, campaign_id: int) -> tuple[str, list]:
+    """``lock_campaign_tally`` as a statement (read its rows with ``tally_lock_parse``)."""
     sql = (
         f"SELECT t.funded_minor, c.status, a.posted_minor - a.held_minor FROM {CampaignTally._meta.db_table} t "
         f"JOIN {Campaign._meta.db_table} c ON c.id = t.campaign_id "
@@ -90,7 +104,9 @@ def lock_campaign_tally(*, campaign_id: int) -> TallyLock:
     )
     if connection.vendor == "postgresql":
         sql += " FOR UPDATE OF t, a"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [campaign_id])
-        row = cursor.fetchone()
-    return TallyLock(funded_minor=int(row[0]), status=row[1], budget_available_minor=int(row[2]))
+    return sql, [campaign_id]
+
+
+def tally_lock_parse(rows: list[tuple]) -> TallyLock:
+    ((funded, status, available),) = rows
+    return TallyLock(funded_minor=int(funded), status=status, budget_available_minor=int(available))

@@ -14,10 +14,11 @@ are serialised here). Signals are not sent, as with ``bulk_create``.
 
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from django.db import connection, models
+from django.db.models import QuerySet
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -144,6 +145,40 @@ def statements_run(statements: Sequence[tuple[str, list]]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+
+
+Read = tuple["QuerySet | tuple[str, Sequence]", "Callable[[list[tuple]], None] | None"]
+
+
+def queries_run(reads: Sequence[Read]) -> None:
+    """Run several reads — QuerySets (``values_list``, not flat) or ``(sql, params)`` — in
+    order and hand each one's rows to its parser (None: rows ignored, e.g. a lock). On
+    PostgreSQL they travel as one multi-statement round trip; each statement still starts after
+    the one before it finished, so a lock taken by one is held when the next reads. Elsewhere
+    each runs on its own. A read whose query is None is skipped."""
+    reads = [(query, parse) for query, parse in reads if query is not None]
+    if not reads:
+        return
+    if connection.vendor != "postgresql":
+        for query, parse in reads:
+            if isinstance(query, QuerySet):
+                rows = [tuple(row) for row in query]
+            else:
+                with connection.cursor() as cursor:
+                    cursor.execute(*query)
+                    rows = cursor.fetchall() if cursor.description else []
+            if parse is not None:
+                parse(rows)
+        return
+    compiled = [query.query.sql_with_params() if isinstance(query, QuerySet) else query for query, _ in reads]
+    with connection.cursor() as cursor:
+        cursor.execute(";\n".join(sql for sql, _ in compiled), [p for _, params in compiled for p in params])
+        for index, (_, parse) in enumerate(reads):
+            if index:
+                cursor.nextset()
+            rows = cursor.fetchall() if cursor.description else []
+            if parse is not None:
+                parse(rows)
 
 
 def _plain(value):

@@ -87,7 +87,7 @@ PEOPLE_SHARING_IBAN_SQL = """
 WITH holders AS (
     SELECT DISTINCT b.iban_fingerprint AS fp, COALESCE(p.merged_into_id, p.id) AS root
     FROM recipients_bankaccount b JOIN recipients_person p ON p.id = b.person_id
-    WHERE b.iban_fingerprint = ANY(%(fingerprints)s) AND p.erased_at IS NULL
+    WHERE b.iban_fingerprint = ANY(%s) AND p.erased_at IS NULL
 ), roots AS (
     SELECT DISTINCT root FROM holders
 ), members AS (
@@ -107,14 +107,23 @@ SELECT h.fp, sum(pr.n) FROM holders h JOIN per_root pr ON pr.root = h.root GROUP
 """
 
 
+def people_sharing_iban_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
+    """The one-statement form, for callers batching their reads: rows of (fingerprint, people)
+    for the fingerprints anyone holds (the others are 0). None where there is none (SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    return PEOPLE_SHARING_IBAN_SQL, [list(fingerprints)]
+
+
 def people_sharing_iban_counts(*, fingerprints: list[str]) -> dict[str, int]:
     """``people_sharing_iban_count`` for many IBANs: one statement on PostgreSQL, three
     queries elsewhere (bulk ingestion)."""
     wanted = set(fingerprints)
-    if connection.vendor == "postgresql":
+    statement = people_sharing_iban_statement(fingerprints=sorted(wanted))
+    if statement is not None:
         counts = dict.fromkeys(wanted, 0)
         with connection.cursor() as cursor:
-            cursor.execute(PEOPLE_SHARING_IBAN_SQL, {"fingerprints": sorted(wanted)})
+            cursor.execute(*statement)
             counts.update({fp: int(n) for fp, n in cursor.fetchall()})
         return counts
     roots_of: dict[str, set[int]] = {fp: set() for fp in wanted}

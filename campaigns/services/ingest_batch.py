@@ -26,6 +26,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import connection
 from django.db.models import Count, Q
@@ -44,7 +45,7 @@ from campaigns.evaluation import (
     periods_for,
     reward_amount,
 )
-from campaigns.locks import lock_campaign_tally, lock_ibans
+from campaigns.locks import lock_ibans_statement, tally_lock_parse, tally_lock_statement
 from campaigns.models import (
     BudgetAlert,
     CampaignEvent,
@@ -63,14 +64,16 @@ from campaigns.services.ingest_steps import CampaignContext
 from campaigns.services.ingest_types import PreparedEvent
 from core.bulk import (
     COPY_FROM,
+    Read,
     ids_reserve,
     insert_statement,
+    queries_run,
     rows_copy,
     rows_insert,
     statements_run,
 )
 from core.exceptions import ApplicationError
-from recipients.selectors import people_sharing_iban_counts
+from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
 from recipients.services import IdentityInput
 from recipients.services_bulk import Resolved, people_resolve_bulk
 from reconciliation.models import Hold
@@ -163,21 +166,33 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     _people(items, simple_only=len(items) > 1)
     live = [i for i in items if i.error is None]
     todo = [i for i in live if not i.early]
-    lock_ibans(fingerprints=[i.who.fingerprint for i in todo])
-    uses = _uses_load(todo)
-    not_new = _not_new_load(brand, todo)
-    signals = _signals_load(todo, now=now)
+    # The IBAN locks, then every fact the rules need: one round trip on PostgreSQL.
+    uses, not_new, signals = _Uses(), set(), _Signals()
+    queries_run(
+        [
+            (lock_ibans_statement(fingerprints=[i.who.fingerprint for i in todo]), None),
+            *_uses_reads(todo, uses),
+            *_not_new_reads(brand, todo, not_new),
+            *_signals_reads(todo, signals, now=now),
+        ]
+    )
     # A small batch (a single event) sends its writes in one round trip with keys reserved now,
     # before the tally lock: every round trip under that lock makes the campaign's queue longer.
     keys = None
     if connection.vendor == "postgresql" and len(live) < COPY_FROM:
         keys = ids_reserve([(TriggerEvent, len(live)), (Hold, len(todo)), (Reward, len(todo))])
-    tallies = {
-        cid: _Tally(t.funded_minor, t.status, t.budget_available_minor)
-        for cid in sorted({i.ctx.campaign.pk for i in todo})
-        for t in [lock_campaign_tally(campaign_id=cid)]
-    }
-    counters = _counters_lock(todo)
+    # The tallies (ascending), then the counters they guard: one round trip on PostgreSQL.
+    tallies: dict[int, _Tally] = {}
+    counters: dict[tuple[int, str], int] = {}
+    queries_run(
+        [
+            *(
+                (tally_lock_statement(campaign_id=cid), partial(_tally_parse, tallies, cid))
+                for cid in sorted({i.ctx.campaign.pk for i in todo})
+            ),
+            *_counters_reads(todo, counters),
+        ]
+    )
     taken: dict[tuple[int, str], int] = defaultdict(int)
     for item in live:
         _evaluate(brand, item, uses, not_new, signals, tallies, counters, taken, now=now)
@@ -229,48 +244,54 @@ def _people(items: list[Item], *, simple_only: bool) -> None:
             item.who = who
 
 
-def _uses_load(items: list[Item]) -> _Uses:
+def _tally_parse(tallies: dict, campaign_id: int, rows: list[tuple]) -> None:
+    t = tally_lock_parse(rows)
+    tallies[campaign_id] = _Tally(t.funded_minor, t.status, t.budget_available_minor)
+
+
+def _uses_reads(items: list[Item], uses: _Uses) -> list[Read]:
     """Live rewards of the batch's capped rules for its people and IBANs, one query."""
-    uses = _Uses()
     capped = [i for i in items if i.rule.has_person_caps or (i.rule.has_iban_caps and i.who.fingerprint)]
     if not capped:
-        return uses
+        return []
     root_of = {m: i.who.person.pk for i in capped for m in i.who.cluster}
     fingerprints = {i.who.fingerprint for i in capped if i.who.fingerprint}
-    rows = (
+
+    def parse(rows: list[tuple]) -> None:
+        for rule_id, person_id, fingerprint, occurred_at, amount in rows:
+            uses.add(
+                rule_id=rule_id,
+                root=root_of.get(person_id),
+                fingerprint=fingerprint if fingerprint in fingerprints else "",
+                occurred_at=occurred_at,
+                amount=amount,
+            )
+
+    query = (
         Reward.objects.filter(rule_id__in={i.rule.pk for i in capped}, status__in=LIVE_STATUSES)
         .filter(Q(person_id__in=list(root_of)) | Q(iban_fingerprint__in=fingerprints))
         .values_list("rule_id", "person_id", "iban_fingerprint", "occurred_at", "amount_minor")
     )
-    for rule_id, person_id, fingerprint, occurred_at, amount in rows:
-        uses.add(
-            rule_id=rule_id,
-            root=root_of.get(person_id),
-            fingerprint=fingerprint if fingerprint in fingerprints else "",
-            occurred_at=occurred_at,
-            amount=amount,
-        )
-    return uses
+    return [(query, parse)]
 
 
-def _not_new_load(brand, items: list[Item]) -> set[int]:
+def _not_new_reads(brand, items: list[Item], not_new: set[int]) -> list[Read]:
     """Roots (among those of "new people only" rules) with a live reward from this brand."""
     asking = [i for i in items if i.rule.new_people_only]
     if not asking:
-        return set()
+        return []
     root_of = {m: i.who.person.pk for i in asking for m in i.who.cluster}
-    rewarded = (
+    query = (
         Reward.objects.filter(person_id__in=list(root_of), campaign__brand=brand, status__in=LIVE_STATUSES)
-        .values_list("person_id", flat=True)
+        .values_list("person_id")
         .distinct()
     )
-    return {root_of[person_id] for person_id in rewarded}
+    return [(query, lambda rows: not_new.update(root_of[person_id] for (person_id,) in rows))]
 
 
-def _signals_load(items: list[Item], *, now: datetime) -> _Signals:
+def _signals_reads(items: list[Item], signals: _Signals, *, now: datetime) -> list[Read]:
     """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
     threshold on: one grouped query each."""
-    signals = _Signals()
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
     ips = {i.p.payload.ip for i in items if i.p.payload.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
     devices = {
@@ -283,68 +304,39 @@ def _signals_load(items: list[Item], *, now: datetime) -> _Signals:
         for i in items
         if i.who.fingerprint and i.ctx.campaign.fraud_max_iban_claims_per_day is not None
     }
-    sharing_fps = {
-        i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None
-    }
-    if connection.vendor == "postgresql" and (ips or devices or day_fps):
-        _velocity_pg(signals, ips=ips, devices=devices, day_fps=day_fps, hour_ago=hour_ago, day_ago=day_ago)
-    else:
-        _velocity_orm(signals, ips=ips, devices=devices, day_fps=day_fps, hour_ago=hour_ago, day_ago=day_ago)
-    if sharing_fps:
-        signals.sharing = people_sharing_iban_counts(fingerprints=sorted(sharing_fps))
-    return signals
-
-
-# The three velocity counts in one round trip; host() gives the address as the event stored it.
-_VELOCITY_SQL = f"""
-SELECT 'ip', host(ip), count(*) FROM {TriggerEvent._meta.db_table}
-WHERE ip = ANY(%(ips)s::inet[]) AND received_at >= %(hour_ago)s GROUP BY ip
-UNION ALL
-SELECT 'device', device_fingerprint, count(*) FROM {TriggerEvent._meta.db_table}
-WHERE device_fingerprint = ANY(%(devices)s) AND received_at >= %(hour_ago)s GROUP BY device_fingerprint
-UNION ALL
-SELECT 'iban_day', iban_fingerprint, count(*) FROM {Reward._meta.db_table}
-WHERE iban_fingerprint = ANY(%(day_fps)s) AND created_at >= %(day_ago)s AND status = ANY(%(live)s)
-GROUP BY iban_fingerprint
-"""
-
-
-def _velocity_pg(signals: _Signals, *, ips, devices, day_fps, hour_ago, day_ago) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _VELOCITY_SQL,
-            {
-                "ips": sorted(ips),
-                "devices": sorted(devices),
-                "day_fps": sorted(day_fps),
-                "hour_ago": hour_ago,
-                "day_ago": day_ago,
-                "live": [str(s) for s in LIVE_STATUSES],
-            },
-        )
-        target = {"ip": signals.ip, "device": signals.device, "iban_day": signals.iban_day}
-        for kind, key, n in cursor.fetchall():
-            target[kind][key] = int(n)
-
-
-def _velocity_orm(signals: _Signals, *, ips, devices, day_fps, hour_ago, day_ago) -> None:
+    sharing_fps = sorted(
+        {i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None}
+    )
     recent = TriggerEvent.objects.filter(received_at__gte=hour_ago)
+    reads: list[Read] = []
     if ips:
-        signals.ip = dict(recent.filter(ip__in=ips).values("ip").annotate(n=Count("id")).values_list("ip", "n"))
+        query = recent.filter(ip__in=ips).values("ip").annotate(n=Count("id")).values_list("ip", "n")
+        # str(): the address as the event stored it, whatever type the driver hands back.
+        reads.append((query, lambda rows: signals.ip.update((str(ip), n) for ip, n in rows)))
     if devices:
-        signals.device = dict(
+        query = (
             recent.filter(device_fingerprint__in=devices)
             .values("device_fingerprint")
             .annotate(n=Count("id"))
             .values_list("device_fingerprint", "n")
         )
+        reads.append((query, signals.device.update))
     if day_fps:
-        signals.iban_day = dict(
+        query = (
             Reward.objects.filter(iban_fingerprint__in=day_fps, created_at__gte=day_ago, status__in=LIVE_STATUSES)
             .values("iban_fingerprint")
             .annotate(n=Count("id"))
             .values_list("iban_fingerprint", "n")
         )
+        reads.append((query, signals.iban_day.update))
+    if sharing_fps:
+        statement = people_sharing_iban_statement(fingerprints=sharing_fps)
+        if statement is None:  # no one-statement form on this database
+            signals.sharing = people_sharing_iban_counts(fingerprints=sharing_fps)
+        else:
+            signals.sharing = dict.fromkeys(sharing_fps, 0)
+            reads.append((statement, lambda rows: signals.sharing.update((fp, int(n)) for fp, n in rows)))
+    return reads
 
 
 def _counter_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
@@ -358,7 +350,7 @@ def _counter_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]
     ]
 
 
-def _counters_lock(items: list[Item]) -> dict[tuple[int, str], int]:
+def _counters_reads(items: list[Item], counters: dict[tuple[int, str], int]) -> list[Read]:
     """The campaign-wide counters the batch may take, locked (after the tallies: the documented
     order), so a concurrent void's decrement waits rather than being lost."""
     keys = set()
@@ -366,13 +358,13 @@ def _counters_lock(items: list[Item]) -> dict[tuple[int, str], int]:
         periods = periods_for(item.p.occurred_at, item.ctx.campaign.tz)
         keys |= {(item.rule.pk, period) for _, period, _ in _counter_limits(item.rule, periods.day_key)}
     if not keys:
-        return {}
-    rows = RuleCounter.objects.filter(
+        return []
+    query = RuleCounter.objects.filter(
         rule_id__in={rule_id for rule_id, _ in keys}, period__in={period for _, period in keys}
     ).values_list("rule_id", "period", "rewards_count")
     if connection.vendor == "postgresql":
-        rows = rows.select_for_update()
-    return {(rule_id, period): n for rule_id, period, n in rows}
+        query = query.select_for_update()
+    return [(query, lambda rows: counters.update(((rule_id, period), n) for rule_id, period, n in rows))]
 
 
 def _reject(item: Item, reason: str) -> None:
