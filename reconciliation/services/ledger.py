@@ -7,10 +7,13 @@ postings are always inserted sorted by account id and the posting trigger locks 
 its posting is inserted. Holds are locked before accounts.
 """
 
+import functools
 import hashlib
 import json
+import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -38,12 +41,65 @@ MAX_AMOUNT_MINOR = 10**15
 
 def _lock_accounts(account_ids) -> None:
     """Lock account rows in ascending id: the one lock order every writer of the books follows."""
+    _held_postings_insert()
     list(
         Account.objects.select_for_update(no_key=True)
         .filter(pk__in=sorted(set(account_ids)))
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+# --- postings held to the end of a block ------------------------------------------------------
+
+_held = threading.local()
+
+
+@contextmanager
+def ledger_postings_held() -> Iterator[None]:
+    """Inside a transaction, ``ledger_entries_post`` (all or nothing) writes its entries at once and
+    holds their postings back: they are inserted together, sorted by account then entry, when the
+    block ends — or first thing in any other ledger write inside it, so the transaction still takes
+    account locks in ascending order. The posting trigger locks each account it moves until commit;
+    a caller with more to write after posting (a matching chunk: payouts, events, matches, lines)
+    then holds hot accounts for one insert and the commit rather than for all of its work.
+
+    Entries and their postings still commit together, and the balance trigger checks every entry
+    at commit. A refusal from the postings (an overdraft) is raised when the block ends and the
+    transaction is lost with it: for callers whose transaction is all or nothing anyway.
+    Raises RuntimeError outside a transaction or when nested."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("ledger_postings_held() needs a transaction")
+    if getattr(_held, "rows", None) is not None:
+        raise RuntimeError("ledger_postings_held() does not nest")
+    _held.rows = []
+    try:
+        yield
+        _held_postings_insert()
+    finally:
+        _held.rows = None
+
+
+def _held_postings_insert() -> None:
+    rows = getattr(_held, "rows", None)
+    if not rows:
+        return
+    _held.rows = []
+    try:
+        _insert_postings_rows(sorted(rows))
+    except IntegrityError as exc:
+        raise ledger_error_from(exc) from exc
+
+
+def _after_held_postings(func):
+    """A ledger write that locks accounts: postings held back go in first (lock order)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        _held_postings_insert()
+        return func(*args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -139,6 +195,7 @@ def account_get_or_create(
     return account
 
 
+@_after_held_postings
 def account_set_active(*, account: Account, is_active: bool) -> Account:
     Account.objects.filter(pk=account.pk).update(is_active=is_active)
     account.is_active = is_active
@@ -277,6 +334,7 @@ def _post_statement_pg(spec: EntrySpec, *, now: datetime, reverses_id: int | Non
 
 
 def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
+    _held_postings_insert()
     _validate(spec)
     content_hash = _content_hash(spec, reverses_id)
     now = timezone.now()
@@ -362,7 +420,8 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
     """Post many entries in one database transaction.
 
     ``all_or_nothing=True``: every entry is posted (or replayed) or none is; the first refusal is
-    raised. Fast path: one INSERT for the entries and one for all postings.
+    raised. Fast path: one INSERT for the entries and one for all postings (the latter at the end
+    of an enclosing ``ledger_postings_held`` block).
     ``all_or_nothing=False`` (best effort): each entry gets its own savepoint; refused entries are
     reported in ``BatchResult.refused`` with their error code and the others are posted.
     Replays (same key, same content) are reported in ``replayed`` and post nothing.
@@ -405,7 +464,10 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
                 for spec in fresh
                 for leg in spec.legs
             )
-            _insert_postings_rows(rows)
+            if getattr(_held, "rows", None) is not None:
+                _held.rows.extend(rows)
+            else:
+                _insert_postings_rows(rows)
     except IntegrityError as exc:
         raise ledger_error_from(exc) from exc
     for spec in fresh:
@@ -506,6 +568,7 @@ def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str
 # --- holds ---------------------------------------------------------------------------------------
 
 
+@_after_held_postings
 def ledger_hold_create(
     *,
     idempotency_key: str,
@@ -567,6 +630,7 @@ class HoldSpec:
     expires_at: datetime | None = None
 
 
+@_after_held_postings
 def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
     """Reserve many amounts on one account in a single INSERT (bulk ingestion); returns the new
     holds in order. All or nothing: the triggers check each row exactly as for
@@ -633,6 +697,7 @@ def _hold_decrease_on_account(hold: Hold, legs: Sequence[Leg]) -> int:
     return -net if debit_normal else net
 
 
+@_after_held_postings
 def ledger_hold_commit(
     *,
     hold: Hold,
@@ -694,6 +759,7 @@ def ledger_hold_commit(
     return PostResult(entry=JournalEntry.objects.get(pk=entry_id), replayed=False)
 
 
+@_after_held_postings
 def _hold_resolve(*, hold: Hold, status: HoldStatus, memo: str = "") -> HoldResult:
     now = timezone.now()
     with transaction.atomic():
@@ -712,6 +778,7 @@ def ledger_hold_void(*, hold: Hold) -> HoldResult:
     return _hold_resolve(hold=hold, status=HoldStatus.VOIDED)
 
 
+@_after_held_postings
 def ledger_holds_expire(*, now: datetime | None = None, batch_size: int = 500) -> int:
     """Expire pending holds whose ``expires_at`` has passed, in short transactions of
     ``batch_size``. Returns how many expired. Safe to run concurrently and repeatedly: each hold
