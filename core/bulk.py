@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from django.db import connection, models
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -127,7 +127,9 @@ def ids_reserve(wanted: Sequence[tuple[type[models.Model], int]]) -> list[list[i
 def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *, keys: bool = True) -> tuple[str, list]:
     """``INSERT … VALUES`` for ``objs``, values prepared exactly as ``save`` prepares them; no
     RETURNING. With ``keys`` their primary keys are set (``ids_reserve``); without, the database
-    assigns them (rows nobody refers to)."""
+    assigns them (rows nobody refers to). No objects, no statement: ``("", [])``."""
+    if not objs:
+        return "", []
     pk = model._meta.pk
     fields = [f for f in model._meta.concrete_fields if keys or f is not pk]
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -137,14 +139,31 @@ def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *,
     return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", params  # noqa: S608
 
 
-def statements_run(statements: Sequence[tuple[str, list]]) -> None:
+def statements_run(statements: Sequence[tuple[str, list]], *, savepoint: str = "") -> None:
     """Run several statements in one round trip (psycopg's client-side binding sends them as one
-    simple query), in order, in the caller's transaction; the first refusal raises as usual."""
+    simple query), in order, in the caller's transaction; the first refusal raises as usual.
+    With ``savepoint`` they run inside one (in the same round trip): a refusal rolls back to it,
+    leaving the caller's transaction usable. One by one on databases without multi-statements."""
     statements = [(sql, params) for sql, params in statements if sql]
     if not statements:
         return
-    with connection.cursor() as cursor:
-        cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+    if connection.vendor != "postgresql":
+        with transaction.atomic(), connection.cursor() as cursor:
+            for sql, params in statements:
+                cursor.execute(sql, params)
+        return
+    name = connection.ops.quote_name(savepoint) if savepoint else ""
+    sql = ";\n".join(sql for sql, _ in statements)
+    if name:
+        sql = f"SAVEPOINT {name};\n{sql};\nRELEASE SAVEPOINT {name}"
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [p for _, params in statements for p in params])
+    except DatabaseError:
+        if name:
+            with connection.cursor() as cursor:
+                cursor.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+        raise
 
 
 Read = tuple["QuerySet | tuple[str, Sequence]", "Callable[[list[tuple]], None] | None"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from core.bulk import rows_copy, rows_insert
+from core.bulk import insert_statement, rows_copy, rows_insert, statements_run
 from core.exceptions import ApplicationError
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
@@ -78,15 +78,20 @@ class ComplexBatch(Exception):
 
 
 def people_resolve_bulk(
-    *, identities: list[IdentityInput], sources: list[str], simple_only: bool = False
+    *,
+    identities: list[IdentityInput],
+    sources: list[str],
+    simple_only: bool = False,
+    keys: tuple[list[int], list[int]] | None = None,
 ) -> list[Resolved | ApplicationError]:
     """Resolve every identity as ``person_resolve`` would, in order; one result per identity:
     ``Resolved``, or the ApplicationError that identity raised (nothing written for it).
 
     With ``simple_only``, raise ComplexBatch (nothing written; some roots may be locked) when an
     identity needs the slow way: a caller evaluating the batch as if it came one by one must then
-    take it one by one. Joins the caller's transaction and keeps every returned root locked until
-    it ends."""
+    take it one by one. ``keys``: people and bank-account keys reserved by the caller (as many as
+    identities), so new people are written in one round trip (PostgreSQL). Joins the caller's
+    transaction and keeps every returned root locked until it ends."""
     results: list[Resolved | ApplicationError | None] = [None] * len(identities)
     normalised: dict[int, _Identity] = {}
     for i, identity in enumerate(identities):
@@ -138,7 +143,7 @@ def people_resolve_bulk(
     if slow and simple_only:
         raise ComplexBatch
     if fresh:
-        created = _people_create(fresh, normalised, sources)
+        created = _people_create(fresh, normalised, sources, keys)
         if created is None:  # lost a race on an identifier: let person_resolve settle it
             if simple_only:
                 raise ComplexBatch
@@ -216,75 +221,64 @@ def _nothing_to_write(root: _Root, identity: _Identity) -> bool:
     return identity.iban is None or root.has_current_on_root
 
 
+_IDENTIFIER_FIELDS = ["person_id", "kind", "value", "source", "created_at"]
+_EVENT_FIELDS = ["person_id", "kind", "source", "detail", "created_at"]
+
+
 def _people_create(
-    fresh: list[int], normalised: dict[int, _Identity], sources: list[str]
+    fresh: list[int], normalised: dict[int, _Identity], sources: list[str], keys: tuple[list, list] | None
 ) -> dict[int, Resolved] | None:
     """Insert brand-new people with their identifiers and bank accounts, in one savepoint.
     Returns identity index → its new person (a cluster of one, paid into the account just
-    created), or None when a concurrent writer took an identifier first."""
+    created), or None when a concurrent writer took an identifier first. With ``keys`` (people
+    and account keys the caller reserved, ``core.bulk.ids_reserve``) the four INSERTs and the
+    savepoint travel as one round trip; without, each table is one COPY/INSERT."""
     now = timezone.now()
+    people = [
+        Person(
+            display_name=normalised[i].name,
+            preferred_language=normalised[i].language,
+            created_source=sources[i],
+            created_at=now,
+        )
+        for i in fresh
+    ]
+    by_index = dict(zip(fresh, people, strict=True))
+    with_iban = [i for i in fresh if normalised[i].iban is not None]
     try:
-        with transaction.atomic():
-            people = rows_insert(
-                Person,
+        if keys is not None:
+            for person, pk in zip(people, keys[0], strict=False):
+                person.pk = person.id = pk
+            accounts = _accounts(with_iban, normalised, by_index, sources, now)
+            for account, pk in zip(accounts, keys[1], strict=False):
+                account.pk = account.id = pk
+            statements_run(
                 [
-                    Person(
-                        display_name=normalised[i].name,
-                        preferred_language=normalised[i].language,
-                        created_source=sources[i],
-                        created_at=now,
-                    )
-                    for i in fresh
+                    insert_statement(Person, people),
+                    insert_statement(
+                        Identifier,
+                        _rows(
+                            Identifier, _IDENTIFIER_FIELDS, _identifier_rows(fresh, normalised, by_index, sources, now)
+                        ),
+                        keys=False,
+                    ),
+                    insert_statement(BankAccount, accounts),
+                    insert_statement(
+                        PersonEvent,
+                        _rows(PersonEvent, _EVENT_FIELDS, _event_rows(with_iban, accounts, by_index, sources, now)),
+                        keys=False,
+                    ),
                 ],
+                savepoint="people_create",
             )
-            by_index = {i: person for i, person in zip(fresh, people, strict=True)}
-            # Ascending (kind, value), the order person_resolve inserts in: no deadlock cycle.
-            keys = sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
-            rows_copy(
-                Identifier,
-                ["person_id", "kind", "value", "source", "created_at"],
-                [(by_index[i].id, kind, value, sources[i], now) for kind, value, i in keys],
-            )
-            with_iban = [i for i in fresh if normalised[i].iban is not None]
-            accounts = rows_insert(
-                BankAccount,
-                [
-                    BankAccount(
-                        person=by_index[i],
-                        iban_ciphertext=crypto.encrypt(normalised[i].iban.normalised),
-                        iban_fingerprint=crypto.iban_fingerprint(normalised[i].iban.normalised),
-                        masked=normalised[i].iban.masked,
-                        country=normalised[i].iban.country,
-                        bic=normalised[i].iban.bic,
-                        bank_name=normalised[i].iban.bank_name,
-                        is_current=True,
-                        source=sources[i],
-                        created_at=now,
-                    )
-                    for i in with_iban
-                ],
-            )
-            # The same audit row _bank_account_make_current writes. No payouts hook: a person
-            # created this instant has nothing owed to them yet.
-            rows_copy(
-                PersonEvent,
-                ["person_id", "kind", "source", "detail", "created_at"],
-                [
-                    (
-                        by_index[i].id,
-                        PersonEventKind.IBAN_SET,
-                        sources[i],
-                        {
-                            "bank_account": account.id,
-                            "previous_bank_account": None,
-                            "country": account.country,
-                            "reused": False,
-                        },
-                        now,
-                    )
-                    for i, account in zip(with_iban, accounts, strict=True)
-                ],
-            )
+            for obj in [*people, *accounts]:
+                obj._state.adding, obj._state.db = False, "default"
+        else:
+            with transaction.atomic():
+                rows_insert(Person, people)
+                rows_copy(Identifier, _IDENTIFIER_FIELDS, _identifier_rows(fresh, normalised, by_index, sources, now))
+                accounts = rows_insert(BankAccount, _accounts(with_iban, normalised, by_index, sources, now))
+                rows_copy(PersonEvent, _EVENT_FIELDS, _event_rows(with_iban, accounts, by_index, sources, now))
     except IntegrityError as exc:
         if _constraint_name(exc) not in _RACE_CONSTRAINTS:
             raise
@@ -299,6 +293,49 @@ def _people_create(
         )
         for i, person in by_index.items()
     }
+
+
+def _rows(model, names: list[str], rows: list[tuple]) -> list:
+    return [model(**dict(zip(names, row, strict=True))) for row in rows]
+
+
+def _identifier_rows(fresh, normalised, by_index, sources, now) -> list[tuple]:
+    # Ascending (kind, value), the order person_resolve inserts in: no deadlock cycle.
+    keys = sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
+    return [(by_index[i].id, kind, value, sources[i], now) for kind, value, i in keys]
+
+
+def _accounts(with_iban, normalised, by_index, sources, now) -> list[BankAccount]:
+    return [
+        BankAccount(
+            person=by_index[i],
+            iban_ciphertext=crypto.encrypt(normalised[i].iban.normalised),
+            iban_fingerprint=crypto.iban_fingerprint(normalised[i].iban.normalised),
+            masked=normalised[i].iban.masked,
+            country=normalised[i].iban.country,
+            bic=normalised[i].iban.bic,
+            bank_name=normalised[i].iban.bank_name,
+            is_current=True,
+            source=sources[i],
+            created_at=now,
+        )
+        for i in with_iban
+    ]
+
+
+def _event_rows(with_iban, accounts, by_index, sources, now) -> list[tuple]:
+    """The audit row _bank_account_make_current writes. No payouts hook: a person created this
+    instant has nothing owed to them yet."""
+    return [
+        (
+            by_index[i].id,
+            PersonEventKind.IBAN_SET,
+            sources[i],
+            {"bank_account": account.id, "previous_bank_account": None, "country": account.country, "reused": False},
+            now,
+        )
+        for i, account in zip(with_iban, accounts, strict=True)
+    ]
 
 
 def _resolve_slowly(i: int, identities, sources, results, roots_of: dict[int, int]) -> None:

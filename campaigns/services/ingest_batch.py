@@ -73,6 +73,7 @@ from core.bulk import (
     statements_run,
 )
 from core.exceptions import ApplicationError
+from recipients.models import BankAccount, Person
 from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
 from recipients.services import IdentityInput
 from recipients.services_bulk import Resolved, people_resolve_bulk
@@ -161,9 +162,16 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     for item in items:
         item.rule = item.ctx.rule_for(item.p.payload)
         item.early = _early_rejection(item) or ""
+    # A small batch (a single event) sends its writes in few round trips with keys reserved now:
+    # new people in one, the reward's rows in one — the latter under the campaign's tally lock,
+    # where every round trip makes the campaign's queue longer.
+    keys = None
+    if connection.vendor == "postgresql" and len(items) < COPY_FROM:
+        n = len(items)
+        keys = ids_reserve([(Person, n), (BankAccount, n), (TriggerEvent, n), (Hold, n), (Reward, n)])
     # Raises ComplexBatch (nothing written) when someone's identity needs writes the others of
     # the batch would see had they come one by one: the caller then takes them one by one.
-    _people(items, simple_only=len(items) > 1)
+    _people(items, simple_only=len(items) > 1, keys=(keys[0], keys[1]) if keys else None)
     live = [i for i in items if i.error is None]
     todo = [i for i in live if not i.early]
     # The IBAN locks, then every fact the rules need: one round trip on PostgreSQL.
@@ -176,11 +184,6 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
             *_signals_reads(todo, signals, now=now),
         ]
     )
-    # A small batch (a single event) sends its writes in one round trip with keys reserved now,
-    # before the tally lock: every round trip under that lock makes the campaign's queue longer.
-    keys = None
-    if connection.vendor == "postgresql" and len(live) < COPY_FROM:
-        keys = ids_reserve([(TriggerEvent, len(live)), (Hold, len(todo)), (Reward, len(todo))])
     # The tallies (ascending), then the counters they guard: one round trip on PostgreSQL.
     tallies: dict[int, _Tally] = {}
     counters: dict[tuple[int, str], int] = {}
@@ -204,7 +207,7 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     if keys is None:
         _write(brand, live, taken, now=now)
     else:
-        _write_together(brand, live, taken, keys, now=now)
+        _write_together(brand, live, taken, keys[2:], now=now)
 
 
 def _early_rejection(item: Item) -> str | None:
@@ -219,7 +222,7 @@ def _early_rejection(item: Item) -> str | None:
     return None
 
 
-def _people(items: list[Item], *, simple_only: bool) -> None:
+def _people(items: list[Item], *, simple_only: bool, keys) -> None:
     todo = [i for i in items if not i.early]
     resolved = people_resolve_bulk(
         identities=[
@@ -236,6 +239,7 @@ def _people(items: list[Item], *, simple_only: bool) -> None:
         ],
         sources=[i.p.payload.source for i in todo],
         simple_only=simple_only,
+        keys=keys,
     )
     for item, who in zip(todo, resolved, strict=True):
         if isinstance(who, ApplicationError):

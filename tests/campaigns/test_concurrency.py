@@ -101,6 +101,28 @@ def test_one_person_from_many_threads_gets_the_cap_exactly():
     assert ledger_verify_report().ok
 
 
+def test_a_person_without_an_iban_from_many_threads_gets_the_cap_exactly():
+    # given one e-mail, no IBAN (so no IBAN lock serialises them): only the person's row lock can
+    brand = BrandFactory(name="Race4", slug="race4")
+    funded_campaign(
+        brand=brand,
+        amount_minor=100_000,
+        rules=[{"trigger": "tiktok_login", "fixed_minor": 500, "person_count_per_campaign": 2}],
+    )
+    event_ingest(brand=brand, payload=event(email="bo@example.com", external_id="first"))  # now known
+    payloads = [event(email="bo@example.com") for _ in range(24)]
+
+    def work(idx: int) -> None:
+        for payload in payloads[idx::8]:
+            event_ingest(brand=brand, payload=payload)
+
+    errors = _run_in_threads(8, work)
+    assert errors == []
+    assert Reward.objects.count() == 2
+    assert TriggerEvent.objects.filter(reason="cap_person_campaign_count").count() == 23
+    assert ledger_verify_report().ok
+
+
 def test_the_same_event_delivered_by_many_threads_is_one_reward():
     brand = BrandFactory(name="Race3", slug="race3")
     funded_campaign(brand=brand, amount_minor=100_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 500}])
