@@ -20,7 +20,7 @@ import json
 from dataclasses import fields
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, Trigger, TriggerEvent
@@ -89,6 +89,16 @@ def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:
     return IngestResult(event=existing, reward=reward, outcome=existing.outcome, reason=existing.reason, replayed=True)
 
 
+def _stored(brand, external_id: str) -> bool:
+    """Whether the event is stored already: raw, on every event's path (see ``campaign_context``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {TriggerEvent._meta.db_table} WHERE brand_id = %s AND external_id = %s",  # noqa: S608
+            [brand.pk, external_id],
+        )
+        return cursor.fetchone() is not None
+
+
 def ingest_one(*, brand, item: Item, now: datetime) -> bool:
     """One event in its own durable transaction. False when another caller stored it first (the
     transaction rolled back whole; answer with a replay)."""
@@ -121,9 +131,10 @@ def event_ingest(*, brand, payload: EventInput) -> IngestResult:
     """
     now = timezone.now()
     prepared = event_prepare(payload, now=now)
-    existing = TriggerEvent.objects.filter(brand=brand, external_id=payload.external_id).first()
-    if existing is not None:
-        return event_replay(existing, prepared.request_hash)
+    if _stored(brand, payload.external_id):
+        return event_replay(
+            TriggerEvent.objects.get(brand=brand, external_id=payload.external_id), prepared.request_hash
+        )
     item = Item(p=prepared, ctx=campaign_context(brand, payload.campaign))
     if ingest_one(brand=brand, item=item, now=now):
         if item.error is not None:
