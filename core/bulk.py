@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -130,12 +130,13 @@ def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *,
     assigns them (rows nobody refers to). No objects, no statement: ``("", [])``."""
     if not objs:
         return "", []
+    conn = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks the connection up on every use
     pk = model._meta.pk
     fields = [f for f in model._meta.concrete_fields if keys or f is not pk]
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for obj in objs for f in fields]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    table = connection.ops.quote_name(model._meta.db_table)
+    params = [f.get_db_prep_save(f.pre_save(obj, add=True), conn) for obj in objs for f in fields]
+    columns = ", ".join(conn.ops.quote_name(f.column) for f in fields)
+    table = conn.ops.quote_name(model._meta.db_table)
     return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", params  # noqa: S608
 
 
