@@ -184,11 +184,19 @@ def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind:
 
 def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
     """payable → clawed_back: the commit entry is reversed (payable and fee back to the budget).
-    A paid reward raises InvalidTransition: recovering money already sent is a payouts matter."""
+    A paid reward raises InvalidTransition: recovering money already sent is a payouts matter.
+    So does a payable reward in a live payout (``reward_in_payout``): the payout would go on to
+    send money the claw-back took back — cancel the payout first, or wait for it to fail or
+    come back. Payout creation locks the rewards it takes, so the two cannot interleave."""
     now = timezone.now()
     with transaction.atomic(durable=True):
         reward = _locked(reward.pk)
         _require(reward, (RewardStatus.PAYABLE,), "clawed back")
+        if reward.payout_items.filter(active=True).exists():
+            raise InvalidTransition(
+                "This reward is being paid out: cancel its payout first, or wait until it fails or comes back.",
+                code="reward_in_payout",
+            )
         result = ledger_entry_reverse(
             entry=reward.commit_entry, idempotency_key=f"reward:{reward.pk}:clawback", memo=f"Claw-back: {reason}"[:500]
         )

@@ -652,6 +652,7 @@ def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence
         raise ledger_error_from(exc) from exc
 
 
+@_after_held_postings
 def ledger_holds_statement(
     *, account: Account, currency: str, holds: Sequence[HoldSpec], ids: Sequence[int]
 ) -> tuple[tuple[str, list], list[Hold]]:

@@ -153,3 +153,26 @@ def test_people_are_told_when_paid_returned_or_an_iban_is_needed(sandbox, debtor
     person_notify_iban_needed_task(waiting.person_id, "iban_needed:test")
     assert Notification.objects.filter(kind="iban_needed").count() == 1
     assert mail.outbox[-1].to == ["marco@example.com"] and "IBAN" in mail.outbox[-1].body
+
+
+def test_a_reward_in_a_live_payout_is_not_clawed_back_until_the_payout_is_cancelled(sandbox, debtor, brand, campaign):
+    from campaigns.models import RewardStatus
+    from campaigns.services import reward_claw_back
+
+    reward = payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+
+    with pytest.raises(InvalidTransition) as refused:
+        reward_claw_back(reward=reward, reason="fraud found late")
+
+    assert refused.value.code == "reward_in_payout"
+    reward.refresh_from_db()
+    assert reward.status == RewardStatus.PAYABLE and reward.clawback_entry is None
+    assert payable_minor(reward.person_id) == 500
+
+    payout_cancel(payout=Payout.objects.get(pk=payout_id), actor=staff("olga", "cancel_payout"), reason="fraud")
+    reward_claw_back(reward=reward, reason="fraud found late")
+    reward.refresh_from_db()
+    assert reward.status == RewardStatus.CLAWED_BACK and payable_minor(reward.person_id) == 0
+    assert payout_execute(payout_id=payout_id) == "not_claimed"  # the cancelled payout sends nothing
+    assert_books_ok()
