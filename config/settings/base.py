@@ -295,9 +295,23 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# --- Shared cache ----------------------------------------------------------------------------------
+# Rate limits (API keys, claim pages) count in Django's cache. The default, LocMem, counts per
+# process: with several gunicorn workers or web nodes, set CACHE_URL (redis://host:6379/0) so they
+# count together. Nothing else relies on the cache: losing it only resets the counting windows.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "joyback"),
+        }
+    }
+
 # --- Partner API and webhooks (helper F, issue 6) -------------------------------------------------
-# Per-key rate limit (fixed one-minute window in the Django cache: LocMem per process unless CACHES
-# points at Redis), largest API body, how long Idempotency-Keys are kept, and when an in-flight
+# Per-key rate limit (fixed one-minute window in the Django cache, see CACHE_URL above), largest
+# API body, how long Idempotency-Keys are kept, and when an in-flight
 # key left by a crashed worker may be taken over.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000)
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 4 * 1024 * 1024)

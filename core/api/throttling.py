@@ -1,5 +1,5 @@
 """Per-key rate limit: a fixed one-minute window counted in the Django cache (LocMem by default,
-so per process; point CACHES at Redis to share it between web nodes)."""
+so per process; set CACHE_URL to a Redis server to share it between workers and web nodes)."""
 
 import time
 

@@ -142,3 +142,36 @@ def test_cursor_pagination_walks_every_row_once(api, brand):
         seen += [c["slug"] for c in page["results"]]
         url = page["next"]
     assert seen == ["c4", "c3", "c2", "c1", "c0"]
+
+
+def _redis_url() -> str:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", 6379), 0.5).close()
+    except OSError:
+        pytest.skip("needs the Redis server at 127.0.0.1:6379 (CACHE_URL)")
+    return "redis://127.0.0.1:6379/0"
+
+
+def test_with_cache_url_the_rate_limit_counts_in_redis_for_every_process(api, settings):
+    import uuid
+
+    from django.core.cache.backends.redis import RedisCache
+
+    url, prefix = _redis_url(), f"test-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": prefix}
+    }
+    settings.API_RATE_LIMIT_PER_MINUTE = 3
+    try:
+        statuses = [api.get("/api/v1/campaigns/").status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        # Another worker process has its own client to the same server and sees the same count.
+        other = RedisCache(url, {"KEY_PREFIX": prefix})
+        (counter,) = [k for k in other._cache.get_client().keys(f"{prefix}:*api-rate:*")]
+        assert int(other._cache.get_client().get(counter)) == 4
+    finally:
+        client = RedisCache(url, {"KEY_PREFIX": prefix})._cache.get_client()
+        for key in client.keys(f"{prefix}:*"):
+            client.delete(key)
