@@ -15,11 +15,14 @@ are serialised here). Signals are not sent, as with ``bulk_create``.
 import enum
 import json
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from typing import TypeVar
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from psycopg.types.json import Jsonb
 
 M = TypeVar("M", bound=models.Model)
@@ -141,10 +144,10 @@ def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *,
 
 
 def statements_run(statements: Sequence[tuple[str, list]], *, savepoint: str = "") -> None:
-    """Run several statements in one round trip (psycopg's client-side binding sends them as one
-    simple query), in order, in the caller's transaction; the first refusal raises as usual.
-    With ``savepoint`` they run inside one (in the same round trip): a refusal rolls back to it,
-    leaving the caller's transaction usable. One by one on databases without multi-statements."""
+    """Run several statements in one round trip (``_pipelined``), in order, in the caller's
+    transaction; the first refusal raises as usual. With ``savepoint`` they run inside one (in the
+    same round trip): a refusal rolls back to it, leaving the caller's transaction usable. One by
+    one, in a savepoint, on other databases."""
     statements = [(sql, params) for sql, params in statements if sql]
     if not statements:
         return
@@ -154,16 +157,13 @@ def statements_run(statements: Sequence[tuple[str, list]], *, savepoint: str = "
                 cursor.execute(sql, params)
         return
     name = connection.ops.quote_name(savepoint) if savepoint else ""
-    sql = ";\n".join(sql for sql, _ in statements)
     if name:
-        sql = f"SAVEPOINT {name};\n{sql};\nRELEASE SAVEPOINT {name}"
+        statements = [(f"SAVEPOINT {name}", []), *statements, (f"RELEASE SAVEPOINT {name}", [])]
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [p for _, params in statements for p in params])
+        _pipelined(statements)
     except DatabaseError:
         if name:
-            with connection.cursor() as cursor:
-                cursor.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+            _pipelined([(f"ROLLBACK TO SAVEPOINT {name}", []), (f"RELEASE SAVEPOINT {name}", [])])
         raise
 
 
@@ -173,7 +173,7 @@ Read = tuple["QuerySet | tuple[str, Sequence]", "Callable[[list[tuple]], None] |
 def queries_run(reads: Sequence[Read]) -> None:
     """Run several reads — QuerySets (``values_list``, not flat) or ``(sql, params)`` — in
     order and hand each one's rows to its parser (None: rows ignored, e.g. a lock). On
-    PostgreSQL they travel as one multi-statement round trip; each statement still starts after
+    PostgreSQL they travel in one round trip (``_pipelined``); each statement still starts after
     the one before it finished, so a lock taken by one is held when the next reads. Elsewhere
     each runs on its own. A read whose query is None is skipped."""
     reads = [(query, parse) for query, parse in reads if query is not None]
@@ -191,14 +191,52 @@ def queries_run(reads: Sequence[Read]) -> None:
                 parse(rows)
         return
     compiled = [query.query.sql_with_params() if isinstance(query, QuerySet) else query for query, _ in reads]
-    with connection.cursor() as cursor:
-        cursor.execute(";\n".join(sql for sql, _ in compiled), [p for _, params in compiled for p in params])
-        for index, (_, parse) in enumerate(reads):
-            if index:
-                cursor.nextset()
-            rows = cursor.fetchall() if cursor.description else []
-            if parse is not None:
-                parse(rows)
+    for rows, (_, parse) in zip(_pipelined(compiled), reads, strict=True):
+        if parse is not None:
+            parse(rows)
+
+
+def _pipelined(statements: Sequence[tuple[str, Sequence]]) -> list[list[tuple]]:
+    """Send statements in psycopg's pipeline mode — one round trip, then one sync — each as a
+    server-side prepared statement (planned once per connection, not per event; the statements
+    of the hot paths repeat with the same text). Returns each one's rows. Errors are Django's;
+    the first refusal stops the rest and aborts the transaction, as usual.
+
+    Not Django's cursor, so ``execute_wrapper`` hooks and query capture do not see these."""
+    connection.ensure_connection()
+    raw = connection.connection
+    cursors = [psycopg.Cursor(raw) for _ in statements]
+    try:
+        with connection.wrap_database_errors:
+            with raw.pipeline():
+                for cursor, (sql, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(sql, params or None, prepare=True)
+            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+    finally:
+        for cursor in cursors:
+            cursor.close()
+
+
+def any_of(column: str, values) -> tuple[str, list]:
+    """``column`` matches one of ``values``: ``= ANY(%s)`` with one array parameter on PostgreSQL
+    (the statement's text does not change with the count, so its prepared plan is reused),
+    ``IN (%s, …)`` elsewhere."""
+    values = list(values)
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [values]
+    if not values:
+        return "1 = 0", []
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", values
+
+
+def as_datetime(value):
+    """A timestamp from a raw row: PostgreSQL gives aware datetimes, SQLite naive ones or text,
+    both in UTC (how Django stores them there)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
 
 
 def _plain(value):

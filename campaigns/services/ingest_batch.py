@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from django.db import connection
-from django.db.models import Count, Q
 from django.db.models.signals import post_save
 
 from campaigns.evaluation import (
@@ -48,6 +47,7 @@ from campaigns.evaluation import (
 from campaigns.locks import lock_ibans_statement, tally_lock_parse, tally_lock_statement
 from campaigns.models import (
     BudgetAlert,
+    Campaign,
     CampaignEvent,
     CampaignStatus,
     EventOutcome,
@@ -65,6 +65,8 @@ from campaigns.services.ingest_types import PreparedEvent
 from core.bulk import (
     COPY_FROM,
     Read,
+    any_of,
+    as_datetime,
     ids_reserve,
     insert_statement,
     queries_run,
@@ -267,14 +269,18 @@ def _uses_reads(items: list[Item], uses: _Uses) -> list[Read]:
                 rule_id=rule_id,
                 root=root_of.get(person_id),
                 fingerprint=fingerprint if fingerprint in fingerprints else "",
-                occurred_at=occurred_at,
+                occurred_at=as_datetime(occurred_at),
                 amount=amount,
             )
 
+    rule_in, rule_params = any_of("rule_id", sorted({i.rule.pk for i in capped}))
+    status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
+    person_in, person_params = any_of("person_id", sorted(root_of))
+    iban_in, iban_params = any_of("iban_fingerprint", sorted(fingerprints))
     query = (
-        Reward.objects.filter(rule_id__in={i.rule.pk for i in capped}, status__in=LIVE_STATUSES)
-        .filter(Q(person_id__in=list(root_of)) | Q(iban_fingerprint__in=fingerprints))
-        .values_list("rule_id", "person_id", "iban_fingerprint", "occurred_at", "amount_minor")
+        "SELECT rule_id, person_id, iban_fingerprint, occurred_at, amount_minor "  # noqa: S608 - placeholders only
+        f"FROM {Reward._meta.db_table} WHERE {rule_in} AND {status_in} AND ({person_in} OR {iban_in})",
+        [*rule_params, *status_params, *person_params, *iban_params],
     )
     return [(query, parse)]
 
@@ -285,10 +291,13 @@ def _not_new_reads(brand, items: list[Item], not_new: set[int]) -> list[Read]:
     if not asking:
         return []
     root_of = {m: i.who.person.pk for i in asking for m in i.who.cluster}
+    person_in, person_params = any_of("r.person_id", sorted(root_of))
+    status_in, status_params = any_of("r.status", [str(v) for v in LIVE_STATUSES])
     query = (
-        Reward.objects.filter(person_id__in=list(root_of), campaign__brand=brand, status__in=LIVE_STATUSES)
-        .values_list("person_id")
-        .distinct()
+        f"SELECT DISTINCT r.person_id FROM {Reward._meta.db_table} r "  # noqa: S608 - placeholders only
+        f"JOIN {Campaign._meta.db_table} c ON c.id = r.campaign_id "
+        f"WHERE c.brand_id = %s AND {person_in} AND {status_in}",
+        [brand.pk, *person_params, *status_params],
     )
     return [(query, lambda rows: not_new.update(root_of[person_id] for (person_id,) in rows))]
 
@@ -311,26 +320,33 @@ def _signals_reads(items: list[Item], signals: _Signals, *, now: datetime) -> li
     sharing_fps = sorted(
         {i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None}
     )
-    recent = TriggerEvent.objects.filter(received_at__gte=hour_ago)
+    events, rewards = TriggerEvent._meta.db_table, Reward._meta.db_table
     reads: list[Read] = []
     if ips:
-        query = recent.filter(ip__in=ips).values("ip").annotate(n=Count("id")).values_list("ip", "n")
+        ip_in, ip_params = any_of("ip", sorted(ips))
+        if connection.vendor == "postgresql":
+            ip_in = "ip = ANY(%s::inet[])"
+        query = (
+            f"SELECT ip, count(*) FROM {events} WHERE {ip_in} AND received_at >= %s GROUP BY ip",
+            [*ip_params, hour_ago],
+        )  # noqa: S608
         # str(): the address as the event stored it, whatever type the driver hands back.
         reads.append((query, lambda rows: signals.ip.update((str(ip), n) for ip, n in rows)))
     if devices:
+        device_in, device_params = any_of("device_fingerprint", sorted(devices))
         query = (
-            recent.filter(device_fingerprint__in=devices)
-            .values("device_fingerprint")
-            .annotate(n=Count("id"))
-            .values_list("device_fingerprint", "n")
+            f"SELECT device_fingerprint, count(*) FROM {events} WHERE {device_in} AND received_at >= %s "  # noqa: S608
+            "GROUP BY device_fingerprint",
+            [*device_params, hour_ago],
         )
         reads.append((query, signals.device.update))
     if day_fps:
+        iban_in, iban_params = any_of("iban_fingerprint", sorted(day_fps))
+        status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
         query = (
-            Reward.objects.filter(iban_fingerprint__in=day_fps, created_at__gte=day_ago, status__in=LIVE_STATUSES)
-            .values("iban_fingerprint")
-            .annotate(n=Count("id"))
-            .values_list("iban_fingerprint", "n")
+            f"SELECT iban_fingerprint, count(*) FROM {rewards} WHERE {iban_in} AND created_at >= %s "  # noqa: S608
+            f"AND {status_in} GROUP BY iban_fingerprint",
+            [*iban_params, day_ago, *status_params],
         )
         reads.append((query, signals.iban_day.update))
     if sharing_fps:
