@@ -1,10 +1,18 @@
 """The shapes ``event_ingest`` takes and returns."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from campaigns.models import EventSource, Reward, TriggerEvent
 from core.exceptions import ApplicationError
+
+if TYPE_CHECKING:  # annotations only: ingest_steps imports this module
+    from campaigns.models import RewardRule
+    from campaigns.services.ingest_steps import CampaignContext
+    from recipients.services_bulk import Resolved
 
 
 @dataclass(frozen=True)
@@ -51,3 +59,23 @@ class PreparedEvent:
     whatsapp: str
     social: str
     iban_fingerprint: str
+
+
+@dataclass
+class Item:
+    """One event of the batch and what its evaluation decided."""
+
+    p: PreparedEvent
+    ctx: CampaignContext
+    rule: RewardRule | None = None
+    early: str = ""
+    who: Resolved | None = None
+    error: ApplicationError | None = None
+    outcome: str = ""
+    reason: str = ""
+    review_reasons: list[str] = field(default_factory=list)
+    amount: int = 0
+    fee: int = 0
+    status: str = ""
+    event: TriggerEvent | None = None
+    reward: Reward | None = None
