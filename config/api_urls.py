@@ -12,6 +12,7 @@ from payouts import api as payouts_api
 from payouts.wise_webhooks import WiseWebhookView
 from recipients import api as recipients_api
 from recipients.whatsapp import WhatsAppWebhookView
+from reconciliation import api as reconciliation_api
 
 
 @csrf_exempt
@@ -38,6 +39,7 @@ v1 = [
     path("rules/<int:pk>/", campaigns_api.RuleDetailView.as_view(), name="rule-detail"),
     path("events/", campaigns_api.EventListView.as_view(), name="event-list"),
     path("events/bulk/", campaigns_api.EventBulkView.as_view(), name="event-bulk"),
+    path("staff/statements/", reconciliation_api.StatementImportView.as_view(), name="staff-statement-import"),
     path("events/<int:pk>/", campaigns_api.EventDetailView.as_view(), name="event-detail"),
     path("people/", recipients_api.PersonCreateView.as_view(), name="person-create"),
     path("people/<int:pk>/", recipients_api.PersonDetailView.as_view(), name="person-detail"),

@@ -1,0 +1,98 @@
+"""Staff API: import a bank statement file (camt.053 / camt.054) — the same service as the admin
+upload and the ``statement_import`` command.
+
+For ops tooling, not partners: it authenticates the Django session of a staff user (so in
+production the admin's two-factor login), with CSRF, and needs ``reconciliation.reconcile_statement``.
+No Idempotency-Key is needed: the file's SHA-256 is the key (the same bytes twice → ``replayed``,
+nothing changes). Errors are the API's problem details; a refused file imports nothing.
+"""
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.parsers import MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api.errors import api_exception_handler
+from core.api.schema import ProblemAutoSchema
+from core.exceptions import InvalidInput, PermissionDenied
+from reconciliation.services.statements import statement_import
+
+RECONCILE = "reconciliation.reconcile_statement"
+
+_Result = inline_serializer(
+    "StatementImportResult",
+    {
+        "import_id": serializers.IntegerField(),
+        "replayed": serializers.BooleanField(),
+        "statements": serializers.ListField(child=serializers.CharField()),
+        "skipped_statements": serializers.ListField(child=serializers.CharField()),
+        "new_lines": serializers.IntegerField(),
+        "duplicate_lines": serializers.IntegerField(),
+        "balance_mismatches": serializers.ListField(child=serializers.CharField()),
+    },
+)
+
+
+class StatementImportView(APIView):
+    authentication_classes = [SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser]
+    schema = ProblemAutoSchema()
+
+    def get_exception_handler(self):
+        return api_exception_handler
+
+    @extend_schema(
+        operation_id="staff_statement_import",
+        tags=["staff"],
+        summary="Import a bank statement file (staff)",
+        request={"multipart/form-data": inline_serializer("StatementUpload", {"file": serializers.FileField()})},
+        responses={201: _Result, 200: _Result},
+        examples=[
+            OpenApiExample(
+                "Imported",
+                response_only=True,
+                status_codes=["201"],
+                value={
+                    "import_id": 12,
+                    "replayed": False,
+                    "statements": ["STMT-2026-11-28"],
+                    "skipped_statements": [],
+                    "new_lines": 1840,
+                    "duplicate_lines": 0,
+                    "balance_mismatches": [],
+                },
+            )
+        ],
+    )
+    def post(self, request):
+        """201 with what was imported (matching runs in the background), 200 for a file imported
+        before. 400 ``file_missing`` / a parse code (``malformed_xml``, ``dtd_forbidden``,
+        ``file_too_large`` …) / ``unknown_bank_account``; 403 without the permission."""
+        user = request.user
+        if not (user.is_staff and user.has_perm(RECONCILE)):
+            raise PermissionDenied("Importing statements needs the reconcile_statement permission.")
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise InvalidInput("Send the bank file as the multipart field 'file'.", code="file_missing")
+        result = statement_import(
+            source=upload,
+            filename=upload.name,
+            origin="api",
+            actor=user,
+            max_bytes=settings.STATEMENT_MAX_BYTES,
+        )
+        body = {
+            "import_id": result.statement_import.pk,
+            "replayed": result.replayed,
+            "statements": [s.statement_id for s in result.statements],
+            "skipped_statements": result.skipped_statements,
+            "new_lines": result.new_lines,
+            "duplicate_lines": result.duplicate_lines,
+            "balance_mismatches": [s.statement_id for s in result.balance_mismatches],
+        }
+        return Response(body, status=200 if result.replayed else 201)
