@@ -112,8 +112,9 @@ def test_day_cap_follows_the_campaign_time_zone(brand):
         brand=brand, amount_minor=10_000, rules=[{**LOGIN_500, "person_count_per_day": 1}], timezone="Europe/Rome"
     )
     rome = ZoneInfo("Europe/Rome")
-    yesterday = (timezone.now().astimezone(rome) - timedelta(days=1)).date()
-    late = datetime(yesterday.year, yesterday.month, yesterday.day, 23, 30, tzinfo=rome)
+    # two days back: with "yesterday", 00:10 today is still in the future just after midnight
+    day = (timezone.now().astimezone(rome) - timedelta(days=2)).date()
+    late = datetime(day.year, day.month, day.day, 23, 30, tzinfo=rome)
     # 23:30 and 23:59 Rome time are the same local day; 00:10 the next local day (22:10/23:10 UTC
     # the same UTC day, which a UTC day boundary would wrongly count together)
     r1 = event_ingest(brand=brand, payload=event(email="ada@example.com", occurred_at=late))
@@ -128,7 +129,8 @@ def test_week_cap_resets_on_monday_local_time(brand):
     )
     rome = ZoneInfo("Europe/Rome")
     today = timezone.now().astimezone(rome).date()
-    last_monday = today - timedelta(days=today.weekday() + 7)
+    # the Monday two weeks back: one week back, Monday 00:10 is in the future early on a Monday
+    last_monday = today - timedelta(days=today.weekday() + 14)
     sunday_night = datetime.combine(last_monday + timedelta(days=6), datetime.min.time(), tzinfo=rome) + timedelta(
         hours=23, minutes=50
     )
