@@ -126,6 +126,11 @@ def people_sharing_iban_counts(*, fingerprints: list[str]) -> dict[str, int]:
             cursor.execute(*statement)
             counts.update({fp: int(n) for fp, n in cursor.fetchall()})
         return counts
+    return _people_sharing_iban_counts_orm(wanted)
+
+
+def _people_sharing_iban_counts_orm(wanted: set[str]) -> dict[str, int]:
+    """The portable form (three queries); the PostgreSQL statement must answer the same."""
     roots_of: dict[str, set[int]] = {fp: set() for fp in wanted}
     pairs = BankAccount.objects.filter(iban_fingerprint__in=wanted, person__erased_at__isnull=True).values_list(
         "iban_fingerprint", Coalesce("person__merged_into_id", "person_id")

@@ -176,3 +176,45 @@ def test_bulk_replayed_is_the_first_outcome_and_writes_nothing(monkeypatch):
         counts
     )
     assert Campaign.objects.get(pk=campaign.pk).status == "active"
+
+
+def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_once(monkeypatch):
+    """At least once: the caller retries the same call after a crash in its second chunk. The first
+    chunk was committed and replays; the rest is taken for the first time; no event is paid twice."""
+    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 10)
+    brand = BrandFactory()
+    campaign = funded_campaign(
+        brand=brand, amount_minor=100_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}]
+    )
+    payloads = [
+        EventInput(
+            external_id=f"crash-{i}",
+            campaign="summer",
+            type="tiktok_login",
+            source="tiktok",
+            email=f"c{i}@example.com",
+            iban=nl_iban(5_000 + i),
+        )
+        for i in range(30)
+    ]
+    real, calls = ingest_bulk.ingest_batch, []
+
+    def crash_on_second_chunk(**kwargs):
+        calls.append(len(kwargs["items"]))
+        real(**kwargs)
+        if len(calls) == 2:
+            raise RuntimeError("worker killed after writing, before commit")
+
+    monkeypatch.setattr(ingest_bulk, "ingest_batch", crash_on_second_chunk)
+    with pytest.raises(RuntimeError):
+        event_ingest_bulk(brand=brand, payloads=payloads)
+    assert Reward.objects.filter(campaign=campaign).count() == 10  # the first chunk only
+
+    monkeypatch.setattr(ingest_bulk, "ingest_batch", real)
+    again = event_ingest_bulk(brand=brand, payloads=payloads)
+
+    assert [r.replayed for r in again] == [True] * 10 + [False] * 20
+    assert {r.outcome for r in again} == {"rewarded"}
+    assert Reward.objects.filter(campaign=campaign).count() == 30
+    assert campaign_budget(campaign=campaign).held_minor == 30 * 100
+    assert ledger_verify_report().ok

@@ -184,3 +184,22 @@ def test_the_start_up_check_stops_production_without_field_keys(monkeypatch):
     with override_settings(SETTINGS_MODULE=crypto.PRODUCTION_SETTINGS, FIELD_FINGERPRINT_KEY="set"):
         assert [e.msg for e in field_keys_configured()] == ["FIELD_ENCRYPTION_KEY is not set."]
     assert field_keys_configured() == []
+
+
+@pytest.mark.postgres
+def test_the_one_statement_people_per_iban_count_agrees_with_the_portable_one():
+    from recipients.selectors import _people_sharing_iban_counts_orm, people_sharing_iban_counts
+    from recipients.services import person_erase
+
+    # one human with every contact kind; a farm of social accounts; a merge; an erased holder
+    resolve(email="anna@example.com", whatsapp="+393331234567", social_provider="tiktok", social_uid="a", iban=IBAN_A)
+    for n in range(4):
+        resolve(social_provider="tiktok", social_uid=f"farm-{n}", email=f"farm{n}@example.com", iban=IBAN_B)
+    resolve(social_provider="instagram", social_uid="x", iban=IBAN_B)
+    resolve(email="carla@example.com")
+    resolve(email="carla@example.com", iban=iban("NL", 3))
+    person_erase(person=resolve(email="gone@example.com", iban=iban("NL", 4)))
+    fingerprints = [iban_fingerprint(i) for i in (IBAN_A, IBAN_B, iban("NL", 3), iban("NL", 4), iban("NL", 5))]
+
+    assert people_sharing_iban_counts(fingerprints=fingerprints) == _people_sharing_iban_counts_orm(set(fingerprints))
+    assert sorted(people_sharing_iban_counts(fingerprints=fingerprints).values()) == [0, 0, 1, 1, 4]
