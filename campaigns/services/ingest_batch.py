@@ -59,6 +59,7 @@ from campaigns.services.ingest_reads import (
     Uses,
     counter_limits,
     counters_reads,
+    ip_key,
     not_new_reads,
     signals_reads,
     tally_parse,
@@ -126,7 +127,8 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
         _evaluate(brand, item, uses, not_new, signals, tallies, counters, taken, now=now)
         payload = item.p.payload
         if payload.ip:
-            signals.ip[payload.ip] = signals.ip.get(payload.ip, 0) + 1
+            ip = ip_key(payload.ip)
+            signals.ip[ip] = signals.ip.get(ip, 0) + 1
         if payload.device_fingerprint:
             signals.device[payload.device_fingerprint] = signals.device.get(payload.device_fingerprint, 0) + 1
     if keys is None:
@@ -213,7 +215,7 @@ def _evaluate(brand, item, uses: Uses, not_new, signals: SignalCounts, tallies, 
     fp = who.fingerprint
     observed = Signals(
         people_sharing_iban=signals.sharing.get(fp, 0) if fp else 0,
-        events_from_ip_last_hour=signals.ip.get(payload.ip, 0) if payload.ip else 0,
+        events_from_ip_last_hour=signals.ip.get(ip_key(payload.ip), 0) if payload.ip else 0,
         events_from_device_last_hour=signals.device.get(payload.device_fingerprint, 0)
         if payload.device_fingerprint
         else 0,

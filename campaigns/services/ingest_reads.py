@@ -2,6 +2,7 @@
 the caps, "new to the brand", velocity signals) and, under the tally lock, the tallies and the
 campaign-wide counters — each a ``core.bulk.Read``, sent together in one round trip."""
 
+import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -119,11 +120,24 @@ def not_new_reads(brand, items: list[Item], not_new: set[int]) -> list[Read]:
     return [(query, lambda rows: not_new.update(root_of[person_id] for (person_id,) in rows))]
 
 
+def ip_key(ip: str) -> str:
+    """An address as the database compares it (``::FFFF:A`` and ``::ffff:a`` are one address): the
+    velocity counts are keyed by it, from the rows and from the batch's own events alike."""
+    try:
+        return str(ipaddress.ip_address(ip.strip()))
+    except ValueError:
+        return ip
+
+
 def signals_reads(items: list[Item], signals: SignalCounts, *, now: datetime) -> list[Read]:
     """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
     threshold on: one grouped query each."""
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
-    ips = {i.p.payload.ip for i in items if i.p.payload.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
+    ips = {
+        ip_key(i.p.payload.ip)
+        for i in items
+        if i.p.payload.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None
+    }
     devices = {
         i.p.payload.device_fingerprint
         for i in items
@@ -148,7 +162,7 @@ def signals_reads(items: list[Item], signals: SignalCounts, *, now: datetime) ->
             [*ip_params, hour_ago],
         )  # noqa: S608
         # str(): the address as the event stored it, whatever type the driver hands back.
-        reads.append((query, lambda rows: signals.ip.update((str(ip), n) for ip, n in rows)))
+        reads.append((query, lambda rows: signals.ip.update((ip_key(str(ip)), n) for ip, n in rows)))
     if devices:
         device_in, device_params = any_of("device_fingerprint", sorted(devices))
         query = (

@@ -157,6 +157,18 @@ def test_campaign_day_cap_is_freed_by_a_void(brand):
     assert event_ingest(brand=brand, payload=event()).outcome == "rewarded"
 
 
+@pytest.mark.parametrize("bulk", [False, True], ids=["one-by-one", "bulk"])
+def test_ip_velocity_counts_one_address_however_it_is_spelled(brand, bulk):
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[LOGIN_500], fraud_max_events_per_ip_hour=2)
+    payloads = [event(ip=ip) for ip in ("2001:DB8::1", "2001:db8:0:0::1", "2001:0db8::0001")]
+    if bulk:
+        results = event_ingest_bulk(brand=brand, payloads=payloads)
+    else:
+        results = [event_ingest(brand=brand, payload=p) for p in payloads]
+    assert [r.outcome for r in results] == ["rewarded", "rewarded", "review"]
+    assert results[2].reward.review_reasons == ["ip_velocity"]
+
+
 def test_fraud_signal_sends_to_review_with_reasons_and_reserves(brand):
     campaign = funded_campaign(brand=brand, amount_minor=10_000, rules=[LOGIN_500], fraud_max_events_per_ip_hour=2)
     results = [event_ingest(brand=brand, payload=event(ip="203.0.113.9")) for _ in range(3)]
