@@ -192,7 +192,7 @@ def webhook_endpoint_enable(
             endpoint=locked, status__in=(DeliveryStatus.PENDING, DeliveryStatus.FAILED)
         )
         requeued = outage.filter(event__created_at__gt=window_start).update(
-            status=DeliveryStatus.PENDING, next_attempt_at=now
+            status=DeliveryStatus.PENDING, next_attempt_at=now, attempt=0
         )
         expired = outage.filter(status=DeliveryStatus.PENDING, event__created_at__lte=window_start).update(
             status=DeliveryStatus.FAILED,
@@ -240,8 +240,10 @@ def webhook_event_emit(
         )
         if not created:
             return None
+        # A disabled endpoint gets its deliveries too; they wait (claiming needs an active
+        # endpoint) until it is enabled again, which sends those inside the retry window.
         endpoints = [
-            e for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, is_active=True) if e.wants(type)
+            e for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, deleted_at__isnull=True) if e.wants(type)
         ]
         deliveries = WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(event=event, endpoint=e, next_attempt_at=now, created_at=now) for e in endpoints]
@@ -406,7 +408,9 @@ def webhook_events_collect(*, now: datetime | None = None) -> int:
     many events were emitted."""
     now = now or timezone.now()
     wanted: dict[int, set[str]] = {}
-    for brand_id, types in WebhookEndpoint.objects.filter(is_active=True).values_list("brand_id", "event_types"):
+    # Disabled endpoints count: the cursor moves past these rows for good (see webhook_event_emit).
+    live = WebhookEndpoint.objects.filter(deleted_at__isnull=True)
+    for brand_id, types in live.values_list("brand_id", "event_types"):
         wanted.setdefault(brand_id, set()).update(types or WEBHOOK_EVENT_TYPES)
     brands = set(wanted)
     emitted = 0

@@ -220,3 +220,20 @@ def test_admin_action_enables_and_records_the_staff_member(client, outage):
     audit = WebhookEndpointEvent.objects.get()
     assert endpoint.is_active and (audit.channel, audit.actor) == ("admin", ops)
     assert client.get(reverse("admin:campaigns_webhookendpoint_add")).status_code == 403
+
+
+def test_events_that_happen_while_disabled_are_sent_once_enabled(
+    outage, campaign, receiver, django_capture_on_commit_callbacks
+):
+    endpoint, _ = outage
+    during = ingest(campaign)  # a reward while the endpoint is disabled
+    webhook_events_collect()
+    waiting = WebhookDelivery.objects.get(endpoint=endpoint, event__data__reward__id=during.reward.pk)
+    assert waiting.status == DeliveryStatus.PENDING and not receiver.requests  # kept, not sent
+
+    with django_capture_on_commit_callbacks(execute=True):
+        webhook_endpoint_enable(endpoint=endpoint, channel="api")
+
+    assert waiting.event.public_id in {json.loads(body)["id"] for _, body in receiver.requests}
+    waiting.refresh_from_db()
+    assert waiting.status == DeliveryStatus.DELIVERED
