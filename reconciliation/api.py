@@ -7,6 +7,7 @@ No Idempotency-Key is needed: the file's SHA-256 is the key (the same bytes twic
 nothing changes). Errors are the API's problem details; a refused file imports nothing.
 """
 
+from allauth.mfa.utils import is_mfa_enabled
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -19,9 +20,9 @@ from rest_framework.views import APIView
 from core.api.errors import api_exception_handler
 from core.api.schema import ProblemAutoSchema
 from core.exceptions import InvalidInput, PermissionDenied
+from reconciliation.admin.bank import RECONCILE
 from reconciliation.services.statements import statement_import
-
-RECONCILE = "reconciliation.reconcile_statement"
+from reconciliation.statements.errors import StatementParseError
 
 _Result = inline_serializer(
     "StatementImportResult",
@@ -76,16 +77,17 @@ class StatementImportView(APIView):
         user = request.user
         if not (user.is_staff and user.has_perm(RECONCILE)):
             raise PermissionDenied("Importing statements needs the reconcile_statement permission.")
+        # The admin's rule (StaffTwoFactorMiddleware guards /admin/ only): no second factor, no import.
+        if getattr(settings, "ADMIN_REQUIRES_TWO_FACTOR", False) and not is_mfa_enabled(user, types=["totp"]):
+            raise PermissionDenied("Set up two-factor authentication before importing statements.", code="mfa_required")
         upload = request.FILES.get("file")
         if upload is None:
             raise InvalidInput("Send the bank file as the multipart field 'file'.", code="file_missing")
-        result = statement_import(
-            source=upload,
-            filename=upload.name,
-            origin="api",
-            actor=user,
-            max_bytes=settings.STATEMENT_MAX_BYTES,
-        )
+        if upload.size > settings.STATEMENT_MAX_BYTES:  # before hashing and parsing it
+            raise StatementParseError(
+                "file_too_large", f"the file has {upload.size} bytes; the limit is {settings.STATEMENT_MAX_BYTES} bytes"
+            )
+        result = statement_import(source=upload, filename=upload.name, origin="api", actor=user)
         body = {
             "import_id": result.statement_import.pk,
             "replayed": result.replayed,

@@ -116,3 +116,9 @@ def test_no_session_and_api_keys_do_not_work_here(camt_file, api):
 def test_csrf_is_checked_for_the_session(camt_file):
     assert upload(staff_client(csrf=True), camt_file).status_code == 403
     assert not StatementImport.objects.exists()
+
+
+def test_where_the_admin_needs_two_factor_so_does_the_import(camt_file, settings):
+    settings.ADMIN_REQUIRES_TWO_FACTOR = True  # production's setting
+    assert_problem(upload(staff_client(), camt_file), 403, "mfa_required")
+    assert not StatementImport.objects.exists()
