@@ -74,8 +74,11 @@ def ledger_postings_held() -> Iterator[None]:
         raise RuntimeError("ledger_postings_held() does not nest")
     _held.rows = []
     try:
-        yield
-        _held_postings_insert()
+        # A savepoint of its own: if an error leaves the block and the caller carries on, the
+        # entries written in it go too — never entries whose postings were dropped.
+        with transaction.atomic():
+            yield
+            _held_postings_insert()
     finally:
         _held.rows = None
 
@@ -543,6 +546,7 @@ def _insert_entries_bulk(entries: Sequence[EntrySpec], *, now: datetime, hashes:
         return new_ids
 
 
+@_after_held_postings  # it reads the entry's postings: held ones must be in first
 def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str = "") -> PostResult:
     """Post the mirror image of ``entry`` (every leg negated), linked by ``reverses``.
 

@@ -64,3 +64,28 @@ def test_the_block_needs_a_transaction_and_does_not_nest():
         pass
     with transaction.atomic(), ledger_postings_held(), pytest.raises(RuntimeError), ledger_postings_held():
         pass
+
+
+def test_an_error_caught_around_the_block_leaves_no_entry_without_its_postings(chart, funded_budget):
+    with transaction.atomic():
+        try:
+            with ledger_postings_held():
+                ledger_entries_post(entries=[pay(chart, "lost", 300)])
+                raise RuntimeError("the chunk failed after posting")
+        except RuntimeError:
+            pass  # the caller carries on in the same transaction
+        spec = pay(chart, "after", 100)
+        ledger_entry_post(idempotency_key=spec.idempotency_key, kind=spec.kind, legs=spec.legs)
+    assert not JournalEntry.objects.filter(idempotency_key="lost").exists()
+    assert (posted(funded_budget), posted(chart.payable)) == (100_000 - 100, 100)
+    assert ledger_verify_report().ok
+
+
+def test_an_entry_posted_in_the_block_can_be_reversed_in_it(chart, funded_budget):
+    from reconciliation.services import ledger_entry_reverse
+
+    with transaction.atomic(), ledger_postings_held():
+        (entry,) = ledger_entries_post(entries=[pay(chart, "undo-me", 300)]).posted
+        ledger_entry_reverse(entry=entry, idempotency_key="undo-me:reversed")
+    assert (posted(funded_budget), posted(chart.payable)) == (100_000, 0)
+    assert ledger_verify_report().ok
