@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidInput
 from core.money import currency_exponent, validate_currency
+from reconciliation.db import constraint_name
 from reconciliation.models import (
     AccountKind,
     BankStatement,
@@ -376,10 +377,18 @@ def statement_import(
         existing = StatementImport.objects.filter(sha256=sha).first()
         if existing is not None:
             return ImportResult(statement_import=existing, replayed=True)
+        if constraint_name(exc) not in _RACE_CONSTRAINTS:
+            raise  # not a race: a bug or a broken row, which "upload again" would not fix
         raise Conflict(
             "Another import of the same statement was running; nothing was imported, upload the file again.",
             code="import_conflict",
         ) from exc
+
+
+# The unique keys two imports of the same bytes or the same statement race on.
+_RACE_CONSTRAINTS = frozenset(
+    {"reconciliation_statementimport_sha256_key", "statement_unique_per_account", "line_unique_per_account"}
+)
 
 
 def _import_once(

@@ -247,3 +247,19 @@ def test_after_a_refused_file_the_next_import_works(tmp_path, bank):
     result = statement_import(source=good, filename=good.name, origin="command", match=False)
     assert result.new_lines == 1
     assert (StatementImport.objects.count(), StatementLine.objects.count()) == (1, 1)
+
+
+def test_an_integrity_error_that_is_no_race_is_not_reported_as_one(tmp_path, bank, monkeypatch):
+    from django.db import IntegrityError
+
+    from reconciliation.services import statements
+
+    def broken(**kwargs):
+        raise IntegrityError("new row violates check constraint")
+
+    monkeypatch.setattr(statements, "_import_once", broken)
+    path = camt(tmp_path, [GenLine(amount=Decimal("1.00"), credit_debit="CRDT")])
+    # "import_conflict" tells ops to upload again, which would fail the same way: the error stays itself
+    with pytest.raises(IntegrityError):
+        statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert StatementImport.objects.count() == 0
