@@ -41,8 +41,9 @@ def address_refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone id (fe80::1%eth0) is no part of the address
     if isinstance(ip, ipaddress.IPv6Address):
         ip = ip.ipv4_mapped or ip.sixtofour or ip
-    for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
-        if getattr(ip, f"is_{kind}"):
+    # site_local: the retired fec0::/10, which Python 3.11 counts neither private nor non-global.
+    for kind in ("unspecified", "loopback", "link_local", "site_local", "multicast", "reserved", "private"):
+        if getattr(ip, f"is_{kind}", False):  # IPv4 addresses have no is_site_local
             return kind.replace("_", "-")
     # Shared address space (100.64.0.0/10, carrier-grade NAT) and the like: not private, not global.
     if not ip.is_global:
