@@ -78,7 +78,8 @@ def guarded(settings, dns):
     ("127.0.0.1", "loopback"), ("10.0.0.1", "private"), ("172.16.5.4", "private"), ("192.168.0.1", "private"),
     ("169.254.169.254", "link-local"), ("::1", "loopback"), ("::ffff:127.0.0.1", "loopback"),
     ("::ffff:10.0.0.1", "private"), ("::", "unspecified"), ("0.0.0.0", "unspecified"), ("fe80::1%eth0", "link-local"),  # noqa: S104
-    ("fec0::1", "site-local"), ("ff02::1", "multicast"), ("240.0.0.1", "reserved"), ("100.64.0.1", "non-global"), ("fd12:3456::1", "private"),
+    ("fec0::1", "site-local"), ("ff02::1", "multicast"), ("240.0.0.1", "reserved"), ("100.64.0.1", "non-global"),
+    ("fd12:3456::1", "private"),
     (PUBLIC_V4, None), (PUBLIC_V6, None), ("8.8.8.8", None),
 ])  # fmt: skip
 def test_address_refusal(address, reason):
