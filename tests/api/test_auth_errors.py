@@ -114,7 +114,18 @@ def test_invalid_filter_value_is_400(api):
     assert_problem(api.get("/api/v1/campaigns/?status=sleeping"), 400, "validation_error")
 
 
-def test_rate_limit_gives_429_with_retry_after(api, settings):
+@pytest.fixture
+def mid_window(monkeypatch):
+    """The limit counts per clock minute: requests straddling a minute boundary start a new
+    window. Pin the throttle's clock in the middle of one, so a test never depends on when it runs."""
+    from types import SimpleNamespace
+
+    from core.api import throttling
+
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: 1_800_000_030.0))
+
+
+def test_rate_limit_gives_429_with_retry_after(api, settings, mid_window):
     settings.API_RATE_LIMIT_PER_MINUTE = 3
     statuses = [api.get("/api/v1/campaigns/").status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
@@ -123,7 +134,7 @@ def test_rate_limit_gives_429_with_retry_after(api, settings):
     assert 1 <= int(response["Retry-After"]) <= 60
 
 
-def test_rate_limit_is_per_key(api, rival_api, settings):
+def test_rate_limit_is_per_key(api, rival_api, settings, mid_window):
     settings.API_RATE_LIMIT_PER_MINUTE = 1
     assert api.get("/api/v1/campaigns/").status_code == 200
     assert api.get("/api/v1/campaigns/").status_code == 429
@@ -154,7 +165,7 @@ def _redis_url() -> str:
     return "redis://127.0.0.1:6379/0"
 
 
-def test_with_cache_url_the_rate_limit_counts_in_redis_for_every_process(api, settings):
+def test_with_cache_url_the_rate_limit_counts_in_redis_for_every_process(api, settings, mid_window):
     import uuid
 
     from django.core.cache.backends.redis import RedisCache
