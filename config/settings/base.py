@@ -85,21 +85,37 @@ TEMPLATES = [
     },
 ]
 
+
+def database_from_url(url: str, *, conn_max_age: int = 0) -> dict:
+    """The default database from a URL, with each engine's options."""
+    database = dj_database_url.parse(url, conn_max_age=conn_max_age)
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        # WAL + a busy timeout let the web process and the qcluster worker share the demo database
+        # without "database is locked" errors; IMMEDIATE makes writers queue at BEGIN instead of
+        # failing at their first write.
+        database["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    elif database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_PREPARED_STATEMENTS", True):
+        # Django turns psycopg's prepared statements off (prepare_threshold=None), and psycopg
+        # then ignores even an explicit ``execute(..., prepare=True)``: the hot paths' pipelined
+        # statements (``core.bulk``) were parsed and planned on every event. A threshold no
+        # query reaches keeps Django's own queries unprepared (its client-side cursors interpolate
+        # literals anyway) and lets the statements that ask for it be prepared once per
+        # connection. Behind PgBouncer in transaction mode older than 1.21, set
+        # DB_PREPARED_STATEMENTS=false.
+        database.setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+    return database
+
+
 DATABASES = {
-    "default": dj_database_url.parse(
+    "default": database_from_url(
         os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL + a busy timeout let the web process and the qcluster worker share the demo database
-    # without "database is locked" errors; IMMEDIATE makes writers queue at BEGIN instead of
-    # failing at their first write.
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
