@@ -12,6 +12,7 @@ from campaigns.models import (
     BrandMembership,
     Campaign,
     CampaignEvent,
+    IngestRequest,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -312,6 +313,18 @@ class TriggerEventAdmin(ReadOnlyAdmin):
     list_select_related = ["brand", "campaign__brand"]
     search_fields = ["=external_id", "=email", "=whatsapp", "=order_id", "=ip"]
     date_hierarchy = "received_at"
+
+
+@admin.register(IngestRequest)
+class IngestRequestAdmin(ReadOnlyAdmin):
+    """Single events queued for combined ingestion (``ingest_combine``). Normally empty: a row
+    lives for milliseconds. A pending row older than a minute means the sweep cannot ingest it —
+    look at the worker's log."""
+
+    list_display = ["external_id", "brand", "campaign", "state", "created_at"]
+    list_filter = ["state", "brand"]
+    list_select_related = ["brand", "campaign"]
+    search_fields = ["=external_id"]
 
 
 class WebhookEndpointEventInline(admin.TabularInline):

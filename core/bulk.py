@@ -246,3 +246,29 @@ def _plain(value):
 def _dumps(field: models.JSONField):
     encoder = field.encoder
     return (lambda value: json.dumps(value, cls=encoder)) if encoder else json.dumps
+
+
+def model_select(model: type[M], where: str, params: Sequence) -> tuple[str, list]:
+    """``SELECT`` every concrete column of ``model`` ``WHERE where``, as a raw statement for
+    ``queries_run``; turn its rows into instances with ``model_from_row``."""
+    meta = model._meta
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in meta.concrete_fields)
+    return f"SELECT {columns} FROM {connection.ops.quote_name(meta.db_table)} WHERE {where}", list(params)  # noqa: S608
+
+
+def model_from_row(model: type[M], row: Sequence) -> M:
+    """The instance the ORM would make of a ``model_select`` row (each field's converters run)."""
+    values = list(row)
+    for i, (col, converters) in enumerate(_converters(model)):
+        for converter in converters:
+            values[i] = converter(values[i], col, connection)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
+
+
+def _converters(model) -> list[tuple]:
+    # Asked of the connection each time (not cached): converters may be bound to it.
+    out = []
+    for f in model._meta.concrete_fields:
+        col = f.get_col(model._meta.db_table)
+        out.append((col, connection.ops.get_db_converters(col) + f.get_db_converters(connection)))
+    return out

@@ -19,6 +19,7 @@ from campaigns.models.campaigns import (
 from campaigns.models.events import (
     EventOutcome,
     EventSource,
+    IngestRequest,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -48,6 +49,7 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
+    "IngestRequest",
     "PayoutMode",
     "Reward",
     "RewardEvent",

@@ -209,3 +209,44 @@ class RewardInReview(Reward):
         proxy = True
         verbose_name = "reward in review"
         verbose_name_plural = "review queue"
+
+
+class IngestRequest(models.Model):
+    """A single event waiting to be ingested together with others (``ingest_combine``).
+
+    ``event_ingest`` on PostgreSQL commits the prepared event here first, so a crash after that
+    loses nothing: whoever next holds the campaign's combining lock — another caller, or the
+    minute sweep — ingests it. A row lives only while it waits: it is deleted once its event is
+    stored, or kept as ``failed`` / ``replayed`` until the caller that sent it has read why."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        FAILED = "failed"  # nothing stored; ``error`` says why
+        REPLAYED = "replayed"  # another request stored this external_id first
+
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="+")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    prepared = models.JSONField(help_text="The validated, normalised event (PreparedEvent).")
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "external_id"], name="ingest_request_external_id_unique"),
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "failed", "replayed"]), name="ingest_request_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state="failed", error__isnull=False) | ~Q(state="failed"),
+                name="ingest_request_failure_has_error",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["campaign", "id"], name="ingest_request_pending_idx", condition=Q(state="pending")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.external_id} ({self.state})"

@@ -17,6 +17,7 @@ outcome.
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timedelta
 
@@ -99,12 +100,15 @@ def _stored(brand, external_id: str) -> bool:
         return cursor.fetchone() is not None
 
 
-def ingest_one(*, brand, item: Item, now: datetime) -> bool:
-    """One event in its own durable transaction. False when another caller stored it first (the
-    transaction rolled back whole; answer with a replay)."""
+def ingest_one(*, brand, item: Item, now: datetime, also: Callable[[], None] | None = None) -> bool:
+    """One event in its own durable transaction (``also`` runs in it, before the commit). False
+    when another caller stored it first (the transaction rolled back whole; answer with a
+    replay)."""
     try:
         with transaction.atomic(durable=True):
             ingest_batch(brand=brand, items=[item], now=now)
+            if also is not None:
+                also()
     except IntegrityError as exc:
         if not is_duplicate_event(exc):
             raise
@@ -126,11 +130,17 @@ def event_ingest(*, brand, payload: EventInput) -> IngestResult:
     stored and replayed like any outcome.
     Raises: InvalidInput (bad identifiers, type, amounts — nothing stored), NotFound (campaign),
     IdempotencyConflict (same external_id, different payload).
-    Transaction: one ``atomic(durable=True)``; when the budget cannot cover the smallest reward
+    Transaction: one ``atomic(durable=True)`` — on PostgreSQL outside a transaction, shared with
+    concurrent callers of the same campaign (``ingest_combine``); when the budget cannot cover the smallest reward
     afterwards (or could not cover this one) the campaign is paused in the same transaction.
     """
     now = timezone.now()
     prepared = event_prepare(payload, now=now)
+    # Imported here: ingest_combine builds on this module (and on ingest_bulk, which does too).
+    from campaigns.services.ingest_combine import combining_available, event_ingest_combined
+
+    if combining_available():
+        return event_ingest_combined(brand=brand, prepared=prepared)
     if _stored(brand, payload.external_id):
         return event_replay(
             TriggerEvent.objects.get(brand=brand, external_id=payload.external_id), prepared.request_hash

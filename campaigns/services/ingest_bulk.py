@@ -1,5 +1,7 @@
 """``event_ingest_bulk``: up to 1,000 events per call, in short chunk transactions."""
 
+from collections.abc import Callable
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -41,9 +43,29 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
             prepared[i] = event_prepare(payload, now=now)
         except ApplicationError as exc:
             results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)
+    ingest_prepared(brand=brand, prepared=prepared, results=results)
+    return results
+
+
+OnStored = Callable[[dict[int, Item]], None]
+
+
+def ingest_prepared(
+    *,
+    brand,
+    prepared: dict[int, PreparedEvent],
+    results: list[IngestResult | None],
+    contexts: dict[str, CampaignContext | ApplicationError] | None = None,
+    on_stored: OnStored | None = None,
+) -> None:
+    """The body of ``event_ingest_bulk`` for events already prepared: fills ``results[i]`` for
+    every key of ``prepared``. ``contexts`` may hold campaigns already read (by slug);
+    ``on_stored(items)`` runs inside each transaction that evaluated ``items`` (by index), just
+    before its commit — ``ingest_combine`` retires its queued requests there, atomically with
+    what they stored. Events stored before this call are replays and never reach it."""
+    contexts = dict(contexts or {})
     ids = [prepared[i].payload.external_id for i in prepared]
     existing = {e.external_id: e for e in TriggerEvent.objects.filter(brand=brand, external_id__in=ids)}
-    contexts: dict[str, CampaignContext | ApplicationError] = {}
     todo: list[int] = []
     seen: set[str] = set()
     for i, p in prepared.items():
@@ -63,7 +85,12 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
             todo.append(i)
     for start in range(0, len(todo), BULK_CHUNK):
         _chunk(
-            brand=brand, chunk=todo[start : start + BULK_CHUNK], prepared=prepared, contexts=contexts, results=results
+            brand=brand,
+            chunk=todo[start : start + BULK_CHUNK],
+            prepared=prepared,
+            contexts=contexts,
+            results=results,
+            on_stored=on_stored,
         )
     # Replays: earlier calls, duplicates within this call, and races lost to another caller.
     for i, p in prepared.items():
@@ -76,10 +103,9 @@ def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult
             results[i] = event_replay(event, p.request_hash)
         except ApplicationError as exc:
             results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)
-    return results
 
 
-def _chunk(*, brand, chunk: list[int], prepared, contexts, results) -> None:
+def _chunk(*, brand, chunk: list[int], prepared, contexts, results, on_stored: OnStored | None) -> None:
     for _ in range(_DUPLICATE_RETRIES):
         # The same ``now`` as a single call gets: the moment this transaction starts.
         now = timezone.now()
@@ -87,12 +113,15 @@ def _chunk(*, brand, chunk: list[int], prepared, contexts, results) -> None:
         try:
             with transaction.atomic(durable=True):
                 ingest_batch(brand=brand, items=list(items.values()), now=now)
+                if on_stored is not None:
+                    on_stored(items)
         except ComplexBatch:
             # Someone's identity needs writes (a merge, a switched account) that the others would
             # see had they come one by one: so they do, each in its own transaction.
             for i in chunk:
                 item = Item(p=prepared[i], ctx=contexts[prepared[i].payload.campaign])
-                if ingest_one(brand=brand, item=item, now=timezone.now()):
+                also = None if on_stored is None else (lambda i=i, item=item: on_stored({i: item}))
+                if ingest_one(brand=brand, item=item, now=timezone.now(), also=also):
                     results[i] = _result(item)
             return
         except IntegrityError as exc:

@@ -37,6 +37,7 @@ def reviewed(free_brand):
         "campaigns_reward_changelist",
         "campaigns_rewardinreview_changelist",
         "campaigns_triggerevent_changelist",
+        "campaigns_ingestrequest_changelist",
     ],
 )
 def test_changelists_load(client, ops, reviewed, name):
