@@ -131,8 +131,9 @@ def event_ingest(*, brand, payload: EventInput) -> IngestResult:
     Raises: InvalidInput (bad identifiers, type, amounts — nothing stored), NotFound (campaign),
     IdempotencyConflict (same external_id, different payload).
     Transaction: one ``atomic(durable=True)`` — on PostgreSQL outside a transaction, shared with
-    concurrent callers of the same campaign (``ingest_combine``); when the budget cannot cover the smallest reward
-    afterwards (or could not cover this one) the campaign is paused in the same transaction.
+    concurrent callers of the same campaign (``ingest_combine``); when the budget cannot cover
+    the smallest reward afterwards (or could not cover this one) the campaign is paused in the
+    same transaction.
     """
     now = timezone.now()
     prepared = event_prepare(payload, now=now)
@@ -145,11 +146,18 @@ def event_ingest(*, brand, payload: EventInput) -> IngestResult:
         return event_replay(
             TriggerEvent.objects.get(brand=brand, external_id=payload.external_id), prepared.request_hash
         )
-    item = Item(p=prepared, ctx=campaign_context(brand, payload.campaign))
+    return ingest_alone(brand=brand, prepared=prepared, now=now)
+
+
+def ingest_alone(*, brand, prepared: PreparedEvent, now: datetime) -> IngestResult:
+    """A prepared event in its own transaction: the outcome, the error (nothing stored), or —
+    when another caller stored it first — the replay of theirs."""
+    external_id = prepared.payload.external_id
+    item = Item(p=prepared, ctx=campaign_context(brand, prepared.payload.campaign))
     if ingest_one(brand=brand, item=item, now=now):
         if item.error is not None:
             raise item.error
         return IngestResult(
             event=item.event, reward=item.reward, outcome=item.outcome, reason=item.reason, replayed=False
         )
-    return event_replay(TriggerEvent.objects.get(brand=brand, external_id=payload.external_id), prepared.request_hash)
+    return event_replay(TriggerEvent.objects.get(brand=brand, external_id=external_id), prepared.request_hash)

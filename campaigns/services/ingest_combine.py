@@ -38,7 +38,7 @@ from django.utils.dateparse import parse_datetime
 
 import core.exceptions
 from campaigns.models import Campaign, IngestRequest, Reward, TriggerEvent
-from campaigns.services.ingest import event_replay, ingest_one
+from campaigns.services.ingest import event_replay, ingest_alone, ingest_one
 from campaigns.services.ingest_bulk import BULK_CHUNK, ingest_prepared
 from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
@@ -221,7 +221,7 @@ def _combine_until(brand, ctx: CampaignContext, request_id: int) -> None:
         except Exception:
             # Not retried together with the others: each caller now takes its own alone.
             logger.exception("combined ingest failed; ingesting request %s alone", request_id)
-            _ingest_alone(brand, ctx, request_id)
+            _ingest_own_request(brand, ctx, request_id)
             return
         if not taken or request_id in taken:
             return
@@ -288,7 +288,7 @@ def _fail_statement(request_id: int, error: ApplicationError) -> tuple[str, list
     )
 
 
-def _ingest_alone(brand, ctx: CampaignContext, request_id: int) -> None:
+def _ingest_own_request(brand, ctx: CampaignContext, request_id: int) -> None:
     """After a failed batch: this caller's request in its own transaction, as ``event_ingest``
     without combining would. If that fails too, the request is withdrawn and the error raised."""
     row = IngestRequest.objects.filter(pk=request_id, state=_PENDING).values_list("prepared", flat=True).first()
@@ -305,7 +305,6 @@ def _ingest_alone(brand, ctx: CampaignContext, request_id: int) -> None:
 def _outcome(brand, prepared: PreparedEvent, request, events: list, rewards: list, *, ours: bool) -> IngestResult:
     """What became of the request: ``request`` is its row (id, state, error, request_hash) or
     None once its event was stored; ``events`` / ``rewards`` the stored rows, read after it."""
-    external_id = prepared.payload.external_id
     if request is not None and request[3] == prepared.request_hash and request[1] != _PENDING:
         request_id, state, error, _ = request
         IngestRequest.objects.filter(pk=request_id, state=state).delete()
@@ -315,12 +314,7 @@ def _outcome(brand, prepared: PreparedEvent, request, events: list, rewards: lis
     if not events:
         # Shared another delivery's request and that one failed, or a combiner gave up on it:
         # this payload's own turn, alone, as without combining.
-        item = Item(p=prepared, ctx=campaign_context(brand, prepared.payload.campaign))
-        if ingest_one(brand=brand, item=item, now=timezone.now()):
-            if item.error is not None:
-                raise item.error
-            return IngestResult(item.event, item.reward, item.outcome, item.reason, replayed=False)
-        return event_replay(TriggerEvent.objects.get(brand=brand, external_id=external_id), prepared.request_hash)
+        return ingest_alone(brand=brand, prepared=prepared, now=timezone.now())
     event = model_from_row(TriggerEvent, events[0])
     if not ours:
         return event_replay(event, prepared.request_hash)
