@@ -28,6 +28,7 @@ one bad event cannot stall a campaign's queue.
 
 import json
 import logging
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from datetime import datetime, timedelta
 
@@ -48,6 +49,7 @@ from core.exceptions import ApplicationError, NotFound
 logger = logging.getLogger(__name__)
 
 _LOCK_CLASS = 7303  # pg_advisory_lock(class, campaign id); 7302 is the IBAN class (locks.py)
+_KEY_SQL = "(c.id %% 2147483647)::int4"  # _key() of the campaign row ``c``, in a statement
 _TABLE = IngestRequest._meta.db_table
 _CAMPAIGNS = Campaign._meta.db_table
 _EVENTS = TriggerEvent._meta.db_table
@@ -72,7 +74,7 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
     at once when the request is no longer pending and read the outcome."""
     external_id, slug = prepared.payload.external_id, prepared.payload.campaign
     queued, locked, request, events, rewards = [], [], [], [], []
-    campaign_key = f"(SELECT (c.id %% 2147483647)::int4 FROM {_CAMPAIGNS} c WHERE c.brand_id = %s AND c.slug = %s)"
+    campaign_key = f"(SELECT {_KEY_SQL} FROM {_CAMPAIGNS} c WHERE c.brand_id = %s AND c.slug = %s)"
     queries_run(
         [
             (_enqueue_statement(brand, prepared), queued.extend),
@@ -81,7 +83,7 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
             (("COMMIT", []), None),
             (
                 (
-                    f"SELECT c.id, pg_advisory_lock({_LOCK_CLASS}, (c.id %% 2147483647)::int4) FROM {_CAMPAIGNS} c "  # noqa: S608
+                    f"SELECT c.id, pg_advisory_lock({_LOCK_CLASS}, {_KEY_SQL}) FROM {_CAMPAIGNS} c "  # noqa: S608
                     "WHERE c.brand_id = %s AND c.slug = %s",
                     [brand.pk, slug],
                 ),
@@ -107,15 +109,12 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
     ours = bool(queued)
     if request[0][1] != _PENDING:  # done by another combiner; the lock is released already
         return _outcome(brand, prepared, request[0][:4] if request[0][0] else None, events, rewards, ours=ours)
-    # This caller combines. The lock lives as long as the connection: django-q2's enqueue (an
-    # on-commit hook of the batch) calls close_old_connections(), which would drop it halfway.
-    # So the connection is pinned until the lock is released.
-    close_at, connection.close_at = connection.close_at, None
-    try:
-        _combine_until(brand, campaign_context(brand, slug), request[0][0])
-    finally:
-        request, events, rewards = [], [], []
+    # This caller combines, then releases the lock and reads its outcome in one round trip.
+    with _connection_pinned():
         try:
+            _combine_until(brand, campaign_context(brand, slug), request[0][0])
+        finally:
+            request, events, rewards = [], [], []
             queries_run(
                 [
                     (_unlock_statement(campaign_id), None),
@@ -130,8 +129,6 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
                     *_outcome_reads(brand, external_id, events, rewards),
                 ]
             )
-        finally:
-            connection.close_at = close_at
     return _outcome(brand, prepared, request[0] if request else None, events, rewards, ours=ours)
 
 
@@ -167,14 +164,28 @@ def ingest_requests_sweep() -> int:
         queries_run([(("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, _key(campaign_id)]), rows.extend)])
         if not rows[0][0]:
             continue
-        try:
-            campaign = Campaign.objects.select_related("brand").get(pk=campaign_id)
-            ctx = campaign_context(campaign.brand, campaign.slug)
-            while ids := _combine_batch(campaign.brand, ctx):
-                taken += len(ids)
-        finally:
-            queries_run([(_unlock_statement(campaign_id), None)])
+        with _connection_pinned():
+            try:
+                campaign = Campaign.objects.select_related("brand").get(pk=campaign_id)
+                ctx = campaign_context(campaign.brand, campaign.slug)
+                while ids := _combine_batch(campaign.brand, ctx):
+                    taken += len(ids)
+            finally:
+                queries_run([(_unlock_statement(campaign_id), None)])
     return taken
+
+
+@contextmanager
+def _connection_pinned():
+    """Keep this connection open while it holds a combining lock. The lock is a session lock,
+    and django-q2's enqueue — run by on-commit hooks of every batch (webhook kick, payouts) —
+    calls close_old_connections(), which with DB_CONN_MAX_AGE=0 closes the connection and so
+    would drop the lock while batches still run."""
+    close_at, connection.close_at = connection.close_at, None
+    try:
+        yield
+    finally:
+        connection.close_at = close_at
 
 
 # --- the queue ---------------------------------------------------------------------------------
@@ -207,7 +218,8 @@ def _unlock_statement(campaign_id: int) -> tuple[str, list]:
 
 
 def _key(campaign_id: int) -> int:
-    """The lock's int4 half for a campaign (two campaigns sharing one only wait for each other)."""
+    """The lock's int4 half for a campaign (two campaigns sharing one only wait for each other):
+    ``_KEY_SQL`` computed in Python."""
     return campaign_id % 2147483647
 
 
@@ -256,14 +268,18 @@ def _combine_batch(brand, ctx: CampaignContext) -> list[int]:
         on_stored=lambda items: _retire({ids[k]: item for k, item in items.items()}),
     )
     # What was not evaluated in a transaction of its own: replays of events stored earlier, and
-    # errors found before evaluating (an idempotency conflict). Recorded after, idempotently.
+    # errors found before evaluating (an idempotency conflict). Recorded after. Only a request
+    # still pending changes: one its transaction already retired (stored, or refused there and
+    # so also an error here) is left as that transaction wrote it.
     statements = []
     for request_id, result in zip(ids, results, strict=True):
-        if result is not None and result.replayed:
+        if result is None:
+            continue
+        if result.replayed:
             statements.append(
                 (f"UPDATE {_TABLE} SET state = 'replayed' WHERE id = %s AND state = 'pending'", [request_id])  # noqa: S608
             )
-        elif result is not None and result.error is not None and not result.event:
+        elif result.error is not None:
             statements.append(_fail_statement(request_id, result.error))
     if statements:
         statements_run(statements)
@@ -283,7 +299,7 @@ def _retire(items: dict[int, Item]) -> None:
 def _fail_statement(request_id: int, error: ApplicationError) -> tuple[str, list]:
     data = {"class": type(error).__name__, **error.as_dict()}
     return (
-        f"UPDATE {_TABLE} SET state = 'failed', error = %s::jsonb WHERE id = %s",  # noqa: S608
+        f"UPDATE {_TABLE} SET state = 'failed', error = %s::jsonb WHERE id = %s AND state = 'pending'",  # noqa: S608
         [json.dumps(data, default=str), request_id],
     )
 

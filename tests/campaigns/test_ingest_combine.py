@@ -5,7 +5,7 @@ nothing lost when a caller dies after queueing, nothing applied twice, no lock l
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from campaigns.models import IngestRequest, Reward, TriggerEvent
@@ -164,4 +164,37 @@ def test_a_caller_whose_own_event_fails_alone_withdraws_it_and_raises(brand, mon
         event_ingest(brand=brand, payload=event())
     assert not IngestRequest.objects.exists()
     assert not TriggerEvent.objects.exists()
+    assert _combining_locks_held() == 0
+
+
+def _own_combining_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND pid = pg_backend_pid()",
+            [combine._LOCK_CLASS],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("via", ["caller", "sweep"])
+def test_a_hook_recycling_connections_mid_batch_does_not_drop_the_lock(brand, monkeypatch, via):
+    # django-q2's enqueue, run by on-commit hooks, calls close_old_connections(); with
+    # CONN_MAX_AGE=0 that closes the connection — and with it the session lock — unless pinned
+    held_during_batch = []
+    real = combine.ingest_prepared
+
+    def batch_then_recycle(**kwargs):
+        real(**kwargs)
+        close_old_connections()
+        held_during_batch.append(_own_combining_locks())
+
+    monkeypatch.setattr(combine, "ingest_prepared", batch_then_recycle)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    if via == "caller":
+        event_ingest(brand=brand, payload=event())
+    else:
+        _queue_only(brand, event())
+        IngestRequest.objects.update(created_at=timezone.now() - timedelta(minutes=1))
+        assert ingest_requests_sweep() == 1
+    assert held_during_batch == [1]
     assert _combining_locks_held() == 0
