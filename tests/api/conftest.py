@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from campaigns.api_keys import api_key_create
 from campaigns.services import EventInput, event_ingest
 from tests.campaigns.factories import BrandFactory, funded_campaign
+from tests.fakes.webhook_receiver import Receiver
 
 LOGIN_500 = {"trigger": "tiktok_login", "fixed_minor": 500, "verification": "partner_attested"}
 ALL_SCOPES = ["read", "write", "events"]
@@ -81,3 +82,11 @@ def assert_problem(response, status: int, code: str):
     body = response.json()
     assert body["code"] == code and body["status"] == status and body["type"] == f"urn:joyback:problem:{code}"
     return body
+
+
+@pytest.fixture
+def receiver(settings):
+    settings.WEBHOOK_ALLOW_HTTP = True
+    r = Receiver()
+    yield r
+    r.server.shutdown()

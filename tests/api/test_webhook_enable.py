@@ -22,16 +22,7 @@ from campaigns.webhooks import (
 )
 from core.exceptions import InvalidTransition
 from tests.api.conftest import assert_problem, client_for, ingest
-from tests.api.test_webhooks_out import Receiver
 from tests.portal.conftest import make_user
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.WEBHOOK_ALLOW_HTTP = True
-    r = Receiver()
-    yield r
-    r.server.shutdown()
 
 
 @pytest.fixture

@@ -13,15 +13,6 @@ from campaigns.models import WebhookDelivery, WebhookEvent
 from campaigns.services import campaign_pause, campaign_resume
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from tests.api.conftest import ingest
-from tests.api.test_webhooks_out import Receiver
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.WEBHOOK_ALLOW_HTTP = True
-    r = Receiver()
-    yield r
-    r.server.shutdown()
 
 
 @pytest.fixture

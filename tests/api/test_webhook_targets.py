@@ -15,7 +15,7 @@ from campaigns.webhook_targets import address_refusal
 from campaigns.webhooks import webhook_delivery_attempt, webhook_endpoint_create, webhook_events_collect
 from core.exceptions import InvalidInput
 from tests.api.conftest import assert_problem, ingest
-from tests.api.test_webhooks_out import Receiver
+from tests.fakes.webhook_receiver import Receiver
 
 PUBLIC_V4, PUBLIC_V6 = "93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"
 
@@ -118,14 +118,6 @@ def test_api_answers_a_problem_and_creates_nothing(api, guarded):
     assert "169.254.169.254 is a link-local address" in body["detail"]
     assert body["details"] == {"host": "169.254.169.254", "address": "169.254.169.254", "reason": "link-local"}
     assert not WebhookEndpoint.objects.exists()
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.WEBHOOK_ALLOW_HTTP = True
-    r = Receiver()
-    yield r
-    r.server.shutdown()
 
 
 def test_delivery_connects_to_the_resolved_address_with_the_name_as_host(brand, campaign, receiver, dns):

@@ -3,12 +3,9 @@ HTTP server, retries with backoff, disabling after 72 h with an e-mail, rotation
 
 import hmac
 import json
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 from django.core import mail
 from django.utils import timezone
 
@@ -32,36 +29,6 @@ def verify(header: str, body: bytes, secret: str, *, tolerance: int = 300) -> bo
     mac = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, "sha256").hexdigest()
     fresh = abs(time.time() - timestamp) <= tolerance
     return fresh and any(hmac.compare_digest(mac, c) for c in candidates)
-
-
-class Receiver:
-    def __init__(self, status: int = 200):
-        self.status, self.requests, self.paths = status, [], []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((self.headers, body))
-                receiver.paths.append(self.path)
-                self.send_response(receiver.status)
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.WEBHOOK_ALLOW_HTTP = True
-    r = Receiver()
-    yield r
-    r.server.shutdown()
 
 
 def _deliver_all():
