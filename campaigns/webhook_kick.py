@@ -70,9 +70,14 @@ def _trailing_kick() -> None:
 
 
 def _audit_row_saved(sender, **kwargs) -> None:
-    if settings.WEBHOOK_COLLECT_ON_COMMIT:
-        # robust: a failed enqueue is logged, never raised into a caller whose transaction committed.
-        transaction.on_commit(collect_kick, robust=True)
+    if not settings.WEBHOOK_COLLECT_ON_COMMIT:
+        return
+    # Once per transaction, however many rows it saves (a bulk ingest saves hundreds): Django
+    # keeps this transaction's callbacks in run_on_commit, emptied at commit and rollback.
+    if any(func is collect_kick for _, func, _ in transaction.get_connection().run_on_commit):
+        return
+    # robust: a failed enqueue is logged, never raised into a caller whose transaction committed.
+    transaction.on_commit(collect_kick, robust=True)
 
 
 def connect() -> None:

@@ -10,9 +10,9 @@ from django.db import connection
 
 from campaigns import webhook_kick
 from campaigns.models import WebhookDelivery, WebhookEvent
-from campaigns.services import campaign_pause, campaign_resume
+from campaigns.services import campaign_pause, campaign_resume, event_ingest_bulk
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
-from tests.api.conftest import ingest
+from tests.api.conftest import ingest, login_event
 
 
 @pytest.fixture
@@ -100,3 +100,12 @@ def test_collectors_running_at_once_emit_and_deliver_each_row_once(brand, campai
     assert WebhookDelivery.objects.count() == 40
     ids = Counter(json.loads(body)["id"] for _, body in receiver.requests)
     assert len(ids) == 40 and set(ids.values()) == {1}
+
+
+def test_a_transaction_registers_one_kick_however_many_rows_it_saves(
+    campaign, kick, django_capture_on_commit_callbacks
+):
+    payloads = [login_event(campaign) for _ in range(20)]
+    with django_capture_on_commit_callbacks() as callbacks:
+        event_ingest_bulk(brand=campaign.brand, payloads=payloads)  # 20 rewards + 20 audit rows
+    assert callbacks.count(webhook_kick.collect_kick) == 1
