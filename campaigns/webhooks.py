@@ -194,6 +194,17 @@ def webhook_endpoint_enable(
         requeued = outage.filter(event__created_at__gt=window_start).update(
             status=DeliveryStatus.PENDING, next_attempt_at=now, attempt=0
         )
+        # Events of the outage itself have no delivery yet (``webhook_event_emit`` writes them for
+        # active endpoints only, so a long-disabled endpoint piles nothing up): those inside the
+        # retry window get one now, with their original ids.
+        missed = [
+            WebhookDelivery(event=event, endpoint=locked, next_attempt_at=now, created_at=now)
+            for event in WebhookEvent.objects.filter(
+                brand_id=locked.brand_id, created_at__gt=max(window_start, locked.created_at)
+            ).exclude(deliveries__endpoint=locked)
+            if locked.wants(event.type)
+        ]
+        requeued += len(WebhookDelivery.objects.bulk_create(missed, ignore_conflicts=True))
         expired = outage.filter(status=DeliveryStatus.PENDING, event__created_at__lte=window_start).update(
             status=DeliveryStatus.FAILED,
             next_attempt_at=None,
@@ -216,7 +227,11 @@ def webhook_endpoint_enable(
             created_at=now,
         )
         if requeued:
-            transaction.on_commit(lambda: async_task("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task"))
+            # robust: the endpoint is enabled either way; the minute tick sends what a lost
+            # enqueue would have.
+            transaction.on_commit(
+                lambda: async_task("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task"), robust=True
+            )
     return EndpointEnabled(endpoint=locked, requeued=requeued, expired=expired)
 
 
@@ -240,10 +255,12 @@ def webhook_event_emit(
         )
         if not created:
             return None
-        # A disabled endpoint gets its deliveries too; they wait (claiming needs an active
-        # endpoint) until it is enabled again, which sends those inside the retry window.
+        # Active endpoints only: enabling a disabled one creates the deliveries of the events it
+        # missed inside the retry window (``webhook_endpoint_enable``).
         endpoints = [
-            e for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, deleted_at__isnull=True) if e.wants(type)
+            e
+            for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, deleted_at__isnull=True, is_active=True)
+            if e.wants(type)
         ]
         deliveries = WebhookDelivery.objects.bulk_create(
             [WebhookDelivery(event=event, endpoint=e, next_attempt_at=now, created_at=now) for e in endpoints]
@@ -528,7 +545,10 @@ def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: 
 def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
     """E-mail the brand's owners and admins that an endpoint was disabled. Returns mails sent."""
     endpoint = WebhookEndpoint.objects.select_related("brand").get(pk=endpoint_id)
-    if endpoint.is_active or endpoint.failing_since is None:  # enabled again before this task ran
+    # Only "enabled again before this task ran" cancels the mail. A late 2xx of a delivery sent
+    # before the endpoint was disabled clears ``failing_since`` but leaves it disabled: the brand
+    # must still be told, so the mail says when it was disabled, not since when it failed.
+    if endpoint.is_active or endpoint.disabled_at is None:
         return 0
     emails = sorted(
         set(
@@ -543,9 +563,9 @@ def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
     send_mail(
         subject=f"[JoyBack] Webhook endpoint disabled: {endpoint.url}",
         message=(
-            f"Deliveries to {endpoint.url} have failed since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC, so the "
-            "endpoint was disabled. Fix the receiver, then enable the endpoint again: on the portal's Webhooks "
-            "page (the endpoint's deliveries, 'Enable again') or with "
+            f"Deliveries to {endpoint.url} kept failing ({endpoint.disabled_reason}), so the endpoint was "
+            f"disabled at {endpoint.disabled_at:%Y-%m-%d %H:%M} UTC. Fix the receiver, then enable the endpoint "
+            "again: on the portal's Webhooks page (the endpoint's deliveries, 'Enable again') or with "
             f"POST /api/v1/webhook-endpoints/{endpoint.pk}/enable/. "
             f"Events of the last {settings.WEBHOOK_RETRY_HOURS} hours are then sent again with their original ids; "
             "older ones stay in the endpoint's delivery log, where each can be redelivered."

@@ -12,11 +12,19 @@ from django.urls import reverse
 from django.utils import timezone
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import BrandRole, DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEndpointEvent
+from campaigns.models import (
+    BrandRole,
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEndpointEvent,
+    WebhookEvent,
+)
 from campaigns.services import brand_membership_set
 from campaigns.webhooks import (
     webhook_endpoint_create,
     webhook_endpoint_delete,
+    webhook_endpoint_disabled_notify,
     webhook_endpoint_enable,
     webhook_events_collect,
 )
@@ -219,12 +227,41 @@ def test_events_that_happen_while_disabled_are_sent_once_enabled(
     endpoint, _ = outage
     during = ingest(campaign)  # a reward while the endpoint is disabled
     webhook_events_collect()
-    waiting = WebhookDelivery.objects.get(endpoint=endpoint, event__data__reward__id=during.reward.pk)
-    assert waiting.status == DeliveryStatus.PENDING and not receiver.requests  # kept, not sent
+    missed = WebhookEvent.objects.get(type="reward.held", data__reward__id=during.reward.pk)
+    # recorded, not sent — and no delivery row piles up for the disabled endpoint
+    assert not receiver.requests
+    assert not WebhookDelivery.objects.filter(endpoint=endpoint, event=missed).exists()
 
     with django_capture_on_commit_callbacks(execute=True):
-        webhook_endpoint_enable(endpoint=endpoint, channel="api")
+        enabled = webhook_endpoint_enable(endpoint=endpoint, channel="api")
+
+    waiting = WebhookDelivery.objects.get(endpoint=endpoint, event=missed)
+    assert enabled.requeued >= 1
 
     assert waiting.event.public_id in {json.loads(body)["id"] for _, body in receiver.requests}
     waiting.refresh_from_db()
     assert waiting.status == DeliveryStatus.DELIVERED
+
+
+def test_a_long_outage_piles_up_no_deliveries(outage, campaign):
+    endpoint, _ = outage
+    before = WebhookDelivery.objects.filter(endpoint=endpoint).count()
+    for _ in range(5):
+        ingest(campaign)
+    assert webhook_events_collect() >= 5
+    assert WebhookDelivery.objects.filter(endpoint=endpoint).count() == before
+
+
+def test_the_brand_is_told_even_when_a_late_success_cleared_the_failing_streak(brand, receiver, mailoutbox):
+    brand_membership_set(brand=brand, user=make_user("owner@shop.example"), role=BrandRole.OWNER)
+    endpoint = webhook_endpoint_create(brand=brand, url=receiver.url, event_types=["reward.held"]).endpoint
+    # disabled by one worker's failure, then a delivery sent before that answered 2xx
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(
+        is_active=False,
+        disabled_at=timezone.now(),
+        disabled_reason="failing since 2026-11-27 10:00 UTC",
+        failing_since=None,
+        failure_streak=0,
+    )
+    assert webhook_endpoint_disabled_notify(endpoint_id=endpoint.pk) == 1
+    assert "disabled" in mailoutbox[0].subject and "failing since 2026-11-27 10:00 UTC" in mailoutbox[0].body
