@@ -17,14 +17,18 @@ checks so deliveries can reach fake receivers on 127.0.0.1; the pinned connectio
 
 import http.client
 import ipaddress
+import logging
 import socket
 import ssl
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
+import idna
 from django.conf import settings
 
 from core.exceptions import InvalidInput
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
 URL_SAFE = "/%:@!$&'()*+,;=~-._"  # RFC 3986 characters a path or query may carry as they are
@@ -71,12 +75,20 @@ def _addresses_check(*, host: str, addresses: list[str]) -> None:
         return
     for address in addresses:
         reason = address_refusal(address)
-        if reason:
-            shown = host if host == address else f"{host} resolves to {address}, which"
+        if not reason:
+            continue
+        if host == address:  # the brand typed it: nothing to hide
             raise WebhookTargetRefused(
-                f"Webhooks are only sent to public internet addresses: {shown} is a {reason} address.",
+                f"Webhooks are only sent to public internet addresses: {host} is a {reason} address.",
                 details={"host": host, "address": address, "reason": reason},
             )
+        # A name resolved by our resolver: saying to what would let any API key map our internal
+        # network (db.internal → 10.0.3.4). The address goes to the log only.
+        logger.warning("webhook target %s refused: resolves to %s (%s)", host, address, reason)
+        raise WebhookTargetRefused(
+            f"Webhooks are only sent to public internet addresses: {host} resolves to a {reason} address.",
+            details={"host": host, "reason": reason},
+        )
 
 
 def _scheme_check(scheme: str) -> None:
@@ -91,8 +103,10 @@ def _host_port(parts) -> tuple[str, int]:
     try:
         host, port = parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
         if not _is_address(host):
-            host = host.encode("idna").decode("ascii")
-    except (ValueError, UnicodeError):  # a port out of range, a label IDNA cannot encode
+            # IDNA 2008 with UTS #46 mapping, as browsers do: Python's own "idna" codec is IDNA
+            # 2003, which maps faß.de to fass.de — another domain, another owner.
+            host = idna.encode(host, uts46=True).decode("ascii")
+    except (ValueError, UnicodeError, idna.IDNAError):  # a port out of range, a label IDNA cannot encode
         host = ""
     if not host:
         raise WebhookTargetRefused("The endpoint URL must name a valid host and port.")

@@ -150,6 +150,19 @@ def test_an_internationalised_name_is_resolved_and_sent_in_its_ascii_form(brand,
     assert receiver.paths == ["/hooks/%C3%BC?shop=s%C3%BCd"]
 
 
+def test_a_name_idna_2003_would_map_to_another_domain_keeps_its_own(brand, campaign, receiver, dns):
+    # faß.example: IDNA 2003 (Python's codec) makes it fass.example, someone else's domain
+    records, lookups = dns
+    records["xn--fa-hia.example"] = ["127.0.0.1"]
+    port = receiver.server.server_port
+    webhook_endpoint_create(brand=brand, url=f"http://faß.example:{port}/hooks", event_types=[])
+    ingest(campaign)
+    webhook_events_collect()
+    delivery = WebhookDelivery.objects.filter(event__type="reward.held").get()
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == DeliveryStatus.DELIVERED
+    assert lookups == ["xn--fa-hia.example"]
+
+
 def test_delivery_refuses_a_name_that_now_resolves_to_a_private_address(brand, campaign, receiver, guarded):
     """DNS rebinding: public at registration, loopback at delivery. Nothing is sent; the attempt
     is a failure with the reason, and retries later like any other failure."""
@@ -165,9 +178,24 @@ def test_delivery_refuses_a_name_that_now_resolves_to_a_private_address(brand, c
     assert delivery.attempt == 1 and delivery.response_code is None and delivery.next_attempt_at
     assert delivery.error == (
         "refused: Webhooks are only sent to public internet addresses: hooks.shop.example resolves to "
-        "127.0.0.1, which is a loopback address."
+        "a loopback address."
     )
     assert receiver.requests == []
+
+
+def test_a_refused_name_does_not_tell_which_internal_address_it_resolves_to(api, guarded):
+    records, _ = guarded
+    records["db.shop.example"] = ["10.0.3.4"]
+    response = api.post(
+        "/api/v1/webhook-endpoints/",
+        {"url": "https://db.shop.example/h", "event_types": []},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="ssrf-name-1",
+    )
+    body = assert_problem(response, 400, "invalid_webhook_url")
+    assert "10.0.3.4" not in response.content.decode()
+    assert body["details"] == {"host": "db.shop.example", "reason": "private"}
+    assert not WebhookEndpoint.objects.exists()
 
 
 def test_delivery_refuses_a_private_address_registered_while_the_guard_was_off(
