@@ -16,6 +16,7 @@ outcome.
 """
 
 import hashlib
+import ipaddress
 import json
 from collections.abc import Callable
 from dataclasses import fields
@@ -29,6 +30,8 @@ from campaigns.services.ingest_batch import Item, ingest_batch
 from campaigns.services.ingest_steps import campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
 from core.exceptions import IdempotencyConflict, InvalidInput
+from core.money import currency_exponent
+from recipients.models import Person
 from recipients.normalise import email_normalise, phone_normalise, social_normalise
 from recipients.selectors import iban_fingerprint
 from reconciliation.db import constraint_name
@@ -39,6 +42,7 @@ FUTURE_TOLERANCE = timedelta(minutes=5)
 
 
 _FIELDS = tuple(f.name for f in fields(EventInput))
+_TEXT_FIELDS = ("custom_name", "social_provider", "social_uid", "device_fingerprint", "order_id", "code")
 
 
 def _request_hash(payload: EventInput) -> str:
@@ -61,6 +65,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         type(payload.purchase_amount_minor) is not int or payload.purchase_amount_minor <= 0
     ):
         raise InvalidInput("purchase_amount_minor is a positive integer.", code="invalid_amount")
+    _fields_check(payload)
     occurred_at = payload.occurred_at or now
     if timezone.is_naive(occurred_at):
         raise InvalidInput("occurred_at needs a time zone.", code="invalid_occurred_at")
@@ -78,6 +83,29 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         social=social,
         iban_fingerprint=iban_fingerprint(payload.iban) if payload.iban.strip() else "",
     )
+
+
+# Free-text fields and the column (or the person's) they end up in: checked here, so a bad one is
+# this event's InvalidInput, not a database error that fails every event of its bulk chunk.
+_LENGTH_LIMITED = {
+    **{name: TriggerEvent._meta.get_field(name).max_length for name in _TEXT_FIELDS},
+    "name": Person._meta.get_field("display_name").max_length,
+}
+
+
+def _fields_check(payload: EventInput) -> None:
+    for name, limit in _LENGTH_LIMITED.items():
+        if len(getattr(payload, name)) > limit:
+            raise InvalidInput(
+                f"{name} is longer than {limit} characters.", code="invalid_field", details={"field": name}
+            )
+    if payload.purchase_currency:
+        currency_exponent(payload.purchase_currency.upper())  # InvalidInput(unknown_currency) if no ISO 4217 code
+    if payload.ip:
+        try:
+            ipaddress.ip_address(payload.ip.strip())
+        except ValueError:
+            raise InvalidInput(f"{payload.ip!r} is not an IP address.", code="invalid_ip") from None
 
 
 def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from campaigns.models import Campaign, Reward, RewardStatus
+from campaigns.models import Campaign, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import campaign_budget
 from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk
 from campaigns.services import ingest_batch as ingest_batch_module
@@ -218,3 +218,26 @@ def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_
     assert Reward.objects.filter(campaign=campaign).count() == 30
     assert campaign_budget(campaign=campaign).held_minor == 30 * 100
     assert ledger_verify_report().ok
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        ({"purchase_currency": "EURO"}, "unknown_currency"),
+        ({"ip": "not-an-ip"}, "invalid_ip"),
+        ({"device_fingerprint": "x" * 129}, "invalid_field"),
+        ({"custom_name": "y" * 61}, "invalid_field"),
+        ({"order_id": "z" * 121}, "invalid_field"),
+    ],
+)
+def test_one_bad_field_in_a_bulk_is_that_events_error_only(bad, code):
+    brand = BrandFactory()
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
+    results = event_ingest_bulk(brand=brand, payloads=[_login(1), _login(2, **bad), _login(3)])
+    assert [(r.outcome, r.reason) for r in results] == [("rewarded", ""), ("error", code), ("rewarded", "")]
+    assert TriggerEvent.objects.filter(brand=brand).count() == 2
+
+
+def _login(n: int, **fields) -> EventInput:
+    fields.setdefault("email", f"login{n}@example.com")
+    return EventInput(external_id=f"login-{n}", campaign="summer", type="tiktok_login", source="tiktok", **fields)
