@@ -265,15 +265,22 @@ def _budget_alerts(ctx, tally: Tally, *, spent_before: int) -> None:
     spent_after = tally.funded - tally.available
     for pct in BudgetAlert.THRESHOLDS:
         if spent_before * 100 < pct * tally.funded <= spent_after * 100:
-            BudgetAlert.objects.create(
-                campaign=ctx.campaign, threshold_pct=pct, funded_minor=tally.funded, spent_minor=spent_after
-            )
-            CampaignEvent.objects.create(
+            # Once per threshold and funded amount (the model's unique key): spending that falls
+            # back under a threshold after a void and crosses it again is no new alert — and
+            # must not fail the reservation on the key.
+            _, created = BudgetAlert.objects.get_or_create(
                 campaign=ctx.campaign,
-                kind="campaign.budget_threshold",
-                to_status=ctx.campaign.status,
-                data={"threshold_pct": pct, "funded_minor": tally.funded, "spent_minor": spent_after},
+                threshold_pct=pct,
+                funded_minor=tally.funded,
+                defaults={"spent_minor": spent_after},
             )
+            if created:
+                CampaignEvent.objects.create(
+                    campaign=ctx.campaign,
+                    kind="campaign.budget_threshold",
+                    to_status=tally.status,
+                    data={"threshold_pct": pct, "funded_minor": tally.funded, "spent_minor": spent_after},
+                )
 
 
 def _pause_if_spent(ctx, tally: Tally) -> None:

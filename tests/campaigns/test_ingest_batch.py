@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from campaigns.models import Campaign, Reward, RewardStatus, TriggerEvent
+from campaigns.models import BudgetAlert, Campaign, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import campaign_budget
-from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk
+from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk, reward_void
 from campaigns.services import ingest_batch as ingest_batch_module
 from recipients.models import Person
 from recipients.services import IdentityInput, person_resolve
@@ -241,3 +241,20 @@ def test_one_bad_field_in_a_bulk_is_that_events_error_only(bad, code):
 def _login(n: int, **fields) -> EventInput:
     fields.setdefault("email", f"login{n}@example.com")
     return EventInput(external_id=f"login-{n}", campaign="summer", type="tiktok_login", source="tiktok", **fields)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_crossing_a_budget_threshold_again_after_a_void_is_no_new_alert_and_no_error(bulk):
+    brand = BrandFactory()
+    campaign = funded_campaign(brand=brand, amount_minor=1_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
+    for i in range(5):
+        assert event_ingest(brand=brand, payload=_login(i)).outcome == "rewarded"  # 50 % spent
+    reward_void(reward=Reward.objects.order_by("-id").first(), reason="refund")  # back under 50 %
+    again = [_login(10), _login(11)]
+    outcomes = (
+        [r.outcome for r in event_ingest_bulk(brand=brand, payloads=again)]
+        if bulk
+        else [event_ingest(brand=brand, payload=p).outcome for p in again]
+    )
+    assert outcomes == ["rewarded", "rewarded"]
+    assert BudgetAlert.objects.filter(campaign=campaign, threshold_pct=50).count() == 1
