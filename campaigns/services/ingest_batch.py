@@ -24,12 +24,13 @@ IntegrityError: the caller rolls the whole batch back and runs it again without 
 is then a replay), so nothing the loser evaluated is kept.
 """
 
+import copy
 import json
 from collections import defaultdict
 from datetime import datetime
 from functools import partial
 
-from django.db import connection
+from django.db import connection, transaction
 
 from campaigns.evaluation import (
     Facts,
@@ -180,12 +181,18 @@ def _reject(item: Item, reason: str) -> None:
 
 
 def _evaluate(brand, item, uses: Uses, not_new, signals: SignalCounts, tallies, counters, taken, *, now) -> None:
-    """Decide one event, in the order ``event_ingest`` has always checked: conditions, amount,
-    caps, fraud, then (under the tally) status, budget and campaign-wide counters."""
+    """Decide one event, in the order ``event_ingest`` has always checked: status, conditions,
+    amount, caps, fraud, then (under the tally) budget and campaign-wide counters."""
     if item.early:
         return _reject(item, item.early)
     p, rule, who, ctx = item.p, item.rule, item.who, item.ctx
     campaign, payload = ctx.campaign, p.payload
+    # The status under the tally lock comes first, as ``_early_rejection``'s does for a single
+    # event: a campaign paused by an earlier event of this batch, or since the context was read,
+    # refuses the event before its conditions and caps are looked at.
+    tally = tallies[campaign.pk]
+    if tally.status != CampaignStatus.ACTIVE:
+        return _reject(item, "campaign_not_active")
     root = who.person.pk
     facts = Facts(
         trigger=payload.type,
@@ -224,10 +231,6 @@ def _evaluate(brand, item, uses: Uses, not_new, signals: SignalCounts, tallies, 
     verdict = approval_verdict(rule=rule, amount_minor=amount, fraud=fraud_reasons(campaign=campaign, signals=observed))
     fee = fee_for(brand=brand, amount_minor=amount, currency=campaign.currency)
 
-    tally = tallies[campaign.pk]
-    campaign.status = tally.status
-    if tally.status != CampaignStatus.ACTIVE:
-        return _reject(item, "campaign_not_active")
     if tally.available < amount + fee:
         _pause_if_spent(ctx, tally)
         return _reject(item, "budget_exhausted")
@@ -291,8 +294,11 @@ def _pause_if_spent(ctx, tally: Tally) -> None:
         return
     if ctx.smallest_reservation is None or tally.available >= ctx.smallest_reservation:
         return
+    # On a copy: the context is shared by every transaction of the call (chunks, retries after a
+    # lost race), and a pause that rolls back must not leave it saying "paused" — later events
+    # would be stored as refused for a campaign that is active. It learns of the pause on commit.
     _transition(
-        campaign=ctx.campaign,
+        campaign=copy.copy(ctx.campaign),
         from_statuses=(CampaignStatus.ACTIVE,),
         to=CampaignStatus.PAUSED,
         kind="campaign.paused",
@@ -300,3 +306,4 @@ def _pause_if_spent(ctx, tally: Tally) -> None:
         data={"available_minor": tally.available, "automatic": True},
     )
     tally.status = CampaignStatus.PAUSED
+    transaction.on_commit(partial(setattr, ctx.campaign, "status", CampaignStatus.PAUSED))

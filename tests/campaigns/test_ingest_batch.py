@@ -11,6 +11,7 @@ same rules; every decision must match, in order.
 import random
 
 import pytest
+from django.db import IntegrityError
 
 from campaigns.models import BudgetAlert, Campaign, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import campaign_budget
@@ -220,6 +221,68 @@ def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_
     assert ledger_verify_report().ok
 
 
+def test_a_pause_rolled_back_with_a_lost_race_does_not_refuse_the_retried_events(monkeypatch):
+    # given a budget for two rewards, and a chunk that loses a duplicate race once — after its
+    # evaluation had auto-paused the campaign in that (rolled back) transaction
+    brand = BrandFactory()
+    campaign = funded_campaign(brand=brand, amount_minor=250, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
+    real, calls = ingest_bulk.ingest_batch, []
+
+    def lose_a_race_once(**kwargs):
+        calls.append(1)
+        real(**kwargs)
+        if len(calls) == 1:
+            raise IntegrityError('duplicate key value violates unique constraint "trigger_event_external_id_unique"')
+
+    monkeypatch.setattr(ingest_bulk, "ingest_batch", lose_a_race_once)
+    results = event_ingest_bulk(brand=brand, payloads=[_login(i) for i in range(3)])
+
+    # then the retry decides afresh: two rewarded, the third refused because the budget ran out
+    assert [(r.outcome, r.reason) for r in results] == [
+        ("rewarded", ""),
+        ("rewarded", ""),
+        ("rejected", "campaign_not_active"),
+    ]
+    assert Reward.objects.filter(campaign=campaign).count() == 2
+    assert Campaign.objects.get(pk=campaign.pk).status == "paused"
+
+
+def test_events_after_a_pause_inside_one_batch_are_refused_as_one_by_one():
+    rules = [{"trigger": "tiktok_login", "fixed_minor": 100, "person_count_per_campaign": 1}]
+    decided = []
+    for bulk in (False, True):
+        brand = BrandFactory()
+        funded_campaign(brand=brand, amount_minor=300, rules=rules)
+        tag = "bulk" if bulk else "single"
+        # three people spend the budget (the campaign pauses), then the first comes back, then a newcomer
+        stream = [_login(n, email=f"{tag}{who}@example.com") for n, who in enumerate((0, 1, 2, 0, 3))]
+        results = (
+            event_ingest_bulk(brand=brand, payloads=stream)
+            if bulk
+            else [event_ingest(brand=brand, payload=p) for p in stream]
+        )
+        decided.append([(str(r.outcome), r.reason) for r in results])
+    assert decided[0] == decided[1]
+    assert decided[1][3:] == [("rejected", "campaign_not_active")] * 2
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_crossing_a_budget_threshold_again_after_a_void_is_no_new_alert_and_no_error(bulk):
+    brand = BrandFactory()
+    campaign = funded_campaign(brand=brand, amount_minor=1_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
+    for i in range(5):
+        assert event_ingest(brand=brand, payload=_login(i)).outcome == "rewarded"  # 50 % spent
+    reward_void(reward=Reward.objects.order_by("-id").first(), reason="refund")  # back under 50 %
+    again = [_login(10), _login(11)]
+    outcomes = (
+        [r.outcome for r in event_ingest_bulk(brand=brand, payloads=again)]
+        if bulk
+        else [event_ingest(brand=brand, payload=p).outcome for p in again]
+    )
+    assert outcomes == ["rewarded", "rewarded"]
+    assert BudgetAlert.objects.filter(campaign=campaign, threshold_pct=50).count() == 1
+
+
 @pytest.mark.parametrize(
     ("bad", "code"),
     [
@@ -241,20 +304,3 @@ def test_one_bad_field_in_a_bulk_is_that_events_error_only(bad, code):
 def _login(n: int, **fields) -> EventInput:
     fields.setdefault("email", f"login{n}@example.com")
     return EventInput(external_id=f"login-{n}", campaign="summer", type="tiktok_login", source="tiktok", **fields)
-
-
-@pytest.mark.parametrize("bulk", [False, True])
-def test_crossing_a_budget_threshold_again_after_a_void_is_no_new_alert_and_no_error(bulk):
-    brand = BrandFactory()
-    campaign = funded_campaign(brand=brand, amount_minor=1_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
-    for i in range(5):
-        assert event_ingest(brand=brand, payload=_login(i)).outcome == "rewarded"  # 50 % spent
-    reward_void(reward=Reward.objects.order_by("-id").first(), reason="refund")  # back under 50 %
-    again = [_login(10), _login(11)]
-    outcomes = (
-        [r.outcome for r in event_ingest_bulk(brand=brand, payloads=again)]
-        if bulk
-        else [event_ingest(brand=brand, payload=p).outcome for p in again]
-    )
-    assert outcomes == ["rewarded", "rewarded"]
-    assert BudgetAlert.objects.filter(campaign=campaign, threshold_pct=50).count() == 1
