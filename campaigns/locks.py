@@ -28,13 +28,13 @@ they never take the tally, and the budget account comes before the counters in b
 Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes the
 classes in this order for a whole batch: its people's roots, then all its IBANs ascending, then
 the tallies ascending, then the counters, and evaluates in memory. A batch in which some identity
-needs writes (a merge, a new identifier, a switched account) goes one event at a time in the same
-transaction, each resolving through ``person_resolve``, which locks in event order: two
-concurrent such batches sharing people in opposite orders can deadlock; PostgreSQL breaks the
-cycle and ``person_resolve`` retries its savepoint. The transition services that touch money
+needs writes (a merge, a new identifier, a switched account) is refused before anything is locked
+or written (``ComplexBatch``) and its events go one per transaction, each a batch of one — so no
+transaction takes a person's lock after a tally. The transition services that touch money
 (``campaign_allocate``, ``campaign_close``) take the tally before the ledger accounts; pause /
-resume / end take only the campaign row. Apart from the bulk caveat above, no path takes a lock
-of an earlier class after a later one.
+resume / end take only the campaign row. No path takes a lock of an earlier class after a later
+one. Combined ingestion (``ingest_combine``) adds a session lock per campaign that is taken
+before any of these and held by a caller that holds nothing else while it waits.
 
 Advisory locks and FOR UPDATE are PostgreSQL-only; on SQLite every write transaction is already
 exclusive (``transaction_mode=IMMEDIATE``), so they are no-ops there.
@@ -57,17 +57,10 @@ def _key32(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big", signed=True)
 
 
-def lock_ibans(*, fingerprints: list[str]) -> None:
-    """Transaction-scoped advisory locks on IBAN fingerprints, ascending, in one round trip."""
-    statement = lock_ibans_statement(fingerprints=fingerprints)
-    if statement is not None:
-        with connection.cursor() as cursor:
-            cursor.execute(*statement)
-
-
 def lock_ibans_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
-    """``lock_ibans`` as a statement, for callers sending it with their next reads; None when
-    there is nothing to lock (or not on PostgreSQL)."""
+    """Transaction-scoped advisory locks on IBAN fingerprints, ascending, as one statement for
+    callers sending it with their next reads; None when there is nothing to lock (or not on
+    PostgreSQL)."""
     keys = sorted({_key32(fp) for fp in fingerprints if fp})
     if connection.vendor != "postgresql" or not keys:
         return None

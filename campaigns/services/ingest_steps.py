@@ -9,6 +9,7 @@ from django.db import connection
 from campaigns.evaluation import fee_for
 from campaigns.models import Brand, Campaign, RewardRule, Trigger
 from campaigns.services.ingest_types import EventInput
+from core.bulk import model_from_row
 from core.exceptions import NotFound
 from reconciliation.models import Account
 
@@ -35,12 +36,11 @@ def campaign_context(brand, slug: str) -> CampaignContext:
         rows = cursor.fetchall()
     if not rows:
         raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
-    converters = _converters()
-    campaign, brand_row, account, _ = _instances(rows[0], converters)
+    campaign, brand_row, account, _ = _instances(rows[0])
     campaign.brand, campaign.budget_account = brand_row, account
     rules = []
     for row in rows:
-        rule = _instances(row, converters)[3]
+        rule = _instances(row)[3]
         if rule is not None:
             rule.campaign = campaign
             rules.append(rule)
@@ -72,31 +72,12 @@ def _context_sql() -> str:
     )
 
 
-def _converters() -> list[tuple[type, list[str], list[tuple]]]:
-    """Per model: its attnames and, per field, the converters the ORM would apply (asked of this
-    thread's connection each time: converters may be bound to it)."""
-    out = []
-    for model, _ in _CONTEXT_MODELS:
-        fields = model._meta.concrete_fields
-        per_field = []
-        for f in fields:
-            col = f.get_col(model._meta.db_table)
-            per_field.append((col, connection.ops.get_db_converters(col) + f.get_db_converters(connection)))
-        out.append((model, [f.attname for f in fields], per_field))
-    return out
-
-
-def _instances(row: tuple, converters: list) -> list:
+def _instances(row: tuple) -> list:
     """The row's Campaign, Brand, Account and RewardRule (None when the campaign has no rule)."""
     out, start = [], 0
-    for model, attnames, per_field in converters:
-        values = list(row[start : start + len(attnames)])
-        start += len(attnames)
-        if values[0] is None:  # the LEFT JOIN found no rule
-            out.append(None)
-            continue
-        for i, (col, converters) in enumerate(per_field):
-            for converter in converters:
-                values[i] = converter(values[i], col, connection)
-        out.append(model.from_db(connection.alias, attnames, values))
+    for model, _ in _CONTEXT_MODELS:
+        width = len(model._meta.concrete_fields)
+        values = row[start : start + width]
+        start += width
+        out.append(None if values[0] is None else model_from_row(model, values))  # None: the LEFT JOIN found no rule
     return out
