@@ -65,7 +65,8 @@ def ledger_postings_held() -> Iterator[None]:
     then holds hot accounts for one insert and the commit rather than for all of its work.
 
     Entries and their postings still commit together, and the balance trigger checks every entry
-    at commit. A refusal from the postings (an overdraft) is raised when the block ends and the
+    at commit. Entries posted inside a savepoint of the caller's (which may roll back) are not
+    held: their postings go in at once. A refusal from the postings (an overdraft) is raised when the block ends and the
     transaction is lost with it: for callers whose transaction is all or nothing anyway.
     Raises RuntimeError outside a transaction or when nested."""
     if not connection.in_atomic_block:
@@ -77,6 +78,7 @@ def ledger_postings_held() -> Iterator[None]:
         # A savepoint of its own: if an error leaves the block and the caller carries on, the
         # entries written in it go too — never entries whose postings were dropped.
         with transaction.atomic():
+            _held.depth = len(connection.savepoint_ids)
             yield
             _held_postings_insert()
     finally:
@@ -446,6 +448,8 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
         raise InvalidInput("A batch cannot repeat an idempotency key.", code="duplicate_idempotency_key")
     for spec in entries:
         _validate(spec)
+    # Postings are held (see ledger_postings_held) only for a caller at the block's own depth.
+    hold = getattr(_held, "rows", None) is not None and len(connection.savepoint_ids) == _held.depth
     now = timezone.now()
     hashes = {spec.idempotency_key: _content_hash(spec, None) for spec in entries}
     try:
@@ -467,9 +471,12 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
                 for spec in fresh
                 for leg in spec.legs
             )
-            if getattr(_held, "rows", None) is not None:
+            # Held only at the block's own depth: rows from a deeper savepoint would outlive its
+            # rollback (their entries gone) and fail the whole block at the flush.
+            if hold:
                 _held.rows.extend(rows)
             else:
+                _held_postings_insert()  # held ones first: the ascending lock order of the flush
                 _insert_postings_rows(rows)
     except IntegrityError as exc:
         raise ledger_error_from(exc) from exc

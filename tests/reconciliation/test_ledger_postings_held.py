@@ -89,3 +89,19 @@ def test_an_entry_posted_in_the_block_can_be_reversed_in_it(chart, funded_budget
         ledger_entry_reverse(entry=entry, idempotency_key="undo-me:reversed")
     assert (posted(funded_budget), posted(chart.payable)) == (100_000, 0)
     assert ledger_verify_report().ok
+
+
+def test_a_savepoint_rolled_back_inside_the_block_takes_only_its_own_entry(chart, funded_budget):
+    # a caller inside the block tries something in a savepoint, gives it up and carries on
+    with transaction.atomic(), ledger_postings_held():
+        try:
+            with transaction.atomic():
+                ledger_entries_post(entries=[pay(chart, "inner", 300)])
+                raise ValueError("give up this part")
+        except ValueError:
+            pass
+        ledger_entries_post(entries=[pay(chart, "kept", 100)])
+    assert not JournalEntry.objects.filter(idempotency_key="inner").exists()
+    kept = JournalEntry.objects.get(idempotency_key="kept")
+    assert Posting.objects.filter(entry=kept).count() == 2
+    assert ledger_verify_report().ok
