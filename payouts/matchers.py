@@ -104,7 +104,14 @@ class _PayoutLineMatcher:
         proposals = []
         for line in lines:
             payout = payouts.get(line.end_to_end_id)
-            if payout and is_open(payout) and line.amount_minor == payout.amount_minor:
+            # Same amount *and* currency: a USD line for a EUR payout of equal minor units would
+            # settle it across currencies (the books refuse the entry and the chunk fails).
+            if (
+                payout
+                and is_open(payout)
+                and line.amount_minor == payout.amount_minor
+                and line.currency == payout.currency
+            ):
                 proposals.append(
                     Proposal(
                         line_id=line.pk,

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from bench.camt_gen import GenLine, GenStatement, GenTx, write_camt053
+from payouts.matchers import EndToEndMatcher
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.selectors import payout_exceptions
 from payouts.services import payout_batch_create, payout_execute, payouts_create_for_payable
@@ -214,3 +215,18 @@ def test_a_debit_matched_again_after_an_undo_settles_with_a_new_entry(
     assert second.entry.idempotency_key == f"payout:{payout_id}:settled:1"
     assert Payout.objects.get(pk=payout_id).status == PayoutStatus.SETTLED and in_transit_minor() == 0
     assert_books_ok()
+
+
+def test_a_line_in_another_currency_does_not_settle_a_payout_by_its_end_to_end_id(sandbox, debtor, brand, campaign):
+    """Same EndToEndId and the same minor units, but USD against a EUR payout: no proposal (it
+    would settle across currencies, and the books would refuse the whole matching chunk)."""
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+    payout = Payout.objects.get(pk=payout_id)
+    line = StatementLine(
+        pk=1, end_to_end_id=payout.end_to_end_id, amount_minor=payout.amount_minor, currency="USD", credit_debit="DBIT"
+    )
+    assert EndToEndMatcher().propose([line]) == []
+    line.currency = payout.currency
+    assert [p.target_id for p in EndToEndMatcher().propose([line])] == [str(payout_id)]
