@@ -50,3 +50,9 @@ def ledger_error_from(exc: IntegrityError | InternalError) -> ApplicationError:
         cls, message = _BY_CONSTRAINT[name]
         return cls(message, details={"constraint": name})
     return LedgerError(f"The books refused the write: {exc}", details={"constraint": name})
+
+
+def is_deadlock(exc: Exception) -> bool:
+    """PostgreSQL broke a lock cycle by failing this transaction (SQLSTATE 40P01): safe to retry
+    the whole transaction."""
+    return getattr(exc.__cause__, "sqlstate", None) == "40P01"

@@ -9,14 +9,16 @@ reverses its entry and parks the line in suspense again. Every staff action writ
 the same transaction; write-offs need a second person (four-eyes).
 """
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
+from reconciliation.db import is_deadlock
 from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
 from reconciliation.models import (
     AccountKind,
@@ -44,6 +46,9 @@ NEW = StatementLineStatus.NEW.value
 OPEN_STATUSES = (StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED)
 
 
+logger = logging.getLogger(__name__)
+
+
 @dataclass
 class MatchRunResult:
     dry_run: bool
@@ -53,9 +58,20 @@ class MatchRunResult:
     unmatched: int = 0
     proposals: list[Proposal] = field(default_factory=list)
 
+    failed_chunks: int = 0
+
     @property
     def matched_total(self) -> int:
         return sum(self.matched.values())
+
+    def add(self, other: "MatchRunResult") -> None:
+        self.lines_seen += other.lines_seen
+        for name, n in other.matched.items():
+            self.matched[name] += n
+        self.suggested += other.suggested
+        self.unmatched += other.unmatched
+        self.proposals.extend(other.proposals)
+        self.failed_chunks += other.failed_chunks
 
 
 def suspense_account(currency: str):
@@ -127,7 +143,27 @@ def _record_matches(applied: Sequence[Applied], matcher_name: str, lines: dict[i
         lines[line_id].status = StatementLineStatus.MATCHED
 
 
-def _match_chunk(ids: Sequence[int], result: MatchRunResult) -> None:
+_DEADLOCK_RETRIES = 3
+
+
+def _match_chunk(ids: Sequence[int], *, dry_run: bool) -> MatchRunResult:
+    """One chunk in its own transaction, retried whole when PostgreSQL breaks a deadlock with
+    another run (runs sharing an import lock payouts and accounts of overlapping chunks). Its
+    figures are counted only once it committed, so a retry counts nothing twice."""
+    attempts = 0
+    while True:
+        result = MatchRunResult(dry_run=dry_run)
+        try:
+            _match_chunk_once(ids, result)
+            return result
+        except DatabaseError as exc:
+            attempts += 1
+            if not is_deadlock(exc) or attempts == _DEADLOCK_RETRIES:
+                raise
+            logger.warning("matching the chunk from line %s deadlocked; retrying it", ids[0] if ids else None)
+
+
+def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
     # Postings held to the end of the chunk: the bank and clearing accounts every chunk moves are
     # then locked only for that insert and the commit, not while payouts, matches and lines are
     # written, so runs sharing an import work side by side instead of queueing on those rows.
@@ -225,7 +261,8 @@ def statement_lines_match(
     """Match every new line (or the given ones that are still new).
 
     Idempotent and re-runnable: only lines in status ``new`` are taken, under a row lock, and each
-    chunk commits on its own, so a crash loses at most the chunk in flight (it stays ``new``).
+    chunk commits on its own, so a crash loses at most the chunk in flight (it stays ``new``). A
+    chunk that fails does not stop the ones after it; the first failure is raised at the end.
     ``dry_run`` runs the same proposals and rolls everything back; the result lists them.
     Must not be called inside another transaction (each chunk is durable).
     """
@@ -238,8 +275,19 @@ def statement_lines_match(
         # Each chunk checks which of its lines are still new, so the given ids need no query of
         # their own (for a large import that was one statement naming every line).
         ids = sorted(set(line_ids))
+    failure: Exception | None = None
     for start in range(0, len(ids), chunk_size):
-        _match_chunk(ids[start : start + chunk_size], result)
+        chunk = ids[start : start + chunk_size]
+        try:
+            result.add(_match_chunk(chunk, dry_run=dry_run))
+        except Exception as exc:
+            # Its lines stay new (the chunk rolled back) and the next run tries them again; the
+            # chunks after it must not wait behind it, or one bad line would stop every run.
+            logger.exception("matching lines %s–%s failed; going on with the next chunk", chunk[0], chunk[-1])
+            result.failed_chunks += 1
+            failure = failure or exc
+    if failure is not None:
+        raise failure  # after the others: the task is marked failed, and its log says why
     return result
 
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.db import connection
+from django.db import OperationalError, connection
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from core.exceptions import InvalidTransition, PermissionDenied
@@ -24,6 +24,7 @@ from reconciliation.models import (
 )
 from reconciliation.selectors import account_balance, ledger_verify_report
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+from reconciliation.services import matching as matching_service
 from reconciliation.services.matching import (
     match_undo,
     statement_line_match_manual,
@@ -330,3 +331,46 @@ def test_lines_named_again_after_they_were_matched_are_left_alone(tmp_path, bank
     assert run.lines_seen == 1 and dict(run.matched) == {"test_invoice": 1}
     assert sorted(Match.objects.values_list("line_id", flat=True)) == [first.pk, second.pk]
     assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_a_failing_chunk_does_not_stop_the_chunks_after_it(tmp_path, bank, invoice_matcher, monkeypatch):
+    lines = imported(
+        tmp_path, [GenLine(amount=Decimal("1.00"), credit_debit="CRDT", remittance=f"INV-{i}") for i in range(1, 5)]
+    )
+    real, chunks = matching_service._match_chunk_once, []
+
+    def first_chunk_fails(ids, result):
+        chunks.append(list(ids))
+        if len(chunks) == 1:
+            raise RuntimeError("a line no matcher can take")
+        real(ids, result)
+
+    monkeypatch.setattr(matching_service, "_match_chunk_once", first_chunk_fails)
+    with pytest.raises(RuntimeError, match="no matcher can take"):
+        statement_lines_match(chunk_size=2)  # raised after the other chunks ran
+
+    statuses = [line.status for line in StatementLine.objects.order_by("sequence")]
+    assert statuses[:2] == [StatementLineStatus.NEW] * 2  # rolled back: the next run tries them again
+    assert statuses[2:] == [StatementLineStatus.MATCHED] * 2
+    assert [len(c) for c in chunks] == [2, 2] and len(lines) == 4
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_a_deadlocked_chunk_is_retried_whole_and_counted_once(tmp_path, bank, invoice_matcher, monkeypatch):
+    imported(tmp_path, [GenLine(amount=Decimal("1.00"), credit_debit="CRDT", remittance=f"INV-{i}") for i in (1, 2)])
+    real, attempts = matching_service._record_matches, []
+
+    def deadlock_once(*args, **kwargs):
+        attempts.append(1)
+        real(*args, **kwargs)  # written in the chunk's transaction, then PostgreSQL picks it as the victim
+        if len(attempts) == 1:
+            cause = type("DeadlockDetected", (Exception,), {"sqlstate": "40P01"})("deadlock detected")
+            raise OperationalError("deadlock detected") from cause
+
+    monkeypatch.setattr(matching_service, "_record_matches", deadlock_once)
+    result = statement_lines_match()
+    assert len(attempts) == 2
+    assert result.lines_seen == 2 and result.matched_total == 2 and result.failed_chunks == 0
+    assert StatementLine.objects.filter(status=StatementLineStatus.MATCHED).count() == 2
