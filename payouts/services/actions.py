@@ -16,11 +16,13 @@ from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.states import (
+    SETTLEMENT_KINDS,
     after_commit,
     drive,
     event_record,
     in_transit_account,
     payout_lock,
+    settled_entry_key,
     settled_entry_post,
     step_returned,
     step_settled,
@@ -305,7 +307,7 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
     in_transit = {currency: in_transit_account(currency) for currency in {p.currency for p, _ in items}}
     specs = [
         EntrySpec(
-            idempotency_key=f"payout:{payout.pk}:settled:{seq.get(payout.pk, 0)}",
+            idempotency_key=settled_entry_key(payout.pk, seq.get(payout.pk, 0)),
             kind="payout_settled",
             legs=[
                 Leg.debit(in_transit[payout.currency], payout.amount_minor),
@@ -335,9 +337,6 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
     return entries
 
 
-_SETTLEMENT_KINDS = ("payout.settled", "payout.debit_seen")
-
-
 def _settlement_counts(payout_ids: list[int]) -> dict[int, int]:
     """How many times each payout was seen settled before (the entry key's sequence), for those
     seen at least once. On PostgreSQL one lookup per payout by ``payout_id`` (a LATERAL aggregate,
@@ -346,7 +345,7 @@ def _settlement_counts(payout_ids: list[int]) -> dict[int, int]:
     chunk, growing with the history."""
     if connection.vendor != "postgresql":
         return dict(
-            PayoutEvent.objects.filter(payout_id__in=payout_ids, kind__in=_SETTLEMENT_KINDS)
+            PayoutEvent.objects.filter(payout_id__in=payout_ids, kind__in=SETTLEMENT_KINDS)
             .values_list("payout_id")
             .annotate(n=Count("id"))
         )
@@ -355,7 +354,7 @@ def _settlement_counts(payout_ids: list[int]) -> dict[int, int]:
             f"SELECT u.id, s.n FROM unnest(%s::bigint[]) AS u(id) CROSS JOIN LATERAL ("
             f"SELECT count(*) FILTER (WHERE e.kind = ANY(%s::varchar[])) AS n "
             f"FROM {PayoutEvent._meta.db_table} e WHERE e.payout_id = u.id) s WHERE s.n > 0",
-            [payout_ids, list(_SETTLEMENT_KINDS)],
+            [payout_ids, list(SETTLEMENT_KINDS)],
         )
         return dict(cursor.fetchall())
 

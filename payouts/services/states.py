@@ -136,11 +136,22 @@ def step_submitted(payout: Payout, *, now: datetime, rail_reference: str = "", a
     event_record(payout, kind="payout.submitted", from_status=previous, actor=actor, now=now)
 
 
+# A payout can be settled more than once (a settlement undone, the debit seen again): each one
+# posts its own entry, keyed by how many settlements were recorded before. Both paths — this one
+# and the bulk settlement in ``actions`` — count and key through these two, so a replay of the
+# same settlement always finds its entry and can never post a second one.
+SETTLEMENT_KINDS = ("payout.settled", "payout.debit_seen")
+
+
+def settled_entry_key(payout_id: int, seq: int) -> str:
+    return f"payout:{payout_id}:settled:{seq}"
+
+
 def settled_entry_post(payout: Payout, *, via: str, bank: Account | None = None):
-    seq = _seq(payout, "payout.settled") + _seq(payout, "payout.debit_seen")
+    seq = PayoutEvent.objects.filter(payout=payout, kind__in=SETTLEMENT_KINDS).count()
     return _post(
         payout,
-        key=f"payout:{payout.pk}:settled:{seq}",
+        key=settled_entry_key(payout.pk, seq),
         kind="payout_settled",
         debit=in_transit_account(payout.currency),
         credit=_bank(payout, bank),
