@@ -1,7 +1,6 @@
 """Staff actions and explicit transitions from outside the rail: approve, cancel, retry, returns,
 settlement seen on the bank statement (and undoing it), and the follow-ups after settlement."""
 
-import json
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -11,6 +10,7 @@ from django_q.tasks import async_task
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
+from core.bulk import rows_copy
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
@@ -360,21 +360,13 @@ def _settlement_counts(payout_ids: list[int]) -> dict[int, int]:
 
 
 def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
+    # Plain rows (COPY for a chunk's thousand events): a model instance each cost more than storing them.
     submitted, settled = PayoutStatus.SUBMITTED.value, PayoutStatus.SETTLED.value
-    events = [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}) for p in payouts]
-    if connection.vendor != "postgresql":
-        PayoutEvent.objects.bulk_create(
-            [
-                PayoutEvent(payout_id=pk, kind=kind, from_status=old, to_status=new, data=data, created_at=now)
-                for pk, kind, old, new, data in events
-            ]
-        )
-        return
-    # COPY: a model instance per event cost more than the database spends storing them.
-    sql = f"COPY {PayoutEvent._meta.db_table} (payout_id, kind, from_status, to_status, data, created_at) FROM STDIN"
-    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-        for pk, kind, old, new, data in events:
-            copy.write_row((pk, kind, old, new, json.dumps(data), now))
+    rows_copy(
+        PayoutEvent,
+        ("payout_id", "kind", "from_status", "to_status", "data", "created_at"),
+        [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}, now) for p in payouts],
+    )
 
 
 def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:

@@ -14,9 +14,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from core.bulk import rows_copy
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from reconciliation.db import is_deadlock
 from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
@@ -105,38 +106,26 @@ def _suspense_spec(line: StatementLine, key: str) -> EntrySpec:
     )
 
 
-_MATCH_COLUMNS = ("line_id", "matcher", "target_type", "target_id", "amount_minor", "entry_id", "status")
-_MATCH_COLUMNS += ("created_by_id", "created_at", "note")
-
-
 def _record_matches(applied: Sequence[Applied], matcher_name: str, lines: dict[int, StatementLine], actor) -> None:
-    if connection.vendor == "postgresql":
-        # COPY: the engine records a thousand matches per chunk, and building a model instance for
-        # each cost more than storing them. Constraints and triggers apply to COPY as to INSERT.
-        now, actor_id = timezone.now(), actor.pk if actor is not None else None
-        sql = f"COPY {Match._meta.db_table} ({', '.join(_MATCH_COLUMNS)}) FROM STDIN"
-        with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-            for a in applied:
-                entry_id = a.entry.pk if a.entry is not None else None
-                copy.write_row(
-                    (a.line_id, matcher_name, a.target_type, a.target_id, a.amount_minor, entry_id)
-                    + (MatchStatus.ACTIVE.value, actor_id, now, "")
-                )
-    else:
-        Match.objects.bulk_create(
-            [
-                Match(
-                    line_id=a.line_id,
-                    matcher=matcher_name,
-                    target_type=a.target_type,
-                    target_id=a.target_id,
-                    amount_minor=a.amount_minor,
-                    entry=a.entry,
-                    created_by=actor,
-                )
-                for a in applied
-            ]
-        )
+    # Plain rows (COPY for a chunk's thousand matches): a model instance each cost more than
+    # storing them. Status, note and created_at take the model's defaults.
+    actor_id = actor.pk if actor is not None else None
+    rows_copy(
+        Match,
+        ("line_id", "matcher", "target_type", "target_id", "amount_minor", "entry_id", "created_by_id"),
+        [
+            (
+                a.line_id,
+                matcher_name,
+                a.target_type,
+                a.target_id,
+                a.amount_minor,
+                a.entry.pk if a.entry else None,
+                actor_id,
+            )
+            for a in applied
+        ],
+    )
     ids = [a.line_id for a in applied]
     StatementLine.objects.filter(pk__in=ids).update(status=StatementLineStatus.MATCHED, suspense_entry=None)
     for line_id in ids:
