@@ -10,6 +10,7 @@ nothing changes). Errors are the API's problem details; a refused file imports n
 from allauth.mfa.utils import is_mfa_enabled
 from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
+from rest_framework import exceptions as drf
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import MultiPartParser
@@ -47,6 +48,20 @@ class StatementImportView(APIView):
     def get_exception_handler(self):
         return api_exception_handler
 
+    def handle_exception(self, exc):
+        # DRF's own refusals map to the partner API's codes, which speak of API keys; this endpoint
+        # takes a staff session, so say what is missing in its terms.
+        if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+            exc = PermissionDenied(
+                "Sign in to the admin as staff: this endpoint takes the admin session, not an API key.",
+                code="login_required",
+            )
+        elif isinstance(exc, drf.PermissionDenied) and str(exc.detail).startswith("CSRF Failed"):
+            exc = PermissionDenied(
+                f"{exc.detail} Send the csrftoken cookie's value in the X-CSRFToken header.", code="csrf_failed"
+            )
+        return super().handle_exception(exc)
+
     @extend_schema(
         operation_id="staff_statement_import",
         tags=["staff"],
@@ -73,7 +88,9 @@ class StatementImportView(APIView):
     def post(self, request):
         """201 with what was imported (matching runs in the background), 200 for a file imported
         before. 400 ``file_missing`` / a parse code (``malformed_xml``, ``dtd_forbidden``,
-        ``file_too_large`` …) / ``unknown_bank_account``; 403 without the permission."""
+        ``file_too_large`` …) / ``unknown_bank_account``; 403 ``login_required`` (no staff session),
+        ``csrf_failed``, ``permission_denied`` or ``mfa_required``; 409 ``import_conflict`` when the
+        same statement is being imported at this moment (upload again)."""
         user = request.user
         if not (user.is_staff and user.has_perm(RECONCILE)):
             raise PermissionDenied("Importing statements needs the reconcile_statement permission.")

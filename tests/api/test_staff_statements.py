@@ -122,3 +122,11 @@ def test_where_the_admin_needs_two_factor_so_does_the_import(camt_file, settings
     settings.ADMIN_REQUIRES_TWO_FACTOR = True  # production's setting
     assert_problem(upload(staff_client(), camt_file), 403, "mfa_required")
     assert not StatementImport.objects.exists()
+
+
+def test_refusals_say_what_the_staff_endpoint_needs(api, camt_file):
+    assert_problem(upload(APIClient(), camt_file), 403, "login_required")
+    assert_problem(upload(api, camt_file), 403, "login_required")  # a partner key is no staff session
+    body = assert_problem(upload(staff_client(csrf=True), camt_file), 403, "csrf_failed")
+    assert "X-CSRFToken" in body["detail"]
+    assert not StatementImport.objects.exists()
