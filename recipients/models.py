@@ -68,7 +68,7 @@ class Identifier(models.Model):
     ``provider:uid`` for social accounts, or the IBAN's keyed fingerprint. An erased identifier is
     inactive: it no longer links anyone, and for clear-text kinds its value is blanked."""
 
-    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="identifiers")
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="identifiers", db_index=False)
     kind = models.CharField(max_length=16, choices=IdentifierKind.choices)
     value = models.CharField(max_length=255)
     is_active = models.BooleanField(default=True)
@@ -96,9 +96,11 @@ class BankAccount(models.Model):
     (payouts reference them). ``iban_fingerprint`` is unique per person: giving the same IBAN
     again reuses the row."""
 
-    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="bank_accounts")
+    # person leads bank_account_person_iban_unique; the fingerprint's index is a plain one (a
+    # CharField's db_index also builds a pattern-ops index for LIKE, which nothing runs on it).
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="bank_accounts", db_index=False)
     iban_ciphertext = models.TextField(blank=True, default="", help_text="Fernet token; blank once erased.")
-    iban_fingerprint = models.CharField(max_length=64, db_index=True)
+    iban_fingerprint = models.CharField(max_length=64)
     masked = models.CharField(max_length=24)
     country = models.CharField(max_length=2)
     bic = models.CharField(max_length=11, blank=True, default="")
@@ -116,6 +118,7 @@ class BankAccount(models.Model):
             models.UniqueConstraint(fields=["person"], condition=Q(is_current=True), name="bank_account_one_current"),
             models.UniqueConstraint(fields=["person", "iban_fingerprint"], name="bank_account_person_iban_unique"),
         ]
+        indexes = [models.Index(fields=["iban_fingerprint"], name="bank_account_iban_idx")]
 
     def __str__(self) -> str:
         return self.masked
@@ -152,17 +155,21 @@ class PersonEvent(models.Model):
     """Audit trail, written in the same transaction as the change. ``detail`` never holds clear
     personal data (ids, countries and fingerprints only), so erasure need not rewrite history."""
 
-    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="events")
+    # Covered by person_event_person_idx; the actor's index skips the (many) rows without one.
+    person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="events", db_index=False)
     kind = models.CharField(max_length=16, choices=PersonEventKind.choices)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     source = models.CharField(max_length=40, blank=True, default="")
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["person", "-created_at"], name="person_event_person_idx")]
+        indexes = [
+            models.Index(fields=["person", "-created_at"], name="person_event_person_idx"),
+            models.Index(fields=["actor"], name="person_event_actor_idx", condition=Q(actor__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} #{self.person_id}"
