@@ -65,7 +65,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         type(payload.purchase_amount_minor) is not int or payload.purchase_amount_minor <= 0
     ):
         raise InvalidInput("purchase_amount_minor is a positive integer.", code="invalid_amount")
-    _fields_check(payload)
+    ip = _fields_check(payload)
     occurred_at = payload.occurred_at or now
     if timezone.is_naive(occurred_at):
         raise InvalidInput("occurred_at needs a time zone.", code="invalid_occurred_at")
@@ -82,6 +82,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         whatsapp=phone_normalise(payload.whatsapp, region=payload.phone_region) if payload.whatsapp.strip() else "",
         social=social,
         iban_fingerprint=iban_fingerprint(payload.iban) if payload.iban.strip() else "",
+        ip=ip,
     )
 
 
@@ -93,7 +94,9 @@ _LENGTH_LIMITED = {
 }
 
 
-def _fields_check(payload: EventInput) -> None:
+def _fields_check(payload: EventInput) -> str:
+    """Raises InvalidInput for an over-long text, an unknown currency or a bad IP; returns the IP
+    in its canonical form ("" for none)."""
     for name, limit in _LENGTH_LIMITED.items():
         if len(getattr(payload, name)) > limit:
             raise InvalidInput(
@@ -101,11 +104,12 @@ def _fields_check(payload: EventInput) -> None:
             )
     if payload.purchase_currency:
         currency_exponent(payload.purchase_currency.upper())  # InvalidInput(unknown_currency) if no ISO 4217 code
-    if payload.ip:
-        try:
-            ipaddress.ip_address(payload.ip.strip())
-        except ValueError:
-            raise InvalidInput(f"{payload.ip!r} is not an IP address.", code="invalid_ip") from None
+    if not payload.ip:
+        return ""
+    try:
+        return str(ipaddress.ip_address(payload.ip.strip()))
+    except ValueError:
+        raise InvalidInput(f"{payload.ip!r} is not an IP address.", code="invalid_ip") from None
 
 
 def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:

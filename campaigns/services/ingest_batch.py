@@ -60,7 +60,6 @@ from campaigns.services.ingest_reads import (
     Uses,
     counter_limits,
     counters_reads,
-    ip_key,
     not_new_reads,
     signals_reads,
     tally_parse,
@@ -126,9 +125,8 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     taken: dict[tuple[int, str], int] = defaultdict(int)
     for item in live:
         _evaluate(brand, item, uses, not_new, signals, tallies, counters, taken, now=now)
-        payload = item.p.payload
-        if payload.ip:
-            ip = ip_key(payload.ip)
+        payload, ip = item.p.payload, item.p.ip
+        if ip:
             signals.ip[ip] = signals.ip.get(ip, 0) + 1
         if payload.device_fingerprint:
             signals.device[payload.device_fingerprint] = signals.device.get(payload.device_fingerprint, 0) + 1
@@ -222,7 +220,7 @@ def _evaluate(brand, item, uses: Uses, not_new, signals: SignalCounts, tallies, 
     fp = who.fingerprint
     observed = Signals(
         people_sharing_iban=signals.sharing.get(fp, 0) if fp else 0,
-        events_from_ip_last_hour=signals.ip.get(ip_key(payload.ip), 0) if payload.ip else 0,
+        events_from_ip_last_hour=signals.ip.get(p.ip, 0) if p.ip else 0,
         events_from_device_last_hour=signals.device.get(payload.device_fingerprint, 0)
         if payload.device_fingerprint
         else 0,

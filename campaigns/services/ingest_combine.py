@@ -41,6 +41,7 @@ import core.exceptions
 from campaigns.models import Campaign, IngestRequest, Reward, TriggerEvent
 from campaigns.services.ingest import event_replay, ingest_alone, ingest_one
 from campaigns.services.ingest_bulk import BULK_CHUNK, ingest_prepared
+from campaigns.services.ingest_reads import ip_key
 from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
 from core.bulk import model_from_row, model_select, queries_run, statements_run
@@ -371,6 +372,8 @@ def _load(data: dict | str) -> PreparedEvent:
         whatsapp=data["whatsapp"],
         social=data["social"],
         iban_fingerprint=data["iban_fingerprint"],
+        # Requests queued before ``ip`` was kept: canonicalise the payload's.
+        ip=data["ip"] if "ip" in data else ip_key(payload.get("ip") or ""),
     )
 
 

@@ -133,11 +133,7 @@ def signals_reads(items: list[Item], signals: SignalCounts, *, now: datetime) ->
     """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
     threshold on: one grouped query each."""
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
-    ips = {
-        ip_key(i.p.payload.ip)
-        for i in items
-        if i.p.payload.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None
-    }
+    ips = {i.p.ip for i in items if i.p.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
     devices = {
         i.p.payload.device_fingerprint
         for i in items

@@ -59,6 +59,9 @@ class PreparedEvent:
     whatsapp: str
     social: str
     iban_fingerprint: str
+    # The request IP as the database compares it (``ingest_reads.ip_key``), "" for none: parsed
+    # once here, not at each velocity count.
+    ip: str = ""
 
 
 @dataclass

@@ -173,7 +173,7 @@ def _event_row(brand, item: Item, now: datetime) -> TriggerEvent:
         iban_country=who.country if who else "",
         evidence=payload.evidence,
         source=payload.source,
-        ip=payload.ip or None,
+        ip=p.ip or None,
         device_fingerprint=payload.device_fingerprint,
         purchase_amount_minor=payload.purchase_amount_minor,
         purchase_currency=payload.purchase_currency.upper(),
