@@ -1,8 +1,9 @@
 """Ingestion benchmark: ``event_ingest`` one event per call with 1 and 8 processes, and
-``event_ingest_bulk`` with 1,000 events per call, on PostgreSQL, with every rule feature on
-(fee, IBAN-country condition, per-person count and amount caps, per-IBAN caps, campaign-wide
-count caps, all four fraud signals). Every event is a new person with a new IBAN, so each one
-resolves a person, encrypts an IBAN, evaluates the caps and reserves money on the budget.
+``event_ingest_bulk`` with 1,000 events per call from 1 and from 2 callers at once, on
+PostgreSQL, with every rule feature on (fee, IBAN-country condition, per-person count and amount
+caps, per-IBAN caps, campaign-wide count caps, all four fraud signals). Every event is a new
+person with a new IBAN, so each one resolves a person, encrypts an IBAN, evaluates the caps and
+reserves money on the budget.
 
 Run: ``make bench-ingest`` (``DATABASE_URL`` names the database; it is migrated, nothing is
 truncated: each phase uses its own brand and campaign). ``--n`` scales the event counts down
@@ -64,6 +65,8 @@ CONCURRENT_N = 8_000
 BULK_CALLS = 10
 BULK_SIZE = 1_000
 WORKERS = 8
+# Concurrent bulk callers: one per core, as a partner's parallel requests meet the API's workers.
+BULK_CALLERS = 2
 REWARD_MINOR = 500
 BARRIER_TIMEOUT_S = 300
 RULE = {
@@ -174,18 +177,13 @@ def _single_worker(worker, workers, n, run, phase, brand_id, slug, base, barrier
         out.put(result)
 
 
-def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict:
-    brand, campaign = setup_campaign(run, phase, events=n)
+def _in_processes(target, workers: int, args: tuple) -> list[WorkerResult]:
+    """Run ``target(w, *args, barrier, out)`` in ``workers`` forked processes that start together."""
     context = multiprocessing.get_context("fork")
     connections.close_all()  # no connection may cross the fork
     barrier = context.Barrier(workers)
     out = context.Queue()
-    procs = [
-        context.Process(
-            target=_single_worker, args=(w, workers, n, run, phase, brand.pk, campaign.slug, base, barrier, out)
-        )
-        for w in range(workers)
-    ]
+    procs = [context.Process(target=target, args=(w, *args, barrier, out)) for w in range(workers)]
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
@@ -194,15 +192,25 @@ def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict
     crashed = [r.crashed for r in results if r.crashed]
     if crashed:
         raise RuntimeError("A benchmark worker crashed:\n" + "\n".join(crashed))
-    wall = max(r.end for r in results) - min(r.start for r in results)
+    return results
+
+
+def _outcomes(results: list[WorkerResult]) -> dict[str, int]:
     outcomes: dict[str, int] = {}
     for r in results:
         for k, v in r.outcomes.items():
             outcomes[k] = outcomes.get(k, 0) + v
+    return outcomes
+
+
+def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict:
+    brand, campaign = setup_campaign(run, phase, events=n)
+    results = _in_processes(_single_worker, workers, (workers, n, run, phase, brand.pk, campaign.slug, base))
+    wall = max(r.end for r in results) - min(r.start for r in results)
     figures = {
         "workers": workers,
         "events": n,
-        "outcomes": outcomes,
+        "outcomes": _outcomes(results),
         "wall_s": round(wall, 3),
         "events_per_s": round(n / wall, 1),
         "latency": latency_ms([t for r in results for t in r.latencies]),
@@ -212,33 +220,48 @@ def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict
     return figures
 
 
-def run_bulk(run: str, *, calls: int, size: int, base: int) -> dict:
-    phase = "bulk"
+def _bulk_worker(worker, callers, calls, size, run, phase, brand_id, slug, base, barrier, out) -> None:
+    result = WorkerResult(worker=worker)
+    try:
+        brand = Brand.objects.get(pk=brand_id)
+        batches = [
+            [payload(run, phase, c * size + i, slug, base) for i in range(size)] for c in range(worker, calls, callers)
+        ]
+        barrier.wait(timeout=BARRIER_TIMEOUT_S)
+        result.start = time.monotonic()
+        for batch in batches:
+            began = time.monotonic()
+            for r in event_ingest_bulk(brand=brand, payloads=batch):
+                result.outcomes[r.outcome] = result.outcomes.get(r.outcome, 0) + 1
+                if r.error is not None and len(result.error_samples) < 5:
+                    result.error_samples.append(f"{r.error.code}: {r.error.message}")
+            result.latencies.append(time.monotonic() - began)
+        result.end = time.monotonic()
+    except BaseException:
+        result.crashed = traceback.format_exc()
+        barrier.abort()
+    finally:
+        connection.close()
+        out.put(result)
+
+
+def run_bulk(run: str, phase: str, *, calls: int, size: int, base: int, callers: int) -> dict:
+    """``calls`` bulk calls of ``size`` events into one campaign, from ``callers`` processes at
+    once (a partner's concurrent requests; the API serves them on as many workers)."""
     brand, campaign = setup_campaign(run, phase, events=calls * size)
-    latencies = []
-    outcomes: dict[str, int] = {}
-    samples: list[str] = []
-    start = time.monotonic()
-    for c in range(calls):
-        batch = [payload(run, phase, c * size + i, campaign.slug, base) for i in range(size)]
-        began = time.monotonic()
-        results = event_ingest_bulk(brand=brand, payloads=batch)
-        latencies.append(time.monotonic() - began)
-        for r in results:
-            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
-            if r.error is not None and len(samples) < 5:
-                samples.append(f"{r.error.code}: {r.error.message}")
-    wall = time.monotonic() - start
+    results = _in_processes(_bulk_worker, callers, (callers, calls, size, run, phase, brand.pk, campaign.slug, base))
+    wall = max(r.end for r in results) - min(r.start for r in results)
     n = calls * size
     figures = {
+        "callers": callers,
         "calls": calls,
         "events_per_call": size,
         "events": n,
-        "outcomes": outcomes,
+        "outcomes": _outcomes(results),
         "wall_s": round(wall, 3),
         "events_per_s": round(n / wall, 1),
-        "call_latency": latency_ms(latencies),
-        "error_samples": samples,
+        "call_latency": latency_ms([t for r in results for t in r.latencies]),
+        "error_samples": [s for r in results for s in r.error_samples][:5],
     }
     figures["checks"] = checks(campaign, expected=n)
     return figures
@@ -307,12 +330,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["single_1"] = run_single(run, "s1", workers=1, n=single_n, base=0)
     print(f"single, {WORKERS} processes, {concurrent_n} events …", flush=True)
     results["single_8"] = run_single(run, "s8", workers=WORKERS, n=concurrent_n, base=1_000_000)
-    print(f"bulk, {bulk_calls} calls of {BULK_SIZE} …", flush=True)
-    results["bulk"] = run_bulk(run, calls=bulk_calls, size=BULK_SIZE, base=2_000_000)
+    print(f"bulk, {bulk_calls} calls of {BULK_SIZE}, 1 caller …", flush=True)
+    results["bulk"] = run_bulk(run, "bulk", calls=bulk_calls, size=BULK_SIZE, base=2_000_000, callers=1)
+    print(f"bulk, {bulk_calls} calls of {BULK_SIZE}, {BULK_CALLERS} callers at once …", flush=True)
+    results[f"bulk_{BULK_CALLERS}"] = run_bulk(
+        run, f"bulk{BULK_CALLERS}", calls=bulk_calls, size=BULK_SIZE, base=2_200_000, callers=BULK_CALLERS
+    )
 
     targets = [
         target("single-event ingest, 8 processes", results["single_8"]["events_per_s"], unit="events/s", target=500),
-        target("bulk ingest, 1,000 per call", results["bulk"]["events_per_s"], unit="events/s", target=5_000),
+        target("bulk ingest, 1,000 per call, 1 caller", results["bulk"]["events_per_s"], unit="events/s", target=5_000),
+        target(
+            f"bulk ingest, 1,000 per call, {BULK_CALLERS} callers",
+            results[f"bulk_{BULK_CALLERS}"]["events_per_s"],
+            unit="events/s",
+            target=5_000,
+        ),
     ]
     payload_out = {
         "meta": run_meta,
@@ -324,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [
         (
             name,
-            r.get("workers", 1),
+            r.get("workers") or r.get("callers", 1),
             r["events"],
             r["events_per_s"],
             (r.get("latency") or r["call_latency"])["p50_ms"],
