@@ -16,6 +16,7 @@ import enum
 import json
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from typing import TypeVar
 
@@ -260,27 +261,46 @@ def _dumps(field: models.JSONField):
     return (lambda value: json.dumps(value, cls=encoder)) if encoder else json.dumps
 
 
-def model_select(model: type[M], where: str, params: Sequence) -> tuple[str, list]:
-    """``SELECT`` every concrete column of ``model`` ``WHERE where``, as a raw statement for
-    ``queries_run``; turn its rows into instances with ``model_from_row``."""
-    meta = model._meta
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in meta.concrete_fields)
-    return f"SELECT {columns} FROM {connection.ops.quote_name(meta.db_table)} WHERE {where}", list(params)  # noqa: S608
+def model_columns(model: type[models.Model], alias: str) -> str:
+    """Every concrete column of ``model`` as ``alias."column"``, in ``model_from_row``'s order: the
+    select list of a join whose rows are cut into instances."""
+    return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields)
 
 
 def model_from_row(model: type[M], row: Sequence) -> M:
-    """The instance the ORM would make of a ``model_select`` row (each field's converters run)."""
+    """The instance the ORM would make of a row of ``model_columns`` (each field's converters run)."""
+    plan = _plan(model)
     values = list(row)
-    for i, (col, converters) in enumerate(_converters(model)):
+    for i, col, converters in plan.converters:
         for converter in converters:
-            values[i] = converter(values[i], col, connection)
-    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
+            values[i] = converter(values[i], col, plan.wrapper)
+    return model.from_db(plan.wrapper.alias, plan.attnames, values)
 
 
-def _converters(model) -> list[tuple]:
-    # Asked of the connection each time (not cached): converters may be bound to it.
-    out = []
-    for f in model._meta.concrete_fields:
-        col = f.get_col(model._meta.db_table)
-        out.append((col, connection.ops.get_db_converters(col) + f.get_db_converters(connection)))
-    return out
+@dataclass(frozen=True)
+class _ModelPlan:
+    attnames: list[str]
+    converters: list[tuple]  # (index, column, converters) for the fields that have any
+    wrapper: object  # the DatabaseWrapper the converters were asked of
+
+
+def _plan(model) -> _ModelPlan:
+    """What ``model_from_row`` needs of ``model``, worked out once per connection (converters may
+    be bound to it): it runs for every ingested event."""
+    wrapper = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks the connection up on every use
+    plans = wrapper.__dict__.setdefault("_bulk_model_plans", {})
+    plan = plans.get(model)
+    if plan is None:
+        fields = model._meta.concrete_fields
+        converters = []
+        for i, f in enumerate(fields):
+            col = f.get_col(model._meta.db_table)
+            found = wrapper.ops.get_db_converters(col) + f.get_db_converters(wrapper)
+            if found:
+                converters.append((i, col, found))
+        plan = plans[model] = _ModelPlan(
+            attnames=[f.attname for f in fields],
+            converters=converters,
+            wrapper=wrapper,
+        )
+    return plan

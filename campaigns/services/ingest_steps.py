@@ -9,7 +9,7 @@ from django.db import connection
 from campaigns.evaluation import fee_for
 from campaigns.models import Brand, Campaign, RewardRule, Trigger
 from campaigns.services.ingest_types import EventInput
-from core.bulk import model_from_row
+from core.bulk import model_columns, model_from_row
 from core.exceptions import NotFound
 from reconciliation.models import Account
 
@@ -60,9 +60,7 @@ _CONTEXT_MODELS = ((Campaign, "c"), (Brand, "b"), (Account, "a"), (RewardRule, "
 
 @functools.cache
 def _context_sql() -> str:
-    columns = ", ".join(
-        f'{alias}."{f.column}"' for model, alias in _CONTEXT_MODELS for f in model._meta.concrete_fields
-    )
+    columns = ", ".join(model_columns(model, alias) for model, alias in _CONTEXT_MODELS)
     return (
         f"SELECT {columns} FROM {Campaign._meta.db_table} c "  # noqa: S608 - names from the models
         f"JOIN {Brand._meta.db_table} b ON b.id = c.brand_id "
