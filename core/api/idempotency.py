@@ -16,11 +16,12 @@ every endpoint is idempotent on its own: events by external_id, transitions by s
 """
 
 import hashlib
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.exceptions import ApplicationError, Conflict
@@ -68,7 +69,10 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
     for _ in range(3):
         now = timezone.now()
         try:
-            with transaction.atomic():
+            # In autocommit the INSERT is a transaction of its own: an atomic block would only add
+            # BEGIN and COMMIT round trips to every POST. Inside a caller's transaction, a
+            # savepoint keeps that transaction usable after a duplicate key.
+            with transaction.atomic() if connection.in_atomic_block else nullcontext():
                 record = IdempotencyRecord.objects.create(
                     brand=brand,
                     key=key,
