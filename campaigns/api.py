@@ -7,6 +7,7 @@ starts from the authenticated brand, so another brand's ids answer 404.
 import django_filters
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from campaigns.models import (
@@ -264,14 +265,18 @@ class EventBulkView(BrandAPIView):
         raw = form.validated_data["events"]
         results: list[dict | None] = [None] * len(raw)
         valid: list[tuple[int, EventInput]] = []
+        # One serializer for every item, as DRF's ListSerializer does with its child: a new one
+        # per item deep-copies its declared fields each time (over half the call's CPU).
+        checker = EventInputSerializer()
         for index, item in enumerate(raw):
-            item_form = EventInputSerializer(data=item)
-            if item_form.is_valid():
-                valid.append((index, _event_input(item_form.validated_data)))
-            else:
+            try:
+                data = checker.run_validation(item)
+            except ValidationError as exc:  # exc.detail: the field errors, as is_valid() keeps them
                 results[index] = _bulk_error(
-                    index, item, "validation_error", "The event has invalid fields.", item_form.errors
+                    index, item, "validation_error", "The event has invalid fields.", exc.detail
                 )
+            else:
+                valid.append((index, _event_input(data)))
         outcomes = event_ingest_bulk(brand=self.brand, payloads=[payload for _, payload in valid])
         for (index, payload), outcome in zip(valid, outcomes, strict=True):
             if outcome.error is not None:

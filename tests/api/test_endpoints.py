@@ -131,6 +131,21 @@ def test_bulk_gives_one_result_per_event_in_order(api, campaign):
     assert TriggerEvent.objects.count() == 1
 
 
+def test_bulk_items_are_validated_each_on_its_own(api, campaign):
+    """One serializer checks every item: an item's errors must not leak into the next one's."""
+    events = [
+        {"external_id": "v-1", "campaign": "summer", "type": "dance", "email": "v1@example.com"},
+        {"external_id": "v-2", "campaign": "summer", "type": "tiktok_login", "email": "v2@example.com"},
+        {"campaign": "summer", "type": "tiktok_login", "email": "v3@example.com"},
+        {"external_id": "v-4", "campaign": "summer", "type": "tiktok_login", "email": "v4@example.com"},
+    ]
+    results = api.post("/api/v1/events/bulk/", {"events": events}, format="json").json()["results"]
+    assert [r["outcome"] for r in results] == ["error", "rewarded", "error", "rewarded"]
+    assert [e["field"] for e in results[0]["error"]["errors"]] == ["type"]
+    assert [e["field"] for e in results[2]["error"]["errors"]] == ["external_id"]
+    assert sorted(TriggerEvent.objects.values_list("external_id", flat=True)) == ["v-2", "v-4"]
+
+
 def test_bulk_over_1000_is_400(api, campaign):
     events = [{"external_id": f"x{n}", "campaign": "summer", "type": "tiktok_login"} for n in range(1001)]
     assert_problem(api.post("/api/v1/events/bulk/", {"events": events}, format="json"), 400, "validation_error")
