@@ -5,8 +5,15 @@ Events come from the audit rows the services already write in their own transact
 the outbox. ``webhook_events_collect`` (a task right after the commits that write such rows,
 ``campaigns.webhook_kick``, and every minute as the safety net) turns new rows into one
 WebhookEvent per brand with at least one endpoint, and a WebhookDelivery per subscribed endpoint.
-``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new, and the
-collector re-reads a window below its cursor to pick up rows whose transaction committed late.
+``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new.
+
+A row can commit after rows with higher ids (its transaction drew the id first): the collector
+re-reads everything above its cursor, and moves the cursor only to an id read in an earlier
+snapshot once every transaction that was running then has ended (PostgreSQL snapshots: the
+current one's oldest running xid is at or past that snapshot's ``xmax``). A trigger on the outbox
+tables gives each inserting transaction its xid before it draws an id, so no writer can hold an
+id below the cursor unseen. A writer running longer than ``CURSOR_STUCK_AFTER`` is logged as an
+error and the cursor moves on (re-reading an ever longer window every second would not scale).
 ``webhook_event_emit`` is the same step for callers that want to emit directly, in their own
 transaction.
 
@@ -32,7 +39,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -58,10 +65,9 @@ logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "JoyBack-Signature"
 USER_AGENT = "JoyBack-Webhooks/1"
-# Rows below the cursor re-read on every collection: an audit row whose transaction commits after
-# a higher id was collected is still picked up as long as fewer rows than this were written meanwhile.
-LOOKBACK_ROWS = 2000
-COLLECT_LIMIT = 5000
+COLLECT_LIMIT = 5000  # rows per read; a collection reads at most COLLECT_PAGES of them per table
+COLLECT_PAGES = 20
+CURSOR_STUCK_AFTER = timedelta(minutes=10)
 SENDING_STALE_AFTER = timedelta(minutes=5)
 
 
@@ -398,7 +404,10 @@ def _collect_topups(cursor: int, brands: set[int]):
         )
 
 
-def _max_id(source: str) -> int:
+def _horizon(source: str) -> tuple[int, int, int]:
+    """``(top, xmin, xmax)`` of one snapshot: the table's highest visible id, the oldest xid still
+    running and the first xid not yet assigned. Elsewhere than PostgreSQL (SQLite: one writer at a
+    time, ids visible in order) every id seen is final: ``(top, 0, 0)``."""
     from payouts.models import PayoutEvent
     from reconciliation.models import JournalEntry
 
@@ -408,7 +417,16 @@ def _max_id(source: str) -> int:
         "payout_event": PayoutEvent,
         "topup": JournalEntry,
     }[source]
-    return model.objects.aggregate(top=Max("id"))["top"] or 0
+    if connection.vendor != "postgresql":
+        return model.objects.aggregate(top=Max("id"))["top"] or 0, 0, 0
+    with connection.cursor() as cursor:
+        # One statement, so the max and the xids describe the same snapshot.
+        cursor.execute(
+            f"SELECT (SELECT max(id) FROM {model._meta.db_table}), "  # noqa: S608 - a model's table
+            "pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint FROM pg_current_snapshot() s"
+        )
+        top, xmin, xmax = cursor.fetchone()
+    return top or 0, xmin, xmax
 
 
 _COLLECTORS = {
@@ -433,30 +451,70 @@ def webhook_events_collect(*, now: datetime | None = None) -> int:
     emitted = 0
     for source, collect in _COLLECTORS.items():
         cursor, _ = WebhookCursor.objects.get_or_create(source=source)
-        top = _max_id(source)
-        last_seen = None
+        top, xmin, xmax = _horizon(source)
+        # Before reading: every writer that could still hold an id up to pending_top has ended
+        # when the oldest running xid is past the xids of that snapshot; the reads below see them.
+        settled = cursor.pending_xmax is not None and xmin >= cursor.pending_xmax
+        read_to = top
         if brands:
-            found = list(collect(max(0, cursor.last_id - LOOKBACK_ROWS), brands))
-            done = set(
-                WebhookEvent.objects.filter(source__in=[f"{source}:{row_id}" for row_id, _ in found]).values_list(
-                    "brand_id", "source"
-                )
-            )
-            for row_id, emits in found:
-                for brand_id, type_, data in emits:
-                    if (brand_id, f"{source}:{row_id}") in done or type_ not in wanted.get(brand_id, ()):
-                        continue
-                    with transaction.atomic():
-                        if webhook_event_emit(
-                            brand=brand_id, type=type_, data=data, source=f"{source}:{row_id}", now=now
-                        ):
-                            emitted += 1
-            if len(found) >= COLLECT_LIMIT:
-                last_seen = found[-1][0]
-        new_cursor = last_seen if last_seen is not None else top
-        if new_cursor > cursor.last_id:
-            WebhookCursor.objects.filter(source=source, last_id__lt=new_cursor).update(last_id=new_cursor)
+            after = cursor.last_id
+            for _ in range(COLLECT_PAGES):
+                found = list(collect(after, brands))
+                emitted += _emit_found(source, found, wanted, now=now)
+                if len(found) < COLLECT_LIMIT:
+                    break
+                after = found[-1][0]
+            else:
+                read_to = after  # more rows than one collection reads: the rest next time
+        _cursor_advance(cursor, top=top, xmax=xmax, settled=settled, read_to=read_to, now=now)
     return emitted
+
+
+def _emit_found(source: str, found: list, wanted: dict[int, set[str]], *, now: datetime) -> int:
+    done = set(
+        WebhookEvent.objects.filter(source__in=[f"{source}:{row_id}" for row_id, _ in found]).values_list(
+            "brand_id", "source"
+        )
+    )
+    emitted = 0
+    for row_id, emits in found:
+        for brand_id, type_, data in emits:
+            if (brand_id, f"{source}:{row_id}") in done or type_ not in wanted.get(brand_id, ()):
+                continue
+            with transaction.atomic():
+                if webhook_event_emit(brand=brand_id, type=type_, data=data, source=f"{source}:{row_id}", now=now):
+                    emitted += 1
+    return emitted
+
+
+def _cursor_advance(cursor: WebhookCursor, *, top: int, xmax: int, settled: bool, read_to: int, now: datetime) -> None:
+    """Move ``last_id`` to the pending top once settled (never past what this collection read)
+    and make this snapshot the pending one. Under the cursor's row lock: concurrent collectors
+    only ever raise ``last_id``, and one that lost the race leaves the newer pending alone."""
+    final = cursor.last_id
+    renew = cursor.pending_xmax is None or settled
+    if settled:
+        final = min(cursor.pending_top, read_to)
+    elif cursor.pending_since is not None and cursor.pending_since < now - CURSOR_STUCK_AFTER:
+        # A writer has been running for minutes: rows it commits below this id will not be sent.
+        logger.error(
+            "webhook collector: %s rows up to id %s still had writers running after %s; moving on",
+            cursor.source,
+            cursor.pending_top,
+            CURSOR_STUCK_AFTER,
+        )
+        final, renew = min(cursor.pending_top, read_to), True
+    with transaction.atomic():
+        current = WebhookCursor.objects.select_for_update().get(source=cursor.source)
+        changed = []
+        if final > current.last_id:
+            current.last_id = final
+            changed.append("last_id")
+        if renew and current.pending_xmax == cursor.pending_xmax:
+            current.pending_top, current.pending_xmax, current.pending_since = top, xmax, now
+            changed += ["pending_top", "pending_xmax", "pending_since"]
+        if changed:
+            current.save(update_fields=[*changed, "updated_at"])
 
 
 # --- delivery ------------------------------------------------------------------------------------

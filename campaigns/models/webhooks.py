@@ -147,10 +147,16 @@ class WebhookDelivery(models.Model):
 
 
 class WebhookCursor(models.Model):
-    """How far the collector has read each audit table (``campaigns.webhooks``)."""
+    """How far the collector has read each audit table (``campaigns.webhooks``): every row up to
+    ``last_id`` is collected for good. ``pending_top`` is the highest id seen in a snapshot whose
+    writers may still have been running (their transaction ids were below ``pending_xmax``); it
+    becomes ``last_id`` once all of them have ended."""
 
     source = models.CharField(max_length=40, primary_key=True)
     last_id = models.BigIntegerField(default=0)
+    pending_top = models.BigIntegerField(default=0)
+    pending_xmax = models.BigIntegerField(null=True, blank=True)  # a PostgreSQL xid8
+    pending_since = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
