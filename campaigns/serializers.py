@@ -17,6 +17,7 @@ from campaigns.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from core.api.reuse import reused
 
 MAX_MINOR = 10**15  # far above any real amount, far below a BIGINT overflow
 
@@ -123,7 +124,7 @@ class EventSerializer(serializers.ModelSerializer):
             reward = event.reward
         except Reward.DoesNotExist:
             return None
-        return RewardBriefSerializer(reward).data
+        return reused(RewardBriefSerializer).to_representation(reward)
 
 
 class EventResultSerializer(serializers.Serializer):

@@ -1,6 +1,9 @@
 """Every endpoint: the happy path, its business errors, and that nothing changes on refusal."""
 
+import json
+
 from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
 
 from campaigns.models import (
     Campaign,
@@ -10,6 +13,7 @@ from campaigns.models import (
     TriggerEvent,
     WebhookEndpoint,
 )
+from campaigns.serializers import EventResultSerializer
 from campaigns.services import brand_topup_record, campaign_allocate, rule_create
 from recipients.models import BankAccount
 from tests.api.conftest import assert_problem, ingest
@@ -87,6 +91,19 @@ def test_event_post_then_replay_then_conflict(api, campaign):
     conflict = api.post("/api/v1/events/", {**body, "email": "other@example.com"}, format="json")
     assert_problem(conflict, 422, "idempotency_conflict")
     assert TriggerEvent.objects.count() == 1
+
+
+def test_event_answers_are_what_fresh_serializers_render(api, campaign):
+    """The event endpoints keep their serializers between requests (core.api.reuse): a second
+    and third answer — after one with a reward, one refused without — must match what new
+    serializer instances render, field for field."""
+    for n, (type_, reward) in enumerate([("tiktok_login", True), ("like", False), ("tiktok_login", True)]):
+        body = {"external_id": f"r-{n}", "campaign": "summer", "type": type_, "email": "same@example.com"}
+        answer = api.post("/api/v1/events/", body, format="json").json()
+        event = TriggerEvent.objects.select_related("campaign", "reward").get(external_id=f"r-{n}")
+        expected = EventResultSerializer({"event": event, "replayed": False}).data
+        assert answer == json.loads(JSONRenderer().render(expected))
+        assert (answer["event"]["reward"] is not None) is reward
 
 
 def test_event_for_unknown_campaign_is_404_and_stores_nothing(api, campaign):
