@@ -13,6 +13,7 @@ are serialised here). Signals are not sent, as with ``bulk_create``.
 """
 
 import enum
+import functools
 import json
 import operator
 from collections.abc import Callable, Sequence
@@ -263,7 +264,13 @@ def _dumps(field: models.JSONField):
 
 def model_columns(model: type[models.Model], alias: str) -> str:
     """Every concrete column of ``model`` as ``alias."column"``, in ``model_from_row``'s order: the
-    select list of a join whose rows are cut into instances."""
+    select list of a join whose rows are cut into instances. Built once per model and alias (it
+    is on every ingested event's path)."""
+    return _model_columns(model, alias, connection.vendor)
+
+
+@functools.cache
+def _model_columns(model: type[models.Model], alias: str, vendor: str) -> str:
     return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields)
 
 
