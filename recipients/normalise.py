@@ -5,7 +5,6 @@ Pure functions, no database. Every failure is an ``InvalidInput`` with a stable 
 can act on.
 """
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -40,7 +39,8 @@ def iban_mask(normalised: str) -> str:
     return f"{normalised[:4]} **** **** {normalised[-4:]}"
 
 
-@functools.lru_cache(maxsize=2048)
+# Not cached: a cache would keep clear IBANs in process memory, out of erasure's reach. Ingestion
+# normalises each IBAN once (``event_prepare``) and hands the result on (``IdentityInput.iban_info``).
 def iban_normalise(raw: str) -> IbanInfo:
     """Validate an IBAN typed in any human format (spaces, dashes, lower case). Checks the
     characters, the country, the country's length and structure, and the mod-97 check digits.

@@ -55,6 +55,7 @@ class IdentityInput:
     social_uid: str = ""  # e.g. the TikTok open_id
     phone_region: str = ""  # default region for numbers without +, e.g. "IT"
     language: str = ""  # "en" / "it"; applied only if the person has none yet
+    iban_info: IbanInfo | None = None  # ``iban`` already normalised (``iban_normalise``) by the caller
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def _identity_normalise(identity: IdentityInput) -> _Identity:
         keys.append((IdentifierKind.WHATSAPP, phone_normalise(identity.whatsapp, region=identity.phone_region)))
     if identity.social_provider.strip() or identity.social_uid.strip():
         keys.append((IdentifierKind.SOCIAL, social_normalise(identity.social_provider, identity.social_uid)))
-    iban = iban_normalise(identity.iban) if identity.iban.strip() else None
+    iban = identity.iban_info or (iban_normalise(identity.iban) if identity.iban.strip() else None)
     if iban is not None:
         keys.append((IdentifierKind.IBAN, crypto.iban_fingerprint(iban.normalised)))
     if not keys:

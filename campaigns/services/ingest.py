@@ -31,9 +31,10 @@ from campaigns.services.ingest_steps import campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
 from core.exceptions import IdempotencyConflict, InvalidInput
 from core.money import currency_exponent
+from recipients import crypto
 from recipients.models import Person
 from recipients.normalise import email_normalise, phone_normalise, social_normalise
-from recipients.selectors import iban_fingerprint
+from recipients.selectors import iban_validate
 from reconciliation.db import constraint_name
 
 # An event claiming to come from the future beyond clock skew is refused: period caps count by
@@ -71,6 +72,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         raise InvalidInput("occurred_at needs a time zone.", code="invalid_occurred_at")
     if occurred_at > now + FUTURE_TOLERANCE:
         raise InvalidInput("occurred_at is in the future.", code="invalid_occurred_at")
+    iban_info = iban_validate(payload.iban) if payload.iban.strip() else None
     social = ""
     if payload.social_provider or payload.social_uid:
         social = social_normalise(payload.social_provider, payload.social_uid)
@@ -81,8 +83,9 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         email=email_normalise(payload.email) if payload.email.strip() else "",
         whatsapp=phone_normalise(payload.whatsapp, region=payload.phone_region) if payload.whatsapp.strip() else "",
         social=social,
-        iban_fingerprint=iban_fingerprint(payload.iban) if payload.iban.strip() else "",
+        iban_fingerprint=crypto.iban_fingerprint(iban_info.normalised) if iban_info else "",
         ip=ip,
+        iban_info=iban_info,
     )
 
 

@@ -46,6 +46,7 @@ from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
 from core.bulk import model_columns, model_from_row, queries_run, statements_run
 from core.exceptions import ApplicationError, NotFound
+from recipients.normalise import IbanInfo
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +363,7 @@ def _dump(prepared: PreparedEvent) -> str:
     data = {name: getattr(prepared, name) for name in _PREPARED_FIELDS}
     data["occurred_at"] = prepared.occurred_at.isoformat()
     payload = data["payload"] = {name: getattr(prepared.payload, name) for name in _INPUT_FIELDS}
+    data["iban_info"] = vars(prepared.iban_info) if prepared.iban_info else None
     payload["occurred_at"] = prepared.payload.occurred_at.isoformat() if prepared.payload.occurred_at else None
     return json.dumps(data, default=str)
 
@@ -381,6 +383,7 @@ def _load(data: dict | str) -> PreparedEvent:
         iban_fingerprint=data["iban_fingerprint"],
         # Requests queued before ``ip`` was kept: canonicalise the payload's.
         ip=data["ip"] if "ip" in data else ip_key(payload.get("ip") or ""),
+        iban_info=IbanInfo(**data["iban_info"]) if data.get("iban_info") else None,
     )
 
 

@@ -12,6 +12,7 @@ from core.exceptions import ApplicationError
 if TYPE_CHECKING:  # annotations only: ingest_steps imports this module
     from campaigns.models import RewardRule
     from campaigns.services.ingest_steps import CampaignContext
+    from recipients.normalise import IbanInfo
     from recipients.services_bulk import Resolved
 
 
@@ -62,6 +63,9 @@ class PreparedEvent:
     # The request IP as the database compares it (``ingest_reads.ip_key``), "" for none: parsed
     # once here, not at each velocity count.
     ip: str = ""
+    # The IBAN validated and normalised once, here (None without one): resolving the person,
+    # maybe in another process (a combiner), does not parse it again.
+    iban_info: IbanInfo | None = None
 
 
 @dataclass

@@ -2,6 +2,7 @@
 transaction (``campaigns.services.ingest_combine``). What must hold: the same outcomes as alone,
 nothing lost when a caller dies after queueing, nothing applied twice, no lock left behind."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -198,3 +199,26 @@ def test_a_hook_recycling_connections_mid_batch_does_not_drop_the_lock(brand, mo
         assert ingest_requests_sweep() == 1
     assert held_during_batch == [1]
     assert _combining_locks_held() == 0
+
+
+def test_a_queued_request_keeps_everything_prepared_including_the_normalised_iban(brand):
+    """The combiner works from the queued JSON: what it loads is what the caller prepared —
+    the IBAN already validated and normalised (no second parse, no cache of clear IBANs) and the
+    canonical IP."""
+    payload = event(iban=" nl91 abna 0417 1643 00 ", ip="2001:DB8:0:0::0001", evidence={"video": {"id": 7}})
+    prepared = event_prepare(payload, now=timezone.now())
+    assert prepared.iban_info.normalised == "NL91ABNA0417164300" and prepared.ip == "2001:db8::1"
+    assert combine._load(combine._dump(prepared)) == prepared
+
+
+def test_a_request_queued_without_the_normalised_iban_is_still_ingested(brand):
+    """Requests queued by the version before ``iban_info`` was kept: the IBAN is parsed again."""
+    payload = event(iban=nl_iban(5))
+    _queue_only(brand, payload)
+    request = IngestRequest.objects.get()
+    data = request.prepared if isinstance(request.prepared, dict) else json.loads(request.prepared)
+    del data["iban_info"]
+    IngestRequest.objects.filter(pk=request.pk).update(prepared=data)
+    IngestRequest.objects.update(created_at=timezone.now() - combine.SWEEP_AFTER - timedelta(seconds=1))
+    assert ingest_requests_sweep() == 1
+    assert TriggerEvent.objects.get().iban_country == "NL"
