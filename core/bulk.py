@@ -218,10 +218,17 @@ def _pipelined(statements: Sequence[tuple[str, Sequence]]) -> list[list[tuple]]:
             with raw.pipeline():
                 for cursor, (sql, params) in zip(cursors, statements, strict=True):
                     cursor.execute(sql, params or None, prepare=True)
-            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+            # Rows or none by the result's status: ``description`` would build a Column object
+            # for every column of every result (fifty for an event with its reward) to say so.
+            return [cursor.fetchall() if _has_rows(cursor) else [] for cursor in cursors]
     finally:
         for cursor in cursors:
             cursor.close()
+
+
+def _has_rows(cursor: psycopg.Cursor) -> bool:
+    result = cursor.pgresult
+    return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
 
 
 def any_of(column: str, values) -> tuple[str, list]:
