@@ -91,16 +91,18 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
                 ),
                 locked.extend,
             ),
-            (
-                (
-                    "SELECT r.id, r.state, r.error, r.request_hash, CASE WHEN r.state = 'pending' THEN NULL "  # noqa: S608
-                    f"ELSE pg_advisory_unlock({_LOCK_CLASS}, {campaign_key}) END "
-                    f"FROM (SELECT 1) one LEFT JOIN {_TABLE} r ON r.brand_id = %s AND r.external_id = %s",
-                    [brand.pk, slug, brand.pk, external_id],
+            _request_and_outcome_read(
+                brand,
+                external_id,
+                request,
+                events,
+                rewards,
+                unlock=(
+                    "CASE WHEN r.state = 'pending' THEN NULL "
+                    f"ELSE pg_advisory_unlock({_LOCK_CLASS}, {campaign_key}) END",
+                    [brand.pk, slug],
                 ),
-                request.extend,
             ),
-            *_outcome_reads(brand, external_id, events, rewards),
         ]
     )
     if not locked:
@@ -110,7 +112,7 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
     # the same event, whose outcome this one shares (as a replay).
     ours = bool(queued)
     if request[0][1] != _PENDING:  # done by another combiner; the lock is released already
-        return _outcome(brand, prepared, request[0][:4] if request[0][0] else None, events, rewards, ours=ours)
+        return _outcome(brand, prepared, request[0] if request[0][0] else None, events, rewards, ours=ours)
     # This caller combines, then releases the lock and reads its outcome in one round trip.
     with _connection_pinned():
         try:
@@ -120,35 +122,38 @@ def event_ingest_combined(*, brand, prepared: PreparedEvent) -> IngestResult:
             queries_run(
                 [
                     (_unlock_statement(campaign_id), None),
-                    (
-                        (
-                            f"SELECT id, state, error, request_hash FROM {_TABLE} "  # noqa: S608
-                            "WHERE brand_id = %s AND external_id = %s",
-                            [brand.pk, external_id],
-                        ),
-                        request.extend,
-                    ),
-                    *_outcome_reads(brand, external_id, events, rewards),
+                    _request_and_outcome_read(brand, external_id, request, events, rewards),
                 ]
             )
-    return _outcome(brand, prepared, request[0] if request else None, events, rewards, ours=ours)
+    return _outcome(brand, prepared, request[0] if request[0][0] else None, events, rewards, ours=ours)
 
 
-def _outcome_reads(brand, external_id: str, events: list, rewards: list) -> list:
-    """The stored event and its reward, if any, in one statement: rows for ``model_from_row``."""
-    width = len(TriggerEvent._meta.concrete_fields)
+def _request_and_outcome_read(brand, external_id: str, request: list, events: list, rewards: list, *, unlock=None):
+    """One statement, so one snapshot: the request's row (id, state, error, request_hash — all
+    None once it is gone) into ``request``, the stored event and its reward, if any, into
+    ``events`` / ``rewards`` (rows for ``model_from_row``). ``unlock``: an SQL expression of the
+    request row ``r`` with its parameters, evaluated in the same statement (the conditional
+    release of the combining lock)."""
+    event_at = 5
+    reward_at = event_at + len(TriggerEvent._meta.concrete_fields)
+    unlock_sql, unlock_params = unlock or ("NULL", [])
 
     def parse(rows: list[tuple]) -> None:
-        for row in rows:
-            events.append(row[:width])
-            if row[width] is not None:  # the LEFT JOIN found a reward
-                rewards.append(row[width:])
+        (row,) = rows
+        request.append(row[:4])
+        if row[event_at] is not None:  # the LEFT JOINs found the event …
+            events.append(row[event_at:reward_at])
+            if row[reward_at] is not None:  # … and its reward
+                rewards.append(row[reward_at:])
 
     query = (
-        f"SELECT {model_columns(TriggerEvent, 'e')}, {model_columns(Reward, 'r')} FROM {_EVENTS} e "  # noqa: S608
-        f"LEFT JOIN {Reward._meta.db_table} r ON r.event_id = e.id WHERE e.brand_id = %s AND e.external_id = %s"
+        f"SELECT r.id, r.state, r.error, r.request_hash, {unlock_sql}, "  # noqa: S608 - names from the models
+        f"{model_columns(TriggerEvent, 'e')}, {model_columns(Reward, 'rw')} FROM (SELECT 1) one "
+        f"LEFT JOIN {_TABLE} r ON r.brand_id = %s AND r.external_id = %s "
+        f"LEFT JOIN {_EVENTS} e ON e.brand_id = %s AND e.external_id = %s "
+        f"LEFT JOIN {Reward._meta.db_table} rw ON rw.event_id = e.id"
     )
-    return [((query, [brand.pk, external_id]), parse)]
+    return (query, [*unlock_params, brand.pk, external_id, brand.pk, external_id]), parse
 
 
 def ingest_requests_sweep() -> int:
