@@ -70,6 +70,9 @@ class _Retry(Exception):
     """Another transaction changed the people we locked (merged or erased them); look again."""
 
 
+_LANGUAGES = frozenset(Language.values)  # once: ``.values`` builds a new list on every access
+
+
 def _identity_normalise(identity: IdentityInput) -> _Identity:
     keys: list[tuple[str, str]] = []
     if identity.email.strip():
@@ -86,7 +89,7 @@ def _identity_normalise(identity: IdentityInput) -> _Identity:
             "Give at least one of: email, WhatsApp number, IBAN or social account.", code="no_identifier"
         )
     language = identity.language.strip().lower()
-    if language and language not in Language.values:
+    if language and language not in _LANGUAGES:
         raise InvalidInput(f"'{identity.language}' is not a supported language.", code="invalid_language")
     return _Identity(name=identity.name.strip()[:200], language=language, keys=tuple(sorted(keys)), iban=iban)
 
