@@ -22,6 +22,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -151,9 +152,23 @@ class WorkerResult:
     error_samples: list[str] = field(default_factory=list)
 
 
+@contextmanager
+def _reporting(result: WorkerResult, barrier, out):
+    """A forked worker's frame: a crash is recorded and frees the others from the barrier; the
+    connection is closed and the result sent back whatever happened."""
+    try:
+        yield
+    except BaseException:
+        result.crashed = traceback.format_exc()
+        barrier.abort()
+    finally:
+        connection.close()
+        out.put(result)
+
+
 def _single_worker(worker, workers, n, run, phase, brand_id, slug, base, barrier, out) -> None:
     result = WorkerResult(worker=worker)
-    try:
+    with _reporting(result, barrier, out):
         brand = Brand.objects.get(pk=brand_id)
         payloads = [payload(run, phase, i, slug, base) for i in range(worker, n, workers)]
         barrier.wait(timeout=BARRIER_TIMEOUT_S)
@@ -169,12 +184,6 @@ def _single_worker(worker, workers, n, run, phase, brand_id, slug, base, barrier
             result.latencies.append(time.monotonic() - began)
             result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
         result.end = time.monotonic()
-    except BaseException:
-        result.crashed = traceback.format_exc()
-        barrier.abort()
-    finally:
-        connection.close()
-        out.put(result)
 
 
 def _in_processes(target, workers: int, args: tuple) -> list[WorkerResult]:
@@ -222,7 +231,7 @@ def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict
 
 def _bulk_worker(worker, callers, calls, size, run, phase, brand_id, slug, base, barrier, out) -> None:
     result = WorkerResult(worker=worker)
-    try:
+    with _reporting(result, barrier, out):
         brand = Brand.objects.get(pk=brand_id)
         batches = [
             [payload(run, phase, c * size + i, slug, base) for i in range(size)] for c in range(worker, calls, callers)
@@ -237,12 +246,6 @@ def _bulk_worker(worker, callers, calls, size, run, phase, brand_id, slug, base,
                     result.error_samples.append(f"{r.error.code}: {r.error.message}")
             result.latencies.append(time.monotonic() - began)
         result.end = time.monotonic()
-    except BaseException:
-        result.crashed = traceback.format_exc()
-        barrier.abort()
-    finally:
-        connection.close()
-        out.put(result)
 
 
 def run_bulk(run: str, phase: str, *, calls: int, size: int, base: int, callers: int) -> dict:
