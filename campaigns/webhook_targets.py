@@ -15,9 +15,12 @@ service (169.254.169.254), the database, or anything else on the private network
 checks so deliveries can reach fake receivers on 127.0.0.1; the pinned connection stays the same.
 """
 
+import concurrent.futures
+import functools
 import http.client
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 from dataclasses import dataclass
@@ -65,9 +68,32 @@ def _is_address(host: str) -> bool:
 
 def host_resolve(*, host: str, port: int) -> list[str]:
     """Every address ``host`` resolves to (in the resolver's order, without repeats). Raises
-    OSError (``socket.gaierror``) when it does not resolve. The outside world: tests mock it."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    OSError (``socket.gaierror``) when it does not resolve, and TimeoutError when the resolver has
+    not answered within ``WEBHOOK_DNS_TIMEOUT_SECONDS``: getaddrinfo itself has no deadline, and a
+    brand's slow name server must not hold an API request or a delivery worker for the system
+    resolver's retries. The outside world: tests mock ``socket.getaddrinfo``."""
+    timeout = settings.WEBHOOK_DNS_TIMEOUT_SECONDS
+    lookup = _resolver().submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = lookup.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        lookup.cancel()
+        raise TimeoutError(f"the DNS lookup of {host} took longer than {timeout:g} s") from None
     return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+_resolvers: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+
+
+def _resolver() -> concurrent.futures.ThreadPoolExecutor:
+    """This process's lookup threads (one pool per pid: a pool inherited through fork — gunicorn,
+    django-q2 — has no threads left in the child and would never run a lookup). A lookup that
+    hangs keeps its thread until the resolver gives up; the pool bounds how many can."""
+    pid = os.getpid()
+    pool = _resolvers.get(pid)
+    if pool is None:
+        pool = _resolvers[pid] = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dns")
+    return pool
 
 
 def _addresses_check(*, host: str, addresses: list[str]) -> None:
@@ -126,6 +152,11 @@ def webhook_url_validate(url: str) -> str:
     else:
         try:
             addresses = host_resolve(host=host, port=port)
+        except TimeoutError:
+            seconds = settings.WEBHOOK_DNS_TIMEOUT_SECONDS
+            raise WebhookTargetRefused(
+                f"The host name {host} did not resolve within {seconds:g} s.", details={"host": host}
+            ) from None
         except OSError:
             raise WebhookTargetRefused(f"The host name {host} does not resolve.", details={"host": host}) from None
     _addresses_check(host=host, addresses=addresses)
@@ -161,12 +192,23 @@ class _PinnedHTTPSConnection(_PinnedHTTPConnection):
 
     default_port = 443
 
-    def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float):
-        super().__init__(host, port, addresses=addresses, timeout=timeout)
-        self.tls = ssl.create_default_context()
-
     def connect(self) -> None:
-        self.sock = self.tls.wrap_socket(self._socket(), server_hostname=self.host)
+        self.sock = _tls_context(*_ca_location()).wrap_socket(self._socket(), server_hostname=self.host)
+
+
+def _ca_location() -> tuple[str, str]:
+    """Where OpenSSL reads the trusted CAs from (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` or its
+    defaults): the cached context below is rebuilt when it changes."""
+    paths = ssl.get_default_verify_paths()
+    return paths.cafile or "", paths.capath or ""
+
+
+@functools.cache
+def _tls_context(cafile: str, capath: str) -> ssl.SSLContext:
+    """One verifying client context per CA location, shared by every delivery of the process:
+    building one loads the whole CA bundle (~20 ms of CPU), which was paid on every attempt.
+    SSLContext is safe to share between threads."""
+    return ssl.create_default_context()
 
 
 @dataclass(frozen=True)

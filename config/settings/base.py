@@ -343,6 +343,8 @@ WEBHOOK_RETRY_HOURS = env_int("WEBHOOK_RETRY_HOURS", 72)
 WEBHOOK_DISABLE_AFTER_HOURS = env_int("WEBHOOK_DISABLE_AFTER_HOURS", 72)
 WEBHOOK_ROTATION_OVERLAP_HOURS = env_int("WEBHOOK_ROTATION_OVERLAP_HOURS", 24)
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "10"))
+# Deadline of a webhook host's DNS lookup, at registration and at each delivery.
+WEBHOOK_DNS_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_DNS_TIMEOUT_SECONDS", "5"))
 WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = False
 # Enqueue a webhook collection right after a commit that wrote reward, campaign or payout audit

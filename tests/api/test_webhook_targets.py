@@ -7,9 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
+from campaigns import webhook_targets
 from campaigns.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from campaigns.webhook_targets import address_refusal
 from campaigns.webhooks import webhook_delivery_attempt, webhook_endpoint_create, webhook_events_collect
@@ -207,6 +210,62 @@ def test_delivery_of_a_name_that_no_longer_resolves_is_a_failed_attempt(brand, c
     assert webhook_delivery_attempt(delivery_id=delivery.pk) == DeliveryStatus.PENDING
     delivery.refresh_from_db()
     assert delivery.error.startswith("DNS lookup of hooks.shop.example failed")
+
+
+@pytest.fixture
+def slow_name(guarded, settings, monkeypatch):
+    """``slow.shop.example`` answers after 3 s (a brand's sluggish name server); the deadline is 0.2 s."""
+    settings.WEBHOOK_DNS_TIMEOUT_SECONDS = 0.2
+    fake = socket.getaddrinfo
+    release = threading.Event()
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "slow.shop.example":
+            release.wait(3)
+            host = "hooks.shop.example"
+        return fake(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield
+    release.set()  # let the lookup thread go
+
+
+def test_registration_gives_up_on_a_slow_name_server_and_creates_nothing(api, slow_name):
+    began = time.monotonic()
+    response = api.post(
+        "/api/v1/webhook-endpoints/",
+        {"url": "https://slow.shop.example/h"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="slow-1",
+    )
+    assert time.monotonic() - began < 2
+    body = assert_problem(response, 400, "invalid_webhook_url")
+    assert "did not resolve within 0.2 s" in body["detail"]
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_delivery_to_a_name_that_resolves_too_slowly_is_a_failed_attempt(brand, campaign, slow_name, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True  # registered while the guard was off: no lookup then
+    webhook_endpoint_create(brand=brand, url="https://slow.shop.example/h", event_types=["reward.held"])
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False
+    ingest(campaign)
+    webhook_events_collect()
+    delivery = WebhookDelivery.objects.get()
+    began = time.monotonic()
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == DeliveryStatus.PENDING
+    assert time.monotonic() - began < 2
+    delivery.refresh_from_db()
+    assert "took longer than 0.2 s" in delivery.error
+
+
+def test_deliveries_share_one_tls_context_per_ca_location(monkeypatch, tmp_path):
+    """Building a verifying context loads the CA bundle (~20 ms of CPU): once per process and CA
+    location, not per attempt — and a new one when the trusted CAs are pointed elsewhere."""
+    first = webhook_targets._tls_context(*webhook_targets._ca_location())
+    assert webhook_targets._tls_context(*webhook_targets._ca_location()) is first
+    cert, _ = _self_signed(tmp_path, "hooks.shop.example")
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    assert webhook_targets._tls_context(*webhook_targets._ca_location()) is not first
 
 
 def test_production_settings_refuse_plain_http_webhooks():
