@@ -8,8 +8,8 @@ enqueued right after the transaction that wrote the row commits.
 Why post_save receivers: the services writing those rows (rewards, ingest) are not this module's
 to change, and they already send post_save for every row a webhook is made of — the bulk ingest
 path sends Reward's by hand (``payouts.hooks`` listens to it too). Rows written without a signal
-(bulk payout settlement, ledger top-ups through plain SQL) still wait for the next kick or the
-minute tick. A shorter django-q2 schedule was no option: its intervals are whole minutes.
+(bulk payout settlement's COPY, ledger top-ups through plain SQL) call ``audit_rows_written()``
+themselves. A shorter django-q2 schedule was no option: its intervals are whole minutes.
 
 ``collect_kick`` is debounced per process so a busy ingest does not enqueue a task per
 transaction: at most one collection every ``KICK_INTERVAL_SECONDS``; a commit inside that window
@@ -70,6 +70,12 @@ def _trailing_kick() -> None:
 
 
 def _audit_row_saved(sender, **kwargs) -> None:
+    audit_rows_written()
+
+
+def audit_rows_written() -> None:
+    """Have a collection follow the commit of the current transaction: for services that write
+    webhook source rows without a post_save (COPY, plain SQL)."""
     if not settings.WEBHOOK_COLLECT_ON_COMMIT:
         return
     # Once per transaction, however many rows it saves (a bulk ingest saves hundreds): Django

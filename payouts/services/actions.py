@@ -10,6 +10,7 @@ from django_q.tasks import async_task
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
+from campaigns.webhook_kick import audit_rows_written
 from core.bulk import rows_copy
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from payouts.iso import reason_text as iso_text
@@ -367,6 +368,7 @@ def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
         ("payout_id", "kind", "from_status", "to_status", "data", "created_at"),
         [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}, now) for p in payouts],
     )
+    audit_rows_written()  # no post_save for COPY: payout.settled webhooks follow the commit all the same
 
 
 def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:

@@ -10,7 +10,7 @@ from django.db import connection
 
 from campaigns import webhook_kick
 from campaigns.models import WebhookDelivery, WebhookEvent
-from campaigns.services import campaign_pause, campaign_resume, event_ingest_bulk
+from campaigns.services import brand_topup_record, campaign_pause, campaign_resume, event_ingest_bulk
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from tests.api.conftest import ingest, login_event
 
@@ -108,4 +108,13 @@ def test_a_transaction_registers_one_kick_however_many_rows_it_saves(
     payloads = [login_event(campaign) for _ in range(20)]
     with django_capture_on_commit_callbacks() as callbacks:
         event_ingest_bulk(brand=campaign.brand, payloads=payloads)  # 20 rewards + 20 audit rows
+    assert callbacks.count(webhook_kick.collect_kick) == 1
+
+
+def test_a_top_up_written_through_the_ledger_registers_the_kick(brand, kick, django_capture_on_commit_callbacks):
+    """Ledger entries are plain SQL (no post_save): the service asks for the collection itself."""
+    with django_capture_on_commit_callbacks() as callbacks:
+        brand_topup_record(
+            brand=brand, amount_minor=10_000, currency="EUR", bank_account_code="NLBANK", idempotency_key="kick-topup"
+        )
     assert callbacks.count(webhook_kick.collect_kick) == 1

@@ -6,6 +6,7 @@ import pytest
 from django.core import mail
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
+from campaigns import webhook_kick
 from campaigns.matchers import funding_references_in
 from campaigns.services.brands import brand_create, brand_funds_account, brand_membership_set
 from reconciliation.models import Match, StatementLine, StatementLineStatus
@@ -47,7 +48,8 @@ def test_reference_is_found_however_the_bank_spaced_it(brand):
     assert funding_references_in(f"payment {typo}") == []
 
 
-def test_credit_with_reference_tops_up_the_brand(tmp_path, brand, django_capture_on_commit_callbacks):
+def test_credit_with_reference_tops_up_the_brand(tmp_path, brand, settings, django_capture_on_commit_callbacks):
+    settings.WEBHOOK_COLLECT_ON_COMMIT = True  # the topup.received webhook follows the commit
     import_lines(
         tmp_path,
         [
@@ -59,9 +61,10 @@ def test_credit_with_reference_tops_up_the_brand(tmp_path, brand, django_capture
             )
         ],
     )
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
         result = statement_lines_match()
     assert dict(result.matched) == {"brand_topup": 1}
+    assert webhook_kick.collect_kick in callbacks  # a ledger entry has no post_save: asked for by hand
     assert funds(brand) == 500_000
     assert Match.objects.get().target_id == str(brand.pk)
     assert [m.to for m in mail.outbox] == [["owner@gelato.example"]]
