@@ -1,8 +1,9 @@
 """Idempotency-Key for POST and PATCH.
 
 1. ``idempotency_claim`` inserts the key's row (status ``in_flight``) in its own short transaction
-   *before* the work. The unique constraint on (brand, key) decides between concurrent requests:
-   exactly one inserts, the others find its row and get 409 while it is in flight.
+   *before* the work (``INSERT … ON CONFLICT DO NOTHING``). The unique constraint on (brand, key)
+   decides between concurrent requests: exactly one inserts, the others find its row and get 409
+   while it is in flight.
 2. The view does the work (its services own their transactions).
 3. ``idempotency_complete`` stores the response (status, body, content type) on the row, or
    ``idempotency_release`` deletes the row when the work ended in a server error, so a retry runs
@@ -15,15 +16,16 @@ is taken over after ``IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS`` (only safe because
 every endpoint is idempotent on its own: events by external_id, transitions by state).
 """
 
+import functools
 import hashlib
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.utils import timezone
 
+from core.bulk import model_from_row
 from core.exceptions import ApplicationError, Conflict
 from core.models import IdempotencyRecord, IdempotencyStatus
 
@@ -43,6 +45,19 @@ class IdempotencyInFlight(Conflict):
 class Claim:
     record: IdempotencyRecord
     replay: bool  # True: ``record`` holds the stored response to send again
+
+
+_TABLE = IdempotencyRecord._meta.db_table
+
+
+@functools.cache
+def _claim_sql() -> str:
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in IdempotencyRecord._meta.concrete_fields)
+    return (
+        f"INSERT INTO {_TABLE} (brand_id, key, method, path, request_hash, status, response_content_type, "  # noqa: S608
+        "created_at, expires_at) VALUES (%s, %s, %s, %s, %s, %s, '', %s, %s) "
+        f"ON CONFLICT (brand_id, key) DO NOTHING RETURNING {columns}"
+    )
 
 
 def _ttl() -> timedelta:
@@ -68,23 +83,17 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
     request_hash = hashlib.sha256(body).hexdigest()
     for _ in range(3):
         now = timezone.now()
-        try:
-            # In autocommit the INSERT is a transaction of its own: an atomic block would only add
-            # BEGIN and COMMIT round trips to every POST. Inside a caller's transaction, a
-            # savepoint keeps that transaction usable after a duplicate key.
-            with transaction.atomic() if connection.in_atomic_block else nullcontext():
-                record = IdempotencyRecord.objects.create(
-                    brand=brand,
-                    key=key,
-                    method=method,
-                    path=path,
-                    request_hash=request_hash,
-                    created_at=now,
-                    expires_at=now + _ttl(),
-                )
-            return Claim(record=record, replay=False)
-        except IntegrityError:
-            pass
+        # One statement on every POST: the key's row, or nothing when the key is taken. ON
+        # CONFLICT DO NOTHING raises nothing, so it needs no savepoint inside a caller's
+        # transaction, and in autocommit it is a transaction of its own.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _claim_sql(),
+                [brand.pk, key, method, path, request_hash, IdempotencyStatus.IN_FLIGHT.value, now, now + _ttl()],
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            return Claim(record=model_from_row(IdempotencyRecord, row), replay=False)
         existing = IdempotencyRecord.objects.filter(brand=brand, key=key).first()
         if existing is None:  # released by its owner (a 5xx) between our insert and our read
             continue
@@ -111,16 +120,24 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
 
 
 def idempotency_complete(*, record: IdempotencyRecord, status: int, body: bytes, content_type: str) -> None:
-    """Store the response of the request that owns ``record`` (one UPDATE)."""
+    """Store the response of the request that owns ``record`` (one UPDATE, raw: it runs after
+    every POST)."""
     now = timezone.now()
-    IdempotencyRecord.objects.filter(pk=record.pk, status=IdempotencyStatus.IN_FLIGHT).update(
-        status=IdempotencyStatus.DONE,
-        response_status=status,
-        response_body=body,
-        response_content_type=content_type,
-        completed_at=now,
-        expires_at=max(record.expires_at, now + _ttl()),
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_TABLE} SET status = %s, response_status = %s, response_body = %s, "  # noqa: S608 - the model's table
+            "response_content_type = %s, completed_at = %s, expires_at = %s WHERE id = %s AND status = %s",
+            [
+                IdempotencyStatus.DONE.value,
+                status,
+                body,
+                content_type,
+                now,
+                max(record.expires_at, now + _ttl()),
+                record.pk,
+                IdempotencyStatus.IN_FLIGHT.value,
+            ],
+        )
 
 
 def idempotency_release(*, record: IdempotencyRecord) -> None:
