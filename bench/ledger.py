@@ -26,6 +26,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.bench")
 django.setup()
 
 from django.apps import apps  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
 from bench.common import (  # noqa: E402
@@ -591,6 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if n <= 0 or n % ACCOUNTS:
         parser.error(f"--n must be a positive multiple of {ACCOUNTS}")
     run = uuid.uuid4().hex[:8]
+    call_command("migrate", verbosity=0)  # as the other benchmarks: a fresh database works too
 
     print("Measuring pg_test_fsync (fdatasync, 1 s) …", flush=True)
     fsync = pg_test_fsync_rate()
