@@ -57,20 +57,26 @@ def ingest_prepared(
     results: list[IngestResult | None],
     contexts: dict[str, CampaignContext | ApplicationError] | None = None,
     on_stored: OnStored | None = None,
+    stored: set[str] | None = None,
 ) -> None:
     """The body of ``event_ingest_bulk`` for events already prepared: fills ``results[i]`` for
     every key of ``prepared``. ``contexts`` may hold campaigns already read (by slug);
     ``on_stored(items)`` runs inside each transaction that evaluated ``items`` (by index), just
     before its commit — ``ingest_combine`` retires its queued requests there, atomically with
-    what they stored. Events stored before this call are replays and never reach it."""
+    what they stored. Events stored before this call are replays and never reach it: ``stored``
+    names those the caller already looked up (None: looked up here). A pre-check only — an event
+    stored meanwhile is caught by the unique key and becomes a replay all the same."""
     contexts = dict(contexts or {})
-    ids = [prepared[i].payload.external_id for i in prepared]
-    existing = {e.external_id: e for e in TriggerEvent.objects.filter(brand=brand, external_id__in=ids)}
+    existing: dict[str, TriggerEvent] = {}
+    if stored is None:
+        ids = [prepared[i].payload.external_id for i in prepared]
+        existing = {e.external_id: e for e in TriggerEvent.objects.filter(brand=brand, external_id__in=ids)}
+        stored = set(existing)
     todo: list[int] = []
     seen: set[str] = set()
     for i, p in prepared.items():
         ext = p.payload.external_id
-        if ext in existing or ext in seen:
+        if ext in stored or ext in seen:
             continue
         seen.add(ext)
         slug = p.payload.campaign

@@ -257,8 +257,12 @@ def _combine_batch(brand, ctx: CampaignContext) -> list[int]:
         [
             (
                 (
-                    f"SELECT id, prepared FROM {_TABLE} WHERE campaign_id = %s AND state = 'pending' "  # noqa: S608
-                    f"ORDER BY id LIMIT {BULK_CHUNK}",
+                    # Whether each is stored already (a replay) in the same statement: ingest_prepared
+                    # need not look it up again.
+                    f"SELECT r.id, r.prepared, r.external_id, EXISTS (SELECT 1 FROM {_EVENTS} e "  # noqa: S608
+                    "WHERE e.brand_id = r.brand_id AND e.external_id = r.external_id) "
+                    f"FROM {_TABLE} r WHERE r.campaign_id = %s AND r.state = 'pending' "
+                    f"ORDER BY r.id LIMIT {BULK_CHUNK}",
                     [ctx.campaign.pk],
                 ),
                 rows.extend,
@@ -267,8 +271,9 @@ def _combine_batch(brand, ctx: CampaignContext) -> list[int]:
     )
     if not rows:
         return []
-    ids = [request_id for request_id, _ in rows]
-    prepared = {k: _load(data) for k, (_, data) in enumerate(rows)}
+    ids = [row[0] for row in rows]
+    prepared = {k: _load(row[1]) for k, row in enumerate(rows)}
+    stored = {external_id for _, _, external_id, is_stored in rows if is_stored}
     results: list[IngestResult | None] = [None] * len(rows)
     ingest_prepared(
         brand=brand,
@@ -276,6 +281,7 @@ def _combine_batch(brand, ctx: CampaignContext) -> list[int]:
         results=results,
         contexts={p.payload.campaign: ctx for p in prepared.values()},
         on_stored=lambda items: _retire({ids[k]: item for k, item in items.items()}),
+        stored=stored,
     )
     # What was not evaluated in a transaction of its own: replays of events stored earlier, and
     # errors found before evaluating (an idempotency conflict). Recorded after. Only a request
