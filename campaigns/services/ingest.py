@@ -126,7 +126,10 @@ def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:
             f"Event {existing.external_id!r} was sent before with different content.",
             details={"external_id": existing.external_id, "event_id": existing.pk},
         )
-    reward = Reward.objects.filter(event=existing).first()
+    try:
+        reward = existing.reward  # loaded with the event (select_related) or read now
+    except Reward.DoesNotExist:
+        reward = None
     return IngestResult(event=existing, reward=reward, outcome=existing.outcome, reason=existing.reason, replayed=True)
 
 

@@ -67,18 +67,18 @@ def ingest_prepared(
     names those the caller already looked up (None: looked up here). A pre-check only — an event
     stored meanwhile is caught by the unique key and becomes a replay all the same."""
     contexts = dict(contexts or {})
-    existing: dict[str, TriggerEvent] = {}
     if stored is None:
         ids = [prepared[i].payload.external_id for i in prepared]
-        existing = {e.external_id: e for e in TriggerEvent.objects.filter(brand=brand, external_id__in=ids)}
-        stored = set(existing)
+        stored = set(
+            TriggerEvent.objects.filter(brand=brand, external_id__in=ids).values_list("external_id", flat=True)
+        )
     todo: list[int] = []
-    seen: set[str] = set()
+    first: dict[str, int] = {}  # external_id -> its first index in this call
     for i, p in prepared.items():
         ext = p.payload.external_id
-        if ext in stored or ext in seen:
+        if ext in stored or ext in first:
             continue
-        seen.add(ext)
+        first[ext] = i
         slug = p.payload.campaign
         if slug not in contexts:
             try:
@@ -98,14 +98,25 @@ def ingest_prepared(
             results=results,
             on_stored=on_stored,
         )
-    # Replays: earlier calls, duplicates within this call, and races lost to another caller.
-    for i, p in prepared.items():
-        if results[i] is not None:
+    # Replays: earlier calls, duplicates within this call, and races lost to another caller —
+    # their events and rewards in one query, not two per replay (a partner retrying a whole bulk
+    # call replays a thousand).
+    replays = [i for i in prepared if results[i] is None]
+    if not replays:
+        return
+    events = {
+        e.external_id: e
+        for e in TriggerEvent.objects.filter(
+            brand=brand, external_id__in={prepared[i].payload.external_id for i in replays}
+        ).select_related("reward")
+    }
+    for i in replays:
+        p = prepared[i]
+        event = events.get(p.payload.external_id)
+        if event is None:  # a copy of an event refused earlier in this call: nothing stored, same answer
+            results[i] = results[first[p.payload.external_id]]
             continue
         try:
-            event = existing.get(p.payload.external_id) or TriggerEvent.objects.get(
-                brand=brand, external_id=p.payload.external_id
-            )
             results[i] = event_replay(event, p.request_hash)
         except ApplicationError as exc:
             results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)

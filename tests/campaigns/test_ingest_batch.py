@@ -179,6 +179,32 @@ def test_bulk_replayed_is_the_first_outcome_and_writes_nothing(monkeypatch):
     assert Campaign.objects.get(pk=campaign.pk).status == "active"
 
 
+def test_a_replayed_bulk_call_reads_its_events_and_rewards_in_a_constant_number_of_queries(
+    django_assert_max_num_queries,
+):
+    """A partner retrying a whole bulk call: one query for what is stored, one for the events with
+    their rewards — not two per event (40 here, a thousand in a real retry)."""
+    brand = BrandFactory()
+    funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
+    payloads = script(6, "q", n=40)
+    first = event_ingest_bulk(brand=brand, payloads=payloads)
+    with django_assert_max_num_queries(3):
+        again = event_ingest_bulk(brand=brand, payloads=payloads)
+    assert all(r.replayed for r in again)
+    assert [(r.event.pk, r.reward.pk if r.reward else None) for r in again] == [
+        (r.event.pk, r.reward.pk if r.reward else None) for r in first
+    ]
+
+
+def test_a_copy_of_a_refused_event_in_the_same_call_gets_the_same_refusal():
+    brand = BrandFactory()
+    funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
+    bad = EventInput(external_id="dup-1", campaign="nope", type="tiktok_login", email="d@example.com")
+    results = event_ingest_bulk(brand=brand, payloads=[bad, bad])
+    assert [(r.outcome, r.reason) for r in results] == [("error", "campaign_not_found")] * 2
+    assert not TriggerEvent.objects.exists()
+
+
 def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_once(monkeypatch):
     """At least once: the caller retries the same call after a crash in its second chunk. The first
     chunk was committed and replays; the rest is taken for the first time; no event is paid twice."""
