@@ -66,7 +66,9 @@ def ledger_postings_held() -> Iterator[None]:
 
     Entries and their postings still commit together, and the balance trigger checks every entry
     at commit. Entries posted inside a savepoint of the caller's (which may roll back) are not
-    held: their postings go in at once. A refusal from the postings (an overdraft) is raised when the block ends and the
+    held: their postings go in at once, and such a write after held entries is refused (RuntimeError:
+    flushing the held postings inside that savepoint would let them roll back without their
+    entries). A refusal from the postings (an overdraft) is raised when the block ends and the
     transaction is lost with it: for callers whose transaction is all or nothing anyway.
     Raises RuntimeError outside a transaction or when nested."""
     if not connection.in_atomic_block:
@@ -89,6 +91,11 @@ def _held_postings_insert() -> None:
     rows = getattr(_held, "rows", None)
     if not rows:
         return
+    if len(connection.savepoint_ids) != _held.depth:
+        # Written from inside a deeper savepoint, they would share its fate: rolled back with it
+        # while their entries (written at the block's depth) stay — an entry without postings,
+        # which no trigger sees. Refused instead: post at the block's depth, or before it.
+        raise RuntimeError("ledger postings are held: a ledger write inside a nested savepoint must come first")
     _held.rows = []
     try:
         _insert_postings_rows(sorted(rows))
@@ -452,6 +459,8 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
     hold = getattr(_held, "rows", None) is not None and len(connection.savepoint_ids) == _held.depth
     now = timezone.now()
     hashes = {spec.idempotency_key: _content_hash(spec, None) for spec in entries}
+    if not hold:
+        _held_postings_insert()  # held ones first, at the caller's depth: the flush's lock order
     try:
         with transaction.atomic():
             new_ids = _insert_entries_bulk(entries, now=now, hashes=hashes)
@@ -476,7 +485,6 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
             if hold:
                 _held.rows.extend(rows)
             else:
-                _held_postings_insert()  # held ones first: the ascending lock order of the flush
                 _insert_postings_rows(rows)
     except IntegrityError as exc:
         raise ledger_error_from(exc) from exc

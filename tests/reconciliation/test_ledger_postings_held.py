@@ -105,3 +105,16 @@ def test_a_savepoint_rolled_back_inside_the_block_takes_only_its_own_entry(chart
     kept = JournalEntry.objects.get(idempotency_key="kept")
     assert Posting.objects.filter(entry=kept).count() == 2
     assert ledger_verify_report().ok
+
+
+def test_a_write_in_a_nested_savepoint_after_held_entries_is_refused_not_left_without_postings(chart, funded_budget):
+    """Held postings flushed inside a deeper savepoint would roll back with it while their entry
+    stays (an entry without postings, which no trigger checks): such a write is refused."""
+    with transaction.atomic(), ledger_postings_held():
+        ledger_entries_post(entries=[pay(chart, "held-first", 100)])
+        with pytest.raises(RuntimeError, match="nested savepoint"), transaction.atomic():
+            ledger_entries_post(entries=[pay(chart, "nested-after", 300)])
+    held = JournalEntry.objects.get(idempotency_key="held-first")
+    assert Posting.objects.filter(entry=held).count() == 2
+    assert not JournalEntry.objects.filter(idempotency_key="nested-after").exists()
+    assert ledger_verify_report().ok
