@@ -128,10 +128,12 @@ def _host_port(parts) -> tuple[str, int]:
     ASCII ``xn--`` form) and the port. Raises WebhookTargetRefused when either is unusable."""
     try:
         host, port = parts.hostname or "", parts.port or DEFAULT_PORTS[parts.scheme]
-        if not _is_address(host):
+        if not _is_address(host) and not host.isascii():
             # IDNA 2008 with UTS #46 mapping, as browsers do: Python's own "idna" codec is IDNA
-            # 2003, which maps faß.de to fass.de — another domain, another owner.
+            # 2003, which maps faß.de to fass.de — another domain, another owner. ASCII names stay
+            # as they are (lower case): strict IDNA refuses "_", which real host names carry.
             host = idna.encode(host, uts46=True).decode("ascii")
+        host = host.lower()
     except (ValueError, UnicodeError, idna.IDNAError):  # a port out of range, a label IDNA cannot encode
         host = ""
     if not host:

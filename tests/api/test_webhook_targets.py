@@ -132,6 +132,8 @@ def test_api_answers_a_problem_and_creates_nothing(api, guarded):
         ("bücher.example", "xn--bcher-kva.example", "/hooks/ü?shop=süd", "/hooks/%C3%BC?shop=s%C3%BCd"),
         # IDNA 2008: IDNA 2003 (Python's codec) would make faß.example fass.example, another domain
         ("faß.example", "xn--fa-hia.example", "/hooks", "/hooks"),
+        # an ASCII name is sent as it is: strict IDNA would refuse the "_" real host names carry
+        ("my_hooks.shop.example", "my_hooks.shop.example", "/hooks", "/hooks"),
     ],
 )
 def test_delivery_connects_to_the_resolved_address_with_the_name_as_host(
