@@ -391,6 +391,8 @@ def _collect_topups(cursor: int, brands: set[int]):
     for row in rows:
         credit = credits.get(row.id)
         if credit is None:
+            # Still a row read: the page's length tells the collector whether there are more.
+            yield row.id, []
             continue
         yield (
             row.id,
@@ -472,9 +474,9 @@ def webhook_events_collect(*, now: datetime | None = None) -> int:
 
 def _emit_found(source: str, found: list, wanted: dict[int, set[str]], *, now: datetime) -> int:
     done = set(
-        WebhookEvent.objects.filter(source__in=[f"{source}:{row_id}" for row_id, _ in found]).values_list(
-            "brand_id", "source"
-        )
+        WebhookEvent.objects.filter(  # brand first: the (brand, source) unique index serves it
+            brand_id__in=wanted, source__in=[f"{source}:{row_id}" for row_id, _ in found]
+        ).values_list("brand_id", "source")
     )
     emitted = 0
     for row_id, emits in found:
