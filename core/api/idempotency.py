@@ -60,6 +60,12 @@ def _claim_sql() -> str:
     )
 
 
+def _stored_time(value):
+    """A datetime as the ORM stores it (raw SQL skips that step): on SQLite naive UTC text, which
+    the ORM's own comparisons — the stale in-flight takeover on ``created_at`` — must match."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
 def _ttl() -> timedelta:
     return timedelta(hours=settings.IDEMPOTENCY_TTL_HOURS)
 
@@ -89,7 +95,8 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
         with connection.cursor() as cursor:
             cursor.execute(
                 _claim_sql(),
-                [brand.pk, key, method, path, request_hash, IdempotencyStatus.IN_FLIGHT.value, now, now + _ttl()],
+                [brand.pk, key, method, path, request_hash, IdempotencyStatus.IN_FLIGHT.value]
+                + [_stored_time(now), _stored_time(now + _ttl())],
             )
             row = cursor.fetchone()
         if row is not None:
@@ -132,8 +139,8 @@ def idempotency_complete(*, record: IdempotencyRecord, status: int, body: bytes,
                 status,
                 body,
                 content_type,
-                now,
-                max(record.expires_at, now + _ttl()),
+                _stored_time(now),
+                _stored_time(max(record.expires_at, now + _ttl())),
                 record.pk,
                 IdempotencyStatus.IN_FLIGHT.value,
             ],

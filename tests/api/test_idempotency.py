@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import Campaign, TriggerEvent
-from core.api.idempotency import idempotency_records_purge
+from core.api.idempotency import idempotency_claim, idempotency_records_purge
 from core.models import IdempotencyRecord, IdempotencyStatus
 from tests.api.conftest import assert_problem
 
@@ -174,3 +174,14 @@ def test_concurrent_requests_with_different_keys_same_event_store_one_event(toke
     assert TriggerEvent.objects.count() == 1
     assert {a["event"]["id"] for a in answers} == {TriggerEvent.objects.get().pk}
     assert sum(not a["replayed"] for a in answers) == 1
+
+
+def test_a_key_left_in_flight_by_a_crashed_request_is_taken_over(brand, settings):
+    """The claim writes its row with raw SQL; the takeover compares ``created_at`` through the ORM.
+    Both must store the time alike (on SQLite: naive UTC text), or the key answers 409 until it
+    expires."""
+    settings.IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS = 0  # the first request is stale at once
+    first = idempotency_claim(brand=brand, key="k-crash", method="POST", path="/api/v1/events/", body=b"{}")
+    again = idempotency_claim(brand=brand, key="k-crash", method="POST", path="/api/v1/events/", body=b"{}")
+    assert (again.replay, again.record.pk) == (False, first.record.pk)
+    assert IdempotencyRecord.objects.get().created_at > first.record.created_at
