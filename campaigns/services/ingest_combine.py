@@ -178,11 +178,33 @@ def ingest_requests_sweep() -> int:
             try:
                 campaign = Campaign.objects.select_related("brand").get(pk=campaign_id)
                 ctx = campaign_context(campaign.brand, campaign.slug)
-                while ids := _combine_batch(campaign.brand, ctx):
-                    taken += len(ids)
+                try:
+                    while ids := _combine_batch(campaign.brand, ctx):
+                        taken += len(ids)
+                except Exception:
+                    # Nobody waits for these: each alone now, and one that still fails is marked
+                    # failed (a retry of the partner's takes it over) — never left to fail every
+                    # combiner and every sweep of this campaign again.
+                    logger.exception("sweep: combined batch of campaign %s failed; one by one", campaign_id)
+                    taken += _sweep_one_by_one(campaign.brand, ctx, campaign_id)
+            except Exception:  # one campaign's trouble does not stop the sweep of the others
+                logger.exception("sweep of campaign %s failed", campaign_id)
             finally:
                 queries_run([(_unlock_statement(campaign_id), None)])
     return taken
+
+
+def _sweep_one_by_one(brand, ctx: CampaignContext, campaign_id: int) -> int:
+    pending = IngestRequest.objects.filter(campaign_id=campaign_id, state=_PENDING).order_by("id")
+    request_ids = list(pending.values_list("id", flat=True))
+    for request_id in request_ids:
+        try:
+            _ingest_own_request(brand, ctx, request_id, withdraw=False)
+        except Exception:
+            logger.exception("sweep: request %s could not be ingested; marked failed", request_id)
+            failure = ApplicationError("This event could not be ingested; send it again.", code="ingest_failed")
+            statements_run([_fail_statement(request_id, failure)])
+    return len(request_ids)
 
 
 @contextmanager
@@ -320,9 +342,10 @@ def _fail_statement(request_id: int, error: ApplicationError) -> tuple[str, list
     )
 
 
-def _ingest_own_request(brand, ctx: CampaignContext, request_id: int) -> None:
+def _ingest_own_request(brand, ctx: CampaignContext, request_id: int, *, withdraw: bool = True) -> None:
     """After a failed batch: this caller's request in its own transaction, as ``event_ingest``
-    without combining would. If that fails too, the request is withdrawn and the error raised."""
+    without combining would. If that fails too, the error is raised — and, with ``withdraw``
+    (its caller is there to get the error), the request deleted."""
     row = IngestRequest.objects.filter(pk=request_id, state=_PENDING).values_list("prepared", flat=True).first()
     if row is None:
         return
@@ -330,7 +353,8 @@ def _ingest_own_request(brand, ctx: CampaignContext, request_id: int) -> None:
     try:
         ingest_one(brand=brand, item=item, now=timezone.now(), also=lambda: _retire({request_id: item}))
     except Exception:
-        IngestRequest.objects.filter(pk=request_id, state=_PENDING).delete()
+        if withdraw:
+            IngestRequest.objects.filter(pk=request_id, state=_PENDING).delete()
         raise
 
 
@@ -348,9 +372,13 @@ def _outcome(brand, prepared: PreparedEvent, request, events: list, rewards: lis
         # this payload's own turn, alone, as without combining.
         return ingest_alone(brand=brand, prepared=prepared, now=timezone.now())
     event = model_from_row(TriggerEvent, events[0])
-    if not ours:
-        return event_replay(event, prepared.request_hash)
     reward = model_from_row(Reward, rewards[0]) if rewards else None
+    # The stored event is this payload's own only if its content is: another delivery under the
+    # same external_id (a retry that took over our failed request, or a race our fallback lost)
+    # must not be reported as what we sent — it is a replay, or a conflict.
+    if not ours or event.request_hash != prepared.request_hash:
+        TriggerEvent.reward.related.set_cached_value(event, reward)  # event_replay reads no more
+        return event_replay(event, prepared.request_hash)
     return IngestResult(event=event, reward=reward, outcome=event.outcome, reason=event.reason, replayed=False)
 
 

@@ -222,3 +222,48 @@ def test_a_request_queued_without_the_normalised_iban_is_still_ingested(brand):
     IngestRequest.objects.update(created_at=timezone.now() - combine.SWEEP_AFTER - timedelta(seconds=1))
     assert ingest_requests_sweep() == 1
     assert TriggerEvent.objects.get().iban_country == "NL"
+
+
+def test_an_orphan_that_keeps_failing_is_marked_failed_and_the_others_are_swept(brand, monkeypatch):
+    """Callers gone, batches failing: the sweep takes the requests one by one; the one that fails
+    alone too is marked failed (a partner's retry takes it over) instead of failing every later
+    sweep and combiner of the campaign."""
+    good, bad = event(iban=nl_iban(7)), event(iban=nl_iban(8))
+    _queue_only(brand, good)
+    _queue_only(brand, bad)
+    IngestRequest.objects.update(created_at=timezone.now() - timedelta(minutes=1))
+
+    def broken(**kwargs):
+        raise RuntimeError("boom")
+
+    real_one = combine.ingest_one
+
+    def one(*, item, **kwargs):
+        if item.p.payload.external_id == bad.external_id:
+            raise RuntimeError("still boom")
+        return real_one(item=item, **kwargs)
+
+    monkeypatch.setattr(combine, "ingest_prepared", broken)
+    monkeypatch.setattr(combine, "ingest_one", one)
+
+    assert ingest_requests_sweep() == 2
+    assert list(TriggerEvent.objects.values_list("external_id", flat=True)) == [good.external_id]
+    failed = IngestRequest.objects.get()
+    assert (failed.external_id, failed.state, failed.error["code"]) == (bad.external_id, "failed", "ingest_failed")
+    assert _combining_locks_held() == 0
+    assert ledger_verify_report().ok
+
+
+def test_a_stored_event_of_other_content_is_never_reported_as_this_callers_own(brand):
+    """The caller's request is gone and an event stands under its external_id, stored from another
+    delivery's content (a retry that took over the request, a race its fallback lost): that is a
+    conflict for this caller, not its success."""
+    stored = event_ingest(brand=brand, payload=event(iban=nl_iban(11)))
+    other = event_prepare(event(external_id=stored.event.external_id, iban=nl_iban(12)), now=timezone.now())
+    request, events, rewards = [], [], []
+    statement, parse = combine._request_and_outcome_read(brand, stored.event.external_id, request, events, rewards)
+    with connection.cursor() as cursor:
+        cursor.execute(*statement)
+        parse(cursor.fetchall())
+    with pytest.raises(IdempotencyConflict):
+        combine._outcome(brand, other, None, events, rewards, ours=True)
