@@ -262,7 +262,18 @@ def webhook_event_emit(
         if not created:
             return None
         # Active endpoints only: enabling a disabled one creates the deliveries of the events it
-        # missed inside the retry window (``webhook_endpoint_enable``).
+        # missed inside the retry window (``webhook_endpoint_enable``). The brand's endpoints are
+        # first key-share locked, inactive ones too: an enable in progress (FOR UPDATE) makes this
+        # wait and the read below see it active — else neither this emit nor that enable's
+        # backfill, which cannot see this uncommitted event, would write the delivery. Emits do
+        # not block each other, nor the delivery worker's updates. (Django has no FOR KEY SHARE.)
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT 1 FROM {WebhookEndpoint._meta.db_table} "  # noqa: S608 - the model's table
+                    "WHERE brand_id = %s AND deleted_at IS NULL FOR KEY SHARE",
+                    [event.brand_id],
+                )
         endpoints = [
             e
             for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, deleted_at__isnull=True, is_active=True)

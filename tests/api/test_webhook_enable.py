@@ -3,10 +3,12 @@ audit row, the outage's deliveries requeued within the retry window, idempotent)
 portal and the admin."""
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +28,7 @@ from campaigns.webhooks import (
     webhook_endpoint_delete,
     webhook_endpoint_disabled_notify,
     webhook_endpoint_enable,
+    webhook_event_emit,
     webhook_events_collect,
 )
 from core.exceptions import InvalidTransition
@@ -265,3 +268,42 @@ def test_the_brand_is_told_even_when_a_late_success_cleared_the_failing_streak(b
     )
     assert webhook_endpoint_disabled_notify(endpoint_id=endpoint.pk) == 1
     assert "disabled" in mailoutbox[0].subject and "failing since 2026-11-27 10:00 UTC" in mailoutbox[0].body
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_event_emitted_while_an_enable_is_committing_gets_its_delivery(brand, receiver):
+    """The enable's backfill cannot see an event whose transaction is still open, and that emit
+    read the endpoint as disabled: one of the two must wait for the other, or the event is never
+    delivered. Here the enable holds the endpoint row (as it does) while an emit runs."""
+    endpoint = webhook_endpoint_create(brand=brand, url=receiver.url, event_types=["topup.received"]).endpoint
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(is_active=False)
+    locked, release = threading.Event(), threading.Event()
+
+    def enabling() -> None:
+        try:
+            with transaction.atomic():
+                row = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)  # as the enable does
+                row.is_active = True
+                row.save(update_fields=["is_active"])
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def emitting() -> None:
+        try:
+            webhook_event_emit(brand=brand, type="topup.received", data={}, source="race:1")
+        finally:
+            connection.close()
+
+    enabler = threading.Thread(target=enabling)
+    enabler.start()
+    assert locked.wait(10)
+    emitter = threading.Thread(target=emitting)
+    emitter.start()
+    emitter.join(0.5)  # the emit reaches the endpoint row while the enable still holds it
+    release.set()
+    enabler.join(10)
+    emitter.join(10)
+    assert WebhookDelivery.objects.filter(endpoint=endpoint, event__source="race:1").count() == 1
