@@ -322,6 +322,9 @@ class IngestRequestAdmin(ReadOnlyAdmin):
     look at the worker's log."""
 
     list_display = ["external_id", "brand", "campaign", "state", "created_at"]
+    # The sealed event is not shown: it is ciphertext to staff, and the event (masked) is in
+    # Trigger events once stored.
+    exclude = ["prepared"]
     list_filter = ["state", "brand"]
     list_select_related = ["brand", "campaign"]
     search_fields = ["=external_id"]

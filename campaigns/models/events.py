@@ -236,7 +236,9 @@ class IngestRequest(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="+")
     external_id = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
-    prepared = models.JSONField(help_text="The validated, normalised event (PreparedEvent).")
+    # Sealed (``recipients.crypto``): it holds the person's identifiers and clear IBAN. Emptied
+    # once the request is failed or replayed — only the error is still needed then.
+    prepared = models.TextField(help_text="The validated, normalised event (PreparedEvent), encrypted.")
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()

@@ -46,6 +46,7 @@ from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
 from core.bulk import model_columns, model_from_row, queries_run, statements_run
 from core.exceptions import ApplicationError, NotFound
+from recipients.crypto import decrypt, encrypt
 from recipients.normalise import IbanInfo
 
 logger = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ def _enqueue_statement(brand, prepared: PreparedEvent) -> tuple[str, list]:
     or its event is stored and this becomes a replay); a pending one is left alone."""
     return (
         f"INSERT INTO {_TABLE} (brand_id, campaign_id, external_id, request_hash, prepared, state, created_at) "  # noqa: S608
-        f"SELECT %s, c.id, %s, %s, %s::jsonb, 'pending', now() FROM {_CAMPAIGNS} c "
+        f"SELECT %s, c.id, %s, %s, %s, 'pending', now() FROM {_CAMPAIGNS} c "
         "WHERE c.brand_id = %s AND c.slug = %s "
         "ON CONFLICT (brand_id, external_id) DO UPDATE SET campaign_id = EXCLUDED.campaign_id, "
         "request_hash = EXCLUDED.request_hash, prepared = EXCLUDED.prepared, state = 'pending', "
@@ -315,7 +316,10 @@ def _combine_batch(brand, ctx: CampaignContext) -> list[int]:
             continue
         if result.replayed:
             statements.append(
-                (f"UPDATE {_TABLE} SET state = 'replayed' WHERE id = %s AND state = 'pending'", [request_id])  # noqa: S608
+                (
+                    f"UPDATE {_TABLE} SET state = 'replayed', prepared = '' WHERE id = %s AND state = 'pending'",  # noqa: S608
+                    [request_id],
+                )
             )
         elif result.error is not None:
             statements.append(_fail_statement(request_id, result.error))
@@ -337,7 +341,10 @@ def _retire(items: dict[int, Item]) -> None:
 def _fail_statement(request_id: int, error: ApplicationError) -> tuple[str, list]:
     data = {"class": type(error).__name__, **error.as_dict()}
     return (
-        f"UPDATE {_TABLE} SET state = 'failed', error = %s::jsonb WHERE id = %s AND state = 'pending'",  # noqa: S608
+        # The event is not needed any more (a retry sends it again): its personal data goes now,
+        # not when the row does.
+        f"UPDATE {_TABLE} SET state = 'failed', error = %s::jsonb, prepared = '' "  # noqa: S608
+        "WHERE id = %s AND state = 'pending'",
         [json.dumps(data, default=str), request_id],
     )
 
@@ -398,18 +405,22 @@ _PREPARED_FIELDS = tuple(f.name for f in fields(PreparedEvent))
 
 
 def _dump(prepared: PreparedEvent) -> str:
+    """The prepared event sealed (``recipients.crypto.encrypt``): it carries the person's name,
+    email, phone and clear IBAN, and the queue is a table like any other — in backups, in the
+    admin, readable by whoever can read the database."""
     # Field by field, not asdict(): that deep-copies the evidence only for json to read it.
     data = {name: getattr(prepared, name) for name in _PREPARED_FIELDS}
     data["occurred_at"] = prepared.occurred_at.isoformat()
     payload = data["payload"] = {name: getattr(prepared.payload, name) for name in _INPUT_FIELDS}
     data["iban_info"] = vars(prepared.iban_info) if prepared.iban_info else None
     payload["occurred_at"] = prepared.payload.occurred_at.isoformat() if prepared.payload.occurred_at else None
-    return json.dumps(data, default=str)
+    return encrypt(json.dumps(data, default=str))
 
 
-def _load(data: dict | str) -> PreparedEvent:
-    if isinstance(data, str):  # raw rows: Django's psycopg setup loads jsonb as text
-        data = json.loads(data)
+def _load(sealed: str) -> PreparedEvent:
+    # Requests queued in clear JSON by the version before sealing (the column was jsonb) start
+    # with "{"; a Fernet token never does.
+    data = json.loads(sealed if sealed.startswith("{") else decrypt(sealed))
     payload = dict(data["payload"])
     payload["occurred_at"] = _when(payload.get("occurred_at"))
     return PreparedEvent(

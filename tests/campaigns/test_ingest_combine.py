@@ -15,6 +15,7 @@ from campaigns.services import ingest_combine as combine
 from campaigns.services.ingest import event_prepare
 from campaigns.services.ingest_combine import ingest_requests_sweep
 from core.exceptions import IdempotencyConflict, InvalidInput, NotFound
+from recipients.crypto import decrypt
 from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import BrandFactory, funded_campaign, nl_iban
@@ -212,16 +213,36 @@ def test_a_queued_request_keeps_everything_prepared_including_the_normalised_iba
 
 
 def test_a_request_queued_without_the_normalised_iban_is_still_ingested(brand):
-    """Requests queued by the version before ``iban_info`` was kept: the IBAN is parsed again."""
+    """Requests queued in clear JSON by the versions before sealing and before ``iban_info`` was
+    kept: read as they are, the IBAN parsed again."""
     payload = event(iban=nl_iban(5))
     _queue_only(brand, payload)
     request = IngestRequest.objects.get()
-    data = request.prepared if isinstance(request.prepared, dict) else json.loads(request.prepared)
+    data = json.loads(decrypt(request.prepared))
     del data["iban_info"]
-    IngestRequest.objects.filter(pk=request.pk).update(prepared=data)
+    IngestRequest.objects.filter(pk=request.pk).update(prepared=json.dumps(data))
     IngestRequest.objects.update(created_at=timezone.now() - combine.SWEEP_AFTER - timedelta(seconds=1))
     assert ingest_requests_sweep() == 1
     assert TriggerEvent.objects.get().iban_country == "NL"
+
+
+def test_the_queued_event_is_sealed_and_dropped_once_failed(brand, monkeypatch):
+    """The queue holds the person's identifiers only encrypted, and not at all once the request
+    has failed: a failed row waits only for its caller to read the error."""
+    payload = event(name="Ada Lovelace", email="ada@example.com", whatsapp="+31612345678", iban=nl_iban(9))
+    _queue_only(brand, payload)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prepared FROM campaigns_ingestrequest")
+        (raw,) = cursor.fetchone()
+    for clear in ("Ada Lovelace", "ada@example.com", "31612345678", nl_iban(9)):
+        assert clear not in raw
+    assert combine._load(raw).payload == event_prepare(payload, now=timezone.now()).payload
+
+    monkeypatch.setattr(combine, "ingest_prepared", lambda **kw: (_ for _ in ()).throw(RuntimeError("batch")))
+    monkeypatch.setattr(combine, "ingest_one", lambda **kw: (_ for _ in ()).throw(RuntimeError("alone")))
+    IngestRequest.objects.update(created_at=timezone.now() - timedelta(minutes=1))
+    ingest_requests_sweep()
+    assert IngestRequest.objects.values_list("state", "prepared").get() == ("failed", "")
 
 
 def test_an_orphan_that_keeps_failing_is_marked_failed_and_the_others_are_swept(brand, monkeypatch):
