@@ -141,6 +141,7 @@ def main() -> int:
     smoke = args.n < 5000
     call_command("migrate", verbosity=0)
     run = uuid.uuid4().hex[:8]
+    load_at_start = os.getloadavg()
     single_brand, single_token = setup(run, "single", args.n)
     bulk_brand, bulk_token = setup(run, "bulk", BULK_SIZE * BULK_CALLS)
     with connection.cursor() as cur:
@@ -204,9 +205,18 @@ def main() -> int:
     print()
     print(format_targets(targets))
     print("checks:", checks)
+    run_meta = meta(
+        postgres_version=pg_version,
+        database=settings.DATABASES["default"]["NAME"],
+        run_id=run,
+        gunicorn_workers=args.workers,
+        idempotency_keys=True,
+        load_average_at_start=load_at_start,
+        load_average_at_end=os.getloadavg(),
+    )
+    print(f"python reference loop {run_meta['python_reference_ms']} ms (lower is a faster machine)")
     payload = {
-        "meta": meta(postgres_version=pg_version, database=settings.DATABASES["default"]["NAME"], run_id=run,
-                     gunicorn_workers=args.workers, idempotency_keys=True, load_average_at_start=os.getloadavg()),
+        "meta": run_meta,
         "results": results,
         "targets": targets,
     }  # fmt: skip

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,6 +84,20 @@ def pg_test_fsync_rate(*, timeout_s: float = 20.0) -> float | None:
     return rate
 
 
+def python_reference_ms(*, runs: int = 5) -> float:
+    """Milliseconds a fixed pure-Python loop takes here (best of ``runs``). Shared VMs of the same
+    "kind" differ by 2x and more in single-core speed; figures from two machines compare only
+    through this (seen here: 0.7 to 1.7 s for 10M additions)."""
+    best = math.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best * 1000, 1)
+
+
 def git_commit() -> str | None:
     """HEAD's commit, suffixed ``-dirty`` when tracked files differ from it (read-only git calls)."""
     try:
@@ -103,6 +118,7 @@ def meta(*, postgres_version: str | None, fsync_rate: float | None = None, **ext
         "postgres": postgres_version,
         "git_commit": git_commit(),
         "pg_test_fsync_fdatasync_ops_per_s": fsync_rate,
+        "python_reference_ms": python_reference_ms(),
         **extra,
     }
 

@@ -327,7 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rule=RULE,
         fraud_signals="campaign defaults (3 people per IBAN, 30 per IP/device per hour, 10 per IBAN per day)",
     )
-    print(f"cpus={run_meta['cpus']}  fdatasync={fsync} ops/s  PostgreSQL {postgres}", flush=True)
+    print(
+        f"cpus={run_meta['cpus']}  fdatasync={fsync} ops/s  PostgreSQL {postgres}  "
+        f"python reference loop {run_meta['python_reference_ms']} ms (lower is a faster machine)",
+        flush=True,
+    )
     results = {}
     print(f"single, 1 process, {single_n} events …", flush=True)
     results["single_1"] = run_single(run, "s1", workers=1, n=single_n, base=0)
