@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from core.bulk import insert_statement, rows_copy, rows_insert, statements_run
+from core.bulk import insert_statement, model_new, rows_copy, rows_insert, statements_run
 from core.exceptions import ApplicationError
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
@@ -243,7 +243,8 @@ def _people_create(
     savepoint travel as one round trip; without, each table is one COPY/INSERT."""
     now = timezone.now()
     people = [
-        Person(
+        model_new(
+            Person,
             display_name=normalised[i].name,
             preferred_language=normalised[i].language,
             created_source=sources[i],
@@ -315,7 +316,8 @@ def _identifier_rows(fresh, normalised, by_index, sources, now) -> list[tuple]:
 
 def _accounts(with_iban, normalised, by_index, sources, now) -> list[BankAccount]:
     return [
-        BankAccount(
+        model_new(
+            BankAccount,
             person=by_index[i],
             iban_ciphertext=crypto.encrypt(normalised[i].iban.normalised),
             iban_fingerprint=crypto.iban_fingerprint(normalised[i].iban.normalised),

@@ -10,7 +10,7 @@ from django.db.models.signals import post_save
 
 from campaigns.models import Reward, RewardEvent, RuleCounter, TriggerEvent
 from campaigns.services.ingest_types import Item
-from core.bulk import insert_statement, rows_copy, rows_insert, statements_run
+from core.bulk import insert_statement, model_new, rows_copy, rows_insert, statements_run
 from reconciliation.services import HoldSpec, ledger_holds_create_bulk, ledger_holds_statement
 
 
@@ -88,7 +88,8 @@ def _hold_spec(brand, item: Item) -> HoldSpec:
 
 def _reward_row(item: Item, hold, now: datetime) -> Reward:
     campaign = item.ctx.campaign
-    return Reward(
+    return model_new(
+        Reward,
         event=item.event,
         campaign=campaign,
         rule=item.rule,
@@ -155,7 +156,8 @@ def _counters_statement(taken: dict[tuple[int, str], int]) -> tuple[str, list]:
 def _event_row(brand, item: Item, now: datetime) -> TriggerEvent:
     p, payload = item.p, item.p.payload
     who = item.who
-    return TriggerEvent(
+    return model_new(
+        TriggerEvent,
         brand=brand,
         campaign=item.ctx.campaign,
         rule=item.rule,

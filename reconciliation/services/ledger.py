@@ -20,7 +20,7 @@ from datetime import date, datetime
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from core.bulk import insert_statement, rows_insert
+from core.bulk import insert_statement, model_new, rows_insert
 from core.exceptions import (
     AlreadyReversed,
     ApplicationError,
@@ -695,7 +695,8 @@ def _holds_build(*, account: Account, currency: str, holds: Sequence[HoldSpec]) 
         raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
     now = timezone.now()
     return [
-        Hold(
+        model_new(
+            Hold,
             idempotency_key=h.idempotency_key,
             account=account,
             amount_minor=h.amount_minor,

@@ -4,7 +4,7 @@ choices, auto timestamps), and a refused row is an IntegrityError that keeps not
 import pytest
 from django.db import IntegrityError, transaction
 
-from core.bulk import COPY_FROM, rows_copy, rows_insert
+from core.bulk import COPY_FROM, model_new, rows_copy, rows_insert
 from recipients.models import Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 
 pytestmark = pytest.mark.django_db
@@ -51,3 +51,53 @@ def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing():
         rows_copy(Identifier, ["person_id", "kind", "value"], rows)
 
     assert list(Identifier.objects.filter(person=person).values_list("value", flat=True)) == ["taken@example.com"]
+
+
+def _state(obj) -> dict:
+    """Everything an instance holds: field values, cached relations, adding/db."""
+    data = {k: v for k, v in vars(obj).items() if k != "_state"}
+    return {**data, "_cache": dict(obj._state.fields_cache), "_adding": obj._state.adding, "_db": obj._state.db}
+
+
+@pytest.mark.parametrize(
+    "model, values",
+    [
+        # plain fields, defaults for the rest (a callable default, a JSON default, choices)
+        (Person, {"display_name": "Ann", "created_source": "api"}),
+        (PersonEvent, {"person_id": 7, "kind": PersonEventKind.IBAN_SET, "detail": {"n": 1}}),
+        # a related object by name, and None for a nullable one
+        ("person", {"kind": IdentifierKind.EMAIL, "value": "a@example.com", "source": "api"}),
+    ],
+)
+def test_model_new_builds_what_the_constructor_builds(model, values):
+    if model == "person":
+        person = Person.objects.create(display_name="Ann")
+        model, values = Identifier, {**values, "person": person}
+    assert _state(model_new(model, **values)) == _state(model(**values))
+
+
+def test_model_new_sets_both_sides_of_a_one_to_one_and_refuses_unknown_names():
+    from campaigns.models import Reward, TriggerEvent
+
+    event = TriggerEvent(id=5, external_id="e")
+    reward = model_new(Reward, event=event, decided_by=None, amount_minor=1)
+    assert (reward.event_id, reward.event, reward.decided_by_id, reward.decided_by) == (5, event, None, None)
+    assert event.reward is reward  # as Reward(event=event) leaves it: no query to find it
+    with pytest.raises(TypeError, match="nonsense"):
+        model_new(Reward, nonsense=1)
+
+
+def test_model_new_takes_the_constructor_when_something_listens_for_init():
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Person)
+    try:
+        person = model_new(Person, display_name="Ann")
+    finally:
+        post_init.disconnect(receiver, sender=Person)
+    assert seen == [person]
