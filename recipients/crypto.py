@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 PRODUCTION_SETTINGS = "config.settings.production"
 _ENCRYPTION_INFO = b"joyback.recipients.field-encryption.v1"
@@ -35,7 +37,25 @@ def _hkdf(material: str, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(material.encode())
 
 
+# name → key material, read once per process: every ingested IBAN is encrypted and fingerprinted,
+# and reading settings and the environment each time was a visible share of a bulk call. Any
+# settings change (override_settings in tests) empties it.
+_materials: dict[str, str] = {}
+
+
+@receiver(setting_changed)
+def _forget_materials(**kwargs) -> None:
+    _materials.clear()
+
+
 def _secret(name: str) -> str:
+    material = _materials.get(name)
+    if material is None:
+        material = _materials[name] = _secret_read(name)
+    return material
+
+
+def _secret_read(name: str) -> str:
     value = getattr(settings, name, "") or os.environ.get(name, "")
     if value:
         return value

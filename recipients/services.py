@@ -65,6 +65,11 @@ class _Identity:
     keys: tuple[tuple[str, str], ...]  # (kind, value), sorted: the insert order that avoids deadlocks
     iban: IbanInfo | None
 
+    @property
+    def iban_fingerprint(self) -> str:
+        """The IBAN's fingerprint as computed for ``keys`` ("" without an IBAN): not again."""
+        return next((value for kind, value in self.keys if kind == IdentifierKind.IBAN), "")
+
 
 class _Retry(Exception):
     """Another transaction changed the people we locked (merged or erased them); look again."""

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from campaigns.models import TriggerEvent
@@ -10,6 +10,7 @@ from campaigns.services.ingest import event_prepare, event_replay, ingest_one, i
 from campaigns.services.ingest_batch import Item, ingest_batch
 from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
+from core.bulk import any_of
 from core.exceptions import ApplicationError, InvalidInput
 from recipients.services_bulk import ComplexBatch
 
@@ -68,10 +69,14 @@ def ingest_prepared(
     stored meanwhile is caught by the unique key and becomes a replay all the same."""
     contexts = dict(contexts or {})
     if stored is None:
-        ids = [prepared[i].payload.external_id for i in prepared]
-        stored = set(
-            TriggerEvent.objects.filter(brand=brand, external_id__in=ids).values_list("external_id", flat=True)
-        )
+        # One array parameter, not a thousand-placeholder IN list (see ``any_of``).
+        external_in, params = any_of("external_id", [prepared[i].payload.external_id for i in prepared])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT external_id FROM {TriggerEvent._meta.db_table} WHERE brand_id = %s AND {external_in}",  # noqa: S608
+                [brand.pk, *params],
+            )
+            stored = {row[0] for row in cursor.fetchall()}
     todo: list[int] = []
     first: dict[str, int] = {}  # external_id -> its first index in this call
     for i, p in prepared.items():
