@@ -123,11 +123,13 @@ class Reward(models.Model):
     currency = models.CharField(max_length=3)
     status = models.CharField(max_length=12, choices=RewardStatus.choices)
     hold = models.OneToOneField("reconciliation.Hold", on_delete=models.PROTECT, related_name="+")
-    commit_entry = models.OneToOneField(
-        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    # One reward per entry, unique where set (constraints below): a one-to-one's unique index
+    # would take an entry for every NULL, that is for every reward ingested.
+    commit_entry = models.ForeignKey(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
-    clawback_entry = models.OneToOneField(
-        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    clawback_entry = models.ForeignKey(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     occurred_at = models.DateTimeField(help_text="The event's time: what period caps count by.")
     matures_at = models.DateTimeField()
@@ -158,6 +160,14 @@ class Reward(models.Model):
             models.CheckConstraint(
                 condition=Q(status="paid", payout_ref__gt="") | (~Q(status="paid") & Q(payout_ref="")),
                 name="reward_paid_has_payout_ref",
+            ),
+            models.UniqueConstraint(
+                fields=["commit_entry"], condition=Q(commit_entry__isnull=False), name="reward_commit_entry_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["clawback_entry"],
+                condition=Q(clawback_entry__isnull=False),
+                name="reward_clawback_entry_unique",
             ),
         ]
         indexes = [

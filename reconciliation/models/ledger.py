@@ -170,8 +170,10 @@ class Hold(models.Model):
     created_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
     committed_amount_minor = models.BigIntegerField(null=True, blank=True)
-    commit_entry = models.OneToOneField(
-        JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="committed_hold"
+    # Unique where set (constraint below), not a one-to-one: its index would take every pending
+    # hold's NULL.
+    commit_entry = models.ForeignKey(
+        JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
 
     class Meta:
@@ -202,10 +204,18 @@ class Hold(models.Model):
                 ),
                 name="hold_status_coherent",
             ),
+            models.UniqueConstraint(
+                fields=["commit_entry"], condition=Q(commit_entry__isnull=False), name="hold_commit_entry_unique"
+            ),
         ]
+        # Only what is looked up: pending holds that can expire (a reward's hold never does). The
+        # reference is not an index — nothing finds a hold by it; the reward points to its hold.
         indexes = [
-            models.Index(fields=["expires_at"], name="hold_pending_expiry_idx", condition=Q(status="pending")),
-            models.Index(fields=["reference_type", "reference_id"], name="hold_reference_idx"),
+            models.Index(
+                fields=["expires_at"],
+                name="hold_pending_expiry_idx",
+                condition=Q(status="pending", expires_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from campaigns.models import RewardStatus
@@ -191,3 +192,27 @@ def test_a_reward_the_books_refuse_does_not_block_maturing_of_the_others(free_br
     stuck.refresh_from_db()
     fine.refresh_from_db()
     assert (stuck.status, fine.status) == (RewardStatus.HELD, RewardStatus.PAYABLE)
+
+
+@pytest.mark.parametrize("column", ["commit_entry_id", "clawback_entry_id"])
+def test_the_database_refuses_two_rewards_on_one_ledger_entry(brand, column):
+    """One entry moves one reward's money: a second reward pointing at it (raw SQL, around the
+    services) would count that money twice. The partial unique indexes refuse it."""
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 500}])
+    first, second = (event_ingest(brand=brand, payload=event()).reward for _ in range(2))
+    rewards_mature()
+    reward_claw_back(reward=first, reason="fake account")
+    if column == "clawback_entry_id":
+        reward_claw_back(reward=second, reason="fake account")
+    first.refresh_from_db()
+    with (
+        pytest.raises(IntegrityError, match=column.removesuffix("_id")),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            f"UPDATE campaigns_reward SET {column} = %s WHERE id = %s",  # noqa: S608 - parametrised column
+            [getattr(first, column), second.pk],
+        )
+    second.refresh_from_db()
+    assert getattr(second, column) != getattr(first, column)

@@ -309,6 +309,12 @@ def test_a_raw_posting_to_an_inactive_account_is_refused(books):
             "hold_status_coherent",
             id="commit without an entry",
         ),
+        pytest.param(
+            f"UPDATE {HOLD} SET status = 'committed', resolved_at = now(), committed_amount_minor = 1, "
+            "commit_entry_id = %(committed_entry)s WHERE id = %(pending)s",
+            "hold_commit_entry_unique",
+            id="commit with another hold's entry",
+        ),
     ],
 )
 def test_holds_resolve_exactly_once_and_never_change_otherwise(books, sql, match):
@@ -318,6 +324,7 @@ def test_holds_resolve_exactly_once_and_never_change_otherwise(books, sql, match
         "voided": books.voided.pk,
         "entry": books.entry.pk,
         "payable": books.payable.pk,
+        "committed_entry": Hold.objects.get(pk=books.committed.pk).commit_entry_id,
     }
 
     assert_refused(books, match, lambda cursor: cursor.execute(sql, params))
