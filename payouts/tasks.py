@@ -1,5 +1,7 @@
 """django-q2 tasks. Thin: each calls services; all are idempotent (at-least-once delivery)."""
 
+import logging
+
 from django.db.models import Sum
 
 from campaigns.models import RewardStatus
@@ -19,6 +21,7 @@ from payouts.services import (
 from recipients.models import Person
 
 TICK_SCHEDULE_NAME = "payouts.tick"
+logger = logging.getLogger(__name__)
 
 
 def payout_execute_task(payout_id: int) -> str:
@@ -35,12 +38,32 @@ def payouts_create_task(person_id: int) -> int:
 
 
 def reward_ready_task(person_id: int) -> int:
-    """A reward with no hold period was accepted: mature it now rather than at the next sweep,
-    then create and run this person's payout here; other people's rewards matured by the same
+    """Tasks queued by the version before people were batched (``payouts.hooks``)."""
+    return people_rewards_ready_task([person_id])
+
+
+def people_rewards_ready_task(person_ids: list[int]) -> int:
+    """Rewards with no hold period were accepted: mature them now rather than at the next sweep,
+    then create and run these people's payouts here; other people's rewards matured by the same
     call get their payout task through the payable hook. Returns how many payouts were created."""
-    with paying_now(person_id):
+    with paying_now(person_ids):
         rewards_mature()
-    return payouts_create_task(person_id)
+    return people_payouts_create_task(person_ids)
+
+
+def people_payouts_create_task(person_ids: list[int]) -> int:
+    """``payouts_create_task`` for each person. One person's failure does not hold up the others;
+    it is raised at the end (the task shows failed, the sweep tries that person again)."""
+    created, failures = 0, []
+    for person_id in person_ids:
+        try:
+            created += payouts_create_task(person_id)
+        except Exception as exc:
+            logger.exception("payouts for person %s failed", person_id)
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return created
 
 
 def payout_settled_followup_task(payout_id: int) -> None:

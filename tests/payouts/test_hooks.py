@@ -1,0 +1,85 @@
+"""``payouts.hooks``: rewards that need paying out now are enqueued after their transaction
+commits, a transaction's people together (``PEOPLE_PER_TASK`` to a task), never for a
+transaction that rolled back; the batch tasks pay each person and isolate one's failure."""
+
+import pytest
+from django.db import transaction
+
+from campaigns.services import event_ingest, event_ingest_bulk
+from payouts import hooks, tasks
+from tests.campaigns.conftest import event
+from tests.payouts.payout_fixtures import *  # noqa: F403 - fixtures
+from tests.payouts.payout_fixtures import iban
+
+# Transactional: the hooks act on real commits and rollbacks, not a test-wide transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def enqueued(settings, monkeypatch, sandbox, campaign):
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = True
+    calls: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(hooks, "async_task", lambda func, ids: calls.append((func, list(ids))))
+    return calls
+
+
+def test_a_bulk_call_enqueues_its_people_in_one_task(brand, enqueued):
+    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(3)])
+    people = sorted(r.reward.person_id for r in results)
+    assert enqueued == [(hooks.READY_TASK, people)]
+
+
+def test_many_people_are_split_into_tasks_of_people_per_task(brand, enqueued, monkeypatch):
+    monkeypatch.setattr(hooks, "PEOPLE_PER_TASK", 2)
+    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(5)])
+    people = sorted(r.reward.person_id for r in results)
+    assert enqueued == [(hooks.READY_TASK, people[0:2]), (hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
+
+
+def test_a_rolled_back_transaction_enqueues_nothing_and_the_next_one_only_its_own(enqueued):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        hooks._enqueue(hooks.READY_TASK, 1)
+        raise RuntimeError("rolled back")
+    assert enqueued == []
+    with transaction.atomic():
+        hooks._enqueue(hooks.READY_TASK, 2)
+        hooks._enqueue(hooks.CREATE_TASK, 3)
+        hooks._enqueue(hooks.READY_TASK, 4)
+    assert enqueued == [(hooks.READY_TASK, [2, 4]), (hooks.CREATE_TASK, [3])]
+
+
+def test_after_a_savepoint_rolls_back_the_transaction_still_enqueues_its_people(enqueued):
+    with transaction.atomic():
+        hooks._enqueue(hooks.READY_TASK, 1)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            hooks._enqueue(hooks.READY_TASK, 2)
+            raise RuntimeError("savepoint rolled back")
+        hooks._enqueue(hooks.READY_TASK, 3)
+    people = [person for _, ids in enqueued for person in ids]
+    # 2 may be enqueued too (a spare task finds nothing to pay); 1 and 3 must be, once each.
+    assert people.count(1) == 1 and people.count(3) == 1
+
+
+def test_a_single_event_enqueues_its_person(brand, enqueued):
+    result = event_ingest(brand=brand, payload=event(iban=iban()))
+    assert enqueued == [(hooks.READY_TASK, [result.reward.person_id])]
+
+
+def test_a_reward_saved_outside_a_transaction_is_enqueued_at_once(enqueued):
+    hooks._enqueue(hooks.CREATE_TASK, 42)
+    assert enqueued == [(hooks.CREATE_TASK, [42])]
+
+
+def test_the_batch_task_pays_everyone_else_when_one_person_fails(monkeypatch):
+    paid = []
+
+    def create(person_id):
+        if person_id == 2:
+            raise RuntimeError("rail down")
+        paid.append(person_id)
+        return 1
+
+    monkeypatch.setattr(tasks, "payouts_create_task", create)
+    with pytest.raises(RuntimeError, match="rail down"):
+        tasks.people_payouts_create_task([1, 2, 3])
+    assert paid == [1, 3]
