@@ -35,7 +35,16 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bench.common import PROJECT_DIR, format_table, format_targets, latency_ms, meta, target, write_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    PROJECT_DIR,
+    CpuMeter,
+    format_table,
+    format_targets,
+    latency_ms,
+    meta,
+    target,
+    write_results,
+)
 from campaigns.api_keys import api_key_create  # noqa: E402
 from campaigns.models import TriggerEvent  # noqa: E402
 from campaigns.services import (  # noqa: E402
@@ -160,14 +169,19 @@ def main() -> int:
         wait_ready(port, proc)
         # Warm-up: every worker imports, connects and fills its caches.
         drive(port, single_token, [("/api/v1/events/", event(run, "warm", i)) for i in range(200)], CONCURRENCY)
+        meter = CpuMeter(tree_of=proc.pid)
+        meter.start()
         latencies, single_statuses, single_wall = drive(
             port, single_token, [("/api/v1/events/", event(run, "single", i)) for i in range(args.n)], CONCURRENCY
         )
+        single_cpu = meter.stop(per=args.n)
         bulk_jobs = [
             ("/api/v1/events/bulk/", {"events": [event(run, "bulk", c * BULK_SIZE + i) for i in range(BULK_SIZE)]})
             for c in range(BULK_CALLS)
         ]
+        meter.start()
         bulk_latencies, bulk_statuses, bulk_wall = drive(port, bulk_token, bulk_jobs, BULK_THREADS)
+        bulk_cpu = meter.stop(per=BULK_SIZE * BULK_CALLS)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -191,10 +205,11 @@ def main() -> int:
     ]
     results = {
         "single": {"requests": args.n, "client_threads": CONCURRENCY, "wall_s": round(single_wall, 3),
-                   "req_per_s": req_per_s, "latency": lat, "statuses": single_statuses},
+                   "req_per_s": req_per_s, "latency": lat, "statuses": single_statuses,
+                   "cpu_ms_per_request": single_cpu},
         "bulk": {"calls": BULK_CALLS, "events_per_call": BULK_SIZE, "client_threads": BULK_THREADS,
                  "wall_s": round(bulk_wall, 3), "events_per_s": events_per_s, "latency": latency_ms(bulk_latencies),
-                 "statuses": bulk_statuses},
+                 "statuses": bulk_statuses, "cpu_ms_per_event": bulk_cpu},
         "checks": checks,
     }  # fmt: skip
     print(format_table(
@@ -203,6 +218,8 @@ def main() -> int:
          ("bulk", BULK_CALLS, bulk_wall, events_per_s, "events/s", *latency_ms(bulk_latencies).values())],
     ))  # fmt: skip
     print()
+    print(f"CPU per request (single) / per event (bulk), ms — load generator, gunicorn, PostgreSQL: "
+          f"{single_cpu} / {bulk_cpu}")  # fmt: skip
     print(format_targets(targets))
     print("checks:", checks)
     run_meta = meta(

@@ -98,6 +98,54 @@ def python_reference_ms(*, runs: int = 5) -> float:
     return round(best * 1000, 1)
 
 
+class CpuMeter:
+    """CPU seconds (user + system) spent by process groups during a phase, read from /proc:
+    where a benchmark's cores went — the load generator, the server's processes, PostgreSQL.
+    Processes that end during the phase keep their last reading. None off Linux."""
+
+    _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def __init__(self, *, tree_of: int | None = None) -> None:
+        self.tree_of = tree_of  # a server's master pid: it and its children
+        self._last: dict[str, dict[int, float]] = {"server": {}, "postgres": {}}
+        self._start: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float] | None:
+        if not os.path.isdir("/proc/self"):
+            return None
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            name = raw[raw.index("(") + 1 : raw.rindex(")")]
+            fields = raw[raw.rindex(")") + 2 :].split()
+            pid, ppid, seconds = int(entry), int(fields[1]), (int(fields[11]) + int(fields[12])) / self._TICK
+            if name == "postgres":
+                self._last["postgres"][pid] = seconds
+            elif self.tree_of is not None and self.tree_of in (pid, ppid):
+                self._last["server"][pid] = seconds
+        usage = os.times()
+        return {
+            "generator": usage.user + usage.system,
+            "server": sum(self._last["server"].values()),
+            "postgres": sum(self._last["postgres"].values()),
+        }
+
+    def start(self) -> None:
+        self._start = self._read() or {}
+
+    def stop(self, per: int) -> dict[str, float] | None:
+        """Milliseconds of CPU per unit (request, event) since ``start``, by group."""
+        now = self._read()
+        if now is None or not self._start:
+            return None
+        return {group: round((now[group] - self._start[group]) * 1000 / per, 3) for group in now}
+
+
 def git_commit() -> str | None:
     """HEAD's commit, suffixed ``-dirty`` when tracked files differ from it (read-only git calls)."""
     try:

@@ -294,14 +294,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=CONCURRENT_N, help=f"events for 8 processes ({CONCURRENT_N}: full)")
     parser.add_argument(
-        "--payout-hooks",
-        action="store_true",
-        help="keep payouts' post_save hook on Reward (two ORM-broker enqueues per rewarded event)",
+        "--no-payout-hooks",
+        dest="payout_hooks",
+        action="store_false",
+        help="turn off payouts' enqueue after commit (one task per transaction's people, as in production)",
     )
     args = parser.parse_args(argv)
-    # payouts enqueues a task on every saved reward that is due now (each enqueue is its own
-    # autocommit INSERT, and django-q2 recycles the connection): that measures payouts' hook,
-    # not ingestion. Its every-minute sweep does the same work, so it is off unless asked for.
+    # As in production: payouts enqueues its tasks after each commit (one per transaction's
+    # people; nothing runs them here, no qcluster is started). Off with --no-payout-hooks.
     settings.PAYOUT_ENQUEUE_ON_PAYABLE = args.payout_hooks
     scale = args.n / CONCURRENT_N
     single_n = max(WORKERS, int(SINGLE_N * scale))
