@@ -206,13 +206,68 @@ def insert_statement(model: type[models.Model], objs: Sequence[models.Model], *,
     if not objs:
         return "", []
     conn = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks the connection up on every use
+    plan = _insert_plan(model, keys, conn.vendor)
+    params = []
+    for obj in objs:
+        for value, field, (plain, wrap) in zip(plan.read(obj), plan.fields, plan.preparation, strict=True):
+            if plain is not None and (value is None or type(value) is plain):
+                params.append(value if wrap is None or value is None else wrap(value))
+            else:
+                params.append(field.get_db_prep_save(field.pre_save(obj, add=True), conn))
+    return f"{plan.head} {', '.join([plan.row] * len(objs))}", params
+
+
+@dataclass(frozen=True)
+class _InsertPlan:
+    head: str  # INSERT INTO table (columns) VALUES
+    row: str  # (%s, %s, …)
+    fields: list
+    read: Callable  # obj -> the fields' attribute values
+    # Per field: (the exact type whose values pass as they are, or None: always the field's own
+    # preparation; what wraps them). For a plain str, int, bool or None in a text, integer,
+    # boolean or integer-keyed relation field, get_db_prep_save returns the value itself, or an
+    # integer wrapped in the backend's sized type (psycopg's Int4/Int8: a prepared statement's
+    # parameter types stay the same). Field-by-field preparation was most of a single event's
+    # INSERT building.
+    preparation: list
+
+
+@functools.cache
+def _insert_plan(model: type[models.Model], keys: bool, vendor: str) -> _InsertPlan:
+    conn = connections[DEFAULT_DB_ALIAS]
     pk = model._meta.pk
     fields = [f for f in model._meta.concrete_fields if keys or f is not pk]
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    params = [f.get_db_prep_save(f.pre_save(obj, add=True), conn) for obj in objs for f in fields]
     columns = ", ".join(conn.ops.quote_name(f.column) for f in fields)
     table = conn.ops.quote_name(model._meta.db_table)
-    return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", params  # noqa: S608
+    return _InsertPlan(
+        head=f"INSERT INTO {table} ({columns}) VALUES",  # noqa: S608 - names from the model
+        row="(" + ", ".join(["%s"] * len(fields)) + ")",
+        fields=fields,
+        read=lambda obj, _get=operator.attrgetter(*(f.attname for f in fields)): _as_tuple(_get(obj), len(fields)),
+        preparation=[_preparation(f, conn) for f in fields],
+    )
+
+
+def _as_tuple(values, n: int) -> tuple:
+    return values if n > 1 else (values,)
+
+
+def _preparation(field: models.Field, conn) -> tuple[type | None, Callable | None]:
+    if _pre_save_computes(field):
+        return None, None
+    target = field.target_field if field.is_relation else field
+    if field.is_relation and not isinstance(field, models.ForeignKey):
+        return None, None
+    if isinstance(target, models.IntegerField):
+        sized = getattr(conn.ops, "integerfield_type_map", {}).get(target.get_internal_type())
+        return int, sized
+    if field.is_relation:  # a non-integer key: its own preparation
+        return None, None
+    if isinstance(target, models.BooleanField):
+        return bool, None
+    if type(target) in (models.CharField, models.TextField):
+        return str, None
+    return None, None
 
 
 def statements_run(statements: Sequence[tuple[str, list]], *, savepoint: str = "") -> None:

@@ -1,10 +1,13 @@
 """``core.bulk``: COPY-based inserts store exactly what ``bulk_create`` stores (defaults, JSON,
 choices, auto timestamps), and a refused row is an IntegrityError that keeps nothing."""
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from core.bulk import COPY_FROM, model_new, rows_copy, rows_insert
+from core.bulk import COPY_FROM, insert_statement, model_new, rows_copy, rows_insert
 from recipients.models import Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 
 pytestmark = pytest.mark.django_db
@@ -101,3 +104,42 @@ def test_model_new_takes_the_constructor_when_something_listens_for_init():
     finally:
         post_init.disconnect(receiver, sender=Person)
     assert seen == [person]
+
+
+def _prepared_the_orm_way(model, objs, *, keys=True):
+    """``insert_statement``'s parameters as the field-by-field preparation gives them."""
+    from django.db import connections
+
+    conn = connections["default"]
+    fields = [f for f in model._meta.concrete_fields if keys or f is not model._meta.pk]
+    return [f.get_db_prep_save(f.pre_save(obj, add=True), conn) for obj in objs for f in fields]
+
+
+def test_insert_statement_prepares_values_as_the_orm_does(monkeypatch):
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    monkeypatch.setattr(timezone, "now", lambda: now)  # auto_now_add: the same time both ways
+    from campaigns.models import Reward, RewardStatus, TriggerEvent
+
+    person = Person.objects.create(display_name="Ann")
+    people = [Person(id=10, display_name="Bo", created_source="api"), Person(display_name="", merged_into=person)]
+    identifiers = [Identifier(person=person, kind=IdentifierKind.EMAIL, value="a@example.com", is_active=True)]
+    event = TriggerEvent(id=3, brand_id=1, campaign_id=2, external_id="e-1", evidence={"a": [1, 2]}, ip="10.0.0.1")
+    rewards = [
+        Reward(id=4, event=event, campaign_id=2, rule_id=5, person=person, amount_minor=500, fee_minor=0,
+               status=RewardStatus.HELD, hold_id=9, review_reasons=["x"]),
+    ]  # fmt: skip
+    for model, objs, keys in [
+        (Person, people, True),
+        (Identifier, identifiers, False),
+        (TriggerEvent, [event], True),
+        (Reward, rewards, True),
+    ]:
+        _, params = insert_statement(model, objs, keys=keys)
+        assert [_comparable(p) for p in params] == [
+            _comparable(p) for p in _prepared_the_orm_way(model, objs, keys=keys)
+        ]
+
+
+def _comparable(value):
+    """Type and value (JSON by what it wraps)."""
+    return type(value), getattr(value, "obj", value)
