@@ -33,3 +33,14 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(condition=models.Q(('commit_entry__isnull', False)), fields=('commit_entry',), name='hold_commit_entry_unique'),
         ),
     ]
+
+
+def _reinstall(apps, schema_editor):
+    # On SQLite the AlterField above rebuilds the hold table, which drops its triggers (the held
+    # balance and the hold transitions): install them again. On PostgreSQL a no-op replace.
+    import importlib
+
+    importlib.import_module("reconciliation.migrations.0002_ledger_invariants").install(apps, schema_editor)
+
+
+Migration.operations.append(migrations.RunPython(_reinstall, migrations.RunPython.noop))
