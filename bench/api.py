@@ -218,7 +218,7 @@ def main() -> int:
          ("bulk", BULK_CALLS, bulk_wall, events_per_s, "events/s", *latency_ms(bulk_latencies).values())],
     ))  # fmt: skip
     print()
-    print(f"CPU per request (single) / per event (bulk), ms — load generator, gunicorn, PostgreSQL: "
+    print(f"CPU per request (single) / per event (bulk), ms — self: load generator, server: gunicorn, PostgreSQL: "
           f"{single_cpu} / {bulk_cpu}")  # fmt: skip
     print(format_targets(targets))
     print("checks:", checks)

@@ -100,8 +100,10 @@ def python_reference_ms(*, runs: int = 5) -> float:
 
 class CpuMeter:
     """CPU seconds (user + system) spent by process groups during a phase, read from /proc:
-    where a benchmark's cores went — the load generator, the server's processes, PostgreSQL.
-    Processes that end during the phase keep their last reading. None off Linux."""
+    where a benchmark's cores went. ``self``: this process and the children it has reaped (the
+    load generator; forked workers once joined); ``server``: the process ``tree_of`` and its
+    children (gunicorn); ``postgres``: every PostgreSQL process. A server process that ends
+    during the phase keeps its last reading. None off Linux."""
 
     _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -130,7 +132,7 @@ class CpuMeter:
                 self._last["server"][pid] = seconds
         usage = os.times()
         return {
-            "generator": usage.user + usage.system,
+            "self": usage.user + usage.system + usage.children_user + usage.children_system,
             "server": sum(self._last["server"].values()),
             "postgres": sum(self._last["postgres"].values()),
         }

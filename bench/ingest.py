@@ -37,6 +37,7 @@ from django.db import connection, connections  # noqa: E402
 from django.db.models import Count, Sum  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    CpuMeter,
     format_table,
     format_targets,
     latency_ms,
@@ -214,7 +215,10 @@ def _outcomes(results: list[WorkerResult]) -> dict[str, int]:
 
 def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict:
     brand, campaign = setup_campaign(run, phase, events=n)
+    meter = CpuMeter()
+    meter.start()
     results = _in_processes(_single_worker, workers, (workers, n, run, phase, brand.pk, campaign.slug, base))
+    cpu = meter.stop(per=n)
     wall = max(r.end for r in results) - min(r.start for r in results)
     figures = {
         "workers": workers,
@@ -224,9 +228,15 @@ def run_single(run: str, phase: str, *, workers: int, n: int, base: int) -> dict
         "events_per_s": round(n / wall, 1),
         "latency": latency_ms([t for r in results for t in r.latencies]),
         "error_samples": [s for r in results for s in r.error_samples][:5],
+        "cpu_ms_per_event": _cpu_split(cpu),
     }
     figures["checks"] = checks(campaign, expected=n)
     return figures
+
+
+def _cpu_split(cpu: dict | None) -> dict | None:
+    """The ingesting processes (forked workers, joined) and PostgreSQL, ms of CPU per event."""
+    return None if cpu is None else {"python": cpu["self"], "postgres": cpu["postgres"]}
 
 
 def _bulk_worker(worker, callers, calls, size, run, phase, brand_id, slug, base, barrier, out) -> None:
@@ -252,7 +262,10 @@ def run_bulk(run: str, phase: str, *, calls: int, size: int, base: int, callers:
     """``calls`` bulk calls of ``size`` events into one campaign, from ``callers`` processes at
     once (a partner's concurrent requests; the API serves them on as many workers)."""
     brand, campaign = setup_campaign(run, phase, events=calls * size)
+    meter = CpuMeter()
+    meter.start()
     results = _in_processes(_bulk_worker, callers, (callers, calls, size, run, phase, brand.pk, campaign.slug, base))
+    cpu = meter.stop(per=calls * size)
     wall = max(r.end for r in results) - min(r.start for r in results)
     n = calls * size
     figures = {
@@ -265,6 +278,7 @@ def run_bulk(run: str, phase: str, *, calls: int, size: int, base: int, callers:
         "events_per_s": round(n / wall, 1),
         "call_latency": latency_ms([t for r in results for t in r.latencies]),
         "error_samples": [s for r in results for s in r.error_samples][:5],
+        "cpu_ms_per_event": _cpu_split(cpu),
     }
     figures["checks"] = checks(campaign, expected=n)
     return figures
@@ -370,12 +384,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             (r.get("latency") or r["call_latency"])["p50_ms"],
             (r.get("latency") or r["call_latency"])["p99_ms"],
             "per call" if "call_latency" in r else "per event",
+            "{python} + {postgres}".format(**r["cpu_ms_per_event"]) if r["cpu_ms_per_event"] else "n/a",
             "ok" if r["checks"]["all_passed"] else "FAILED",
         )
         for name, r in results.items()
     ]
     print()
-    print(format_table(["phase", "procs", "events", "events/s", "p50 ms", "p99 ms", "latency", "checks"], rows))
+    headers = ["phase", "procs", "events", "events/s", "p50 ms", "p99 ms", "latency", "CPU ms/event py+pg", "checks"]
+    print(format_table(headers, rows))
     print()
     print(format_targets(targets))
     print(f"\nload average at start {run_meta['load_average_at_start']}, at end {os.getloadavg()}")
