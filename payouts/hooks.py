@@ -11,6 +11,7 @@ bulk call, a third of the API worker's time. One more task than needed is harmle
 idempotent); one fewer only waits for the sweep.
 """
 
+import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,6 +24,8 @@ from campaigns.models import RewardStatus
 from payouts import conf
 from payouts.selectors import rewards_awaiting_payout
 from recipients.selectors import person_cluster_ids
+
+logger = logging.getLogger(__name__)
 
 PEOPLE_PER_TASK = 50
 READY_TASK = "payouts.tasks.people_rewards_ready_task"
@@ -65,7 +68,11 @@ def _enqueue_now(pending: dict[str, set[int]]) -> None:
     for func, people in pending.items():
         ids = sorted(people)
         for start in range(0, len(ids), PEOPLE_PER_TASK):
-            async_task(func, ids[start : start + PEOPLE_PER_TASK])
+            chunk = ids[start : start + PEOPLE_PER_TASK]
+            try:
+                async_task(func, chunk)
+            except Exception:  # one lost task must not lose the others' (the sweep has it)
+                logger.exception("could not enqueue %s for %d people", func, len(chunk))
 
 
 def reward_saved(sender, instance, created, update_fields=None, **kwargs) -> None:

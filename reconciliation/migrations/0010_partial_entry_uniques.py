@@ -35,12 +35,18 @@ class Migration(migrations.Migration):
     ]
 
 
-def _reinstall(apps, schema_editor):
+def _reinstall_on_sqlite(apps, schema_editor):
     # On SQLite the AlterField above rebuilds the hold table, which drops its triggers (the held
-    # balance and the hold transitions): install them again. On PostgreSQL a no-op replace.
+    # balance and the hold transitions): install them again. Not on PostgreSQL: its triggers
+    # survive, and re-running the script would lock every ledger table for the migration.
+    if schema_editor.connection.vendor != "sqlite":
+        return
     import importlib
 
     importlib.import_module("reconciliation.migrations.0002_ledger_invariants").install(apps, schema_editor)
 
 
-Migration.operations.append(migrations.RunPython(_reinstall, migrations.RunPython.noop))
+# Forward: after the rebuild. Backward (operations run in reverse): first in the list, so it
+# runs after the reversed AlterField's rebuild.
+Migration.operations.insert(0, migrations.RunPython(migrations.RunPython.noop, _reinstall_on_sqlite))
+Migration.operations.append(migrations.RunPython(_reinstall_on_sqlite, migrations.RunPython.noop))

@@ -33,7 +33,23 @@ def test_many_people_are_split_into_tasks_of_people_per_task(brand, enqueued, mo
     monkeypatch.setattr(hooks, "PEOPLE_PER_TASK", 2)
     results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(5)])
     people = sorted(r.reward.person_id for r in results)
-    assert enqueued == [(hooks.READY_TASK, people[0:2]), (hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
+    assert enqueued == [(hooks.READY_TASK, people[i : i + 2]) for i in (0, 2, 4)]
+
+
+def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeypatch):
+    monkeypatch.setattr(hooks, "PEOPLE_PER_TASK", 2)
+    calls = []
+
+    def flaky(func, ids):
+        calls.append(ids)
+        if len(calls) == 1:
+            raise ConnectionError("broker down")
+        enqueued.append((func, list(ids)))
+
+    monkeypatch.setattr(hooks, "async_task", flaky)
+    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(5)])
+    people = sorted(r.reward.person_id for r in results)
+    assert enqueued == [(hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
 
 
 def test_a_rolled_back_transaction_enqueues_nothing_and_the_next_one_only_its_own(enqueued):
