@@ -102,19 +102,21 @@ class CpuMeter:
     """CPU seconds (user + system) spent by process groups during a phase, read from /proc:
     where a benchmark's cores went. ``self``: this process and the children it has reaped (the
     load generator; forked workers once joined); ``server``: the process ``tree_of`` and its
-    children (gunicorn); ``postgres``: every PostgreSQL process. A server process that ends
-    during the phase keeps its last reading. None off Linux."""
+    children (gunicorn's master and workers); ``postgres``: every PostgreSQL process. A parent's
+    reaped-children times count too, so processes born and ended within the phase (a backend per
+    forked worker, a recycled connection) are not missed. None off Linux."""
 
     _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def __init__(self, *, tree_of: int | None = None) -> None:
         self.tree_of = tree_of  # a server's master pid: it and its children
-        self._last: dict[str, dict[int, float]] = {"server": {}, "postgres": {}}
         self._start: dict[str, float] = {}
 
     def _read(self) -> dict[str, float] | None:
         if not os.path.isdir("/proc/self"):
             return None
+        totals = {"server": 0.0, "postgres": 0.0}
+        postgres: dict[int, tuple[int, float, float]] = {}  # pid -> (ppid, own, reaped children)
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -125,17 +127,20 @@ class CpuMeter:
                 continue
             name = raw[raw.index("(") + 1 : raw.rindex(")")]
             fields = raw[raw.rindex(")") + 2 :].split()
-            pid, ppid, seconds = int(entry), int(fields[1]), (int(fields[11]) + int(fields[12])) / self._TICK
+            pid, ppid = int(entry), int(fields[1])
+            own = (int(fields[11]) + int(fields[12])) / self._TICK
+            reaped = (int(fields[13]) + int(fields[14])) / self._TICK
             if name == "postgres":
-                self._last["postgres"][pid] = seconds
-            elif self.tree_of is not None and self.tree_of in (pid, ppid):
-                self._last["server"][pid] = seconds
+                postgres[pid] = (ppid, own, reaped)
+            elif self.tree_of == pid:
+                totals["server"] += own + reaped
+            elif self.tree_of is not None and self.tree_of == ppid:
+                totals["server"] += own
+        for ppid, own, reaped in postgres.values():
+            # The postmaster (its parent is no postgres) has reaped every ended backend.
+            totals["postgres"] += own + (reaped if ppid not in postgres else 0.0)
         usage = os.times()
-        return {
-            "self": usage.user + usage.system + usage.children_user + usage.children_system,
-            "server": sum(self._last["server"].values()),
-            "postgres": sum(self._last["postgres"].values()),
-        }
+        return {"self": usage.user + usage.system + usage.children_user + usage.children_system, **totals}
 
     def start(self) -> None:
         self._start = self._read() or {}
