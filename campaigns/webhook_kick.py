@@ -26,7 +26,8 @@ import time
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models.signals import post_save
-from django_q.tasks import async_task
+
+from core.queue import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def collect_kick() -> None:
             return
         else:
             return
-    async_task(COLLECT_TASK)
+    enqueue(COLLECT_TASK)  # core.queue: the committing connection stays open
 
 
 def _trailing_kick() -> None:
@@ -61,7 +62,7 @@ def _trailing_kick() -> None:
     with _lock:
         _trailing, _last_kick = None, time.monotonic()
     try:
-        async_task(COLLECT_TASK)
+        enqueue(COLLECT_TASK)
     except Exception:  # a lost kick costs only time: the minute tick collects the rows
         logger.exception("could not enqueue the webhook collection")
     finally:

@@ -18,9 +18,9 @@ from contextvars import ContextVar
 
 from django.db import transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from campaigns.models import RewardStatus
+from core.queue import enqueue
 from payouts import conf
 from payouts.selectors import rewards_awaiting_payout
 from recipients.selectors import person_cluster_ids
@@ -70,7 +70,7 @@ def _enqueue_now(pending: dict[str, set[int]]) -> None:
         for start in range(0, len(ids), PEOPLE_PER_TASK):
             chunk = ids[start : start + PEOPLE_PER_TASK]
             try:
-                async_task(func, chunk)
+                enqueue(func, chunk)  # core.queue: the connection stays open
             except Exception:  # one lost task must not lose the others' (the sweep has it)
                 logger.exception("could not enqueue %s for %d people", func, len(chunk))
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def enqueued(settings, monkeypatch, sandbox, campaign):
     settings.PAYOUT_ENQUEUE_ON_PAYABLE = True
     calls: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr(hooks, "async_task", lambda func, ids: calls.append((func, list(ids))))
+    monkeypatch.setattr(hooks, "enqueue", lambda func, ids: calls.append((func, list(ids))))
     return calls
 
 
@@ -46,7 +46,7 @@ def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeyp
             raise ConnectionError("broker down")
         enqueued.append((func, list(ids)))
 
-    monkeypatch.setattr(hooks, "async_task", flaky)
+    monkeypatch.setattr(hooks, "enqueue", flaky)
     results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(5)])
     people = sorted(r.reward.person_id for r in results)
     assert enqueued == [(hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
