@@ -130,6 +130,7 @@ def person_enters_ibans(page, shots, tag: str, checksum_word: str) -> None:
     shots(page, f"{tag}-good-iban")
     page.click("[data-testid=payout-submit]")
     page.wait_for_url(re.compile(r"/c/s/"))
+    page.wait_for_load_state("load")  # the redirect's page fully loaded: nothing left to abort later
     shots(page, f"{tag}-status-before-payment")
 
 
@@ -191,7 +192,9 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     # --- the worker pays; both see "paid" -------------------------------------------------------
     assert pay_everything() == 2
     for who, tag in ((person, "whatsapp"), (creator, "tiktok")):
-        who.reload()
+        # A new navigation to the same address, not reload(): under load a reload could meet a
+        # navigation still settling and fail with net::ERR_ABORTED (seen once in CI).
+        who.goto(who.url, wait_until="load")
         assert who.get_attribute("[data-testid=claim-status]", "data-state") == "paid"
         shots(who, f"{tag}-status-paid")
 
