@@ -42,7 +42,6 @@ from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from campaigns.models import (
     WEBHOOK_EVENT_TYPES,
@@ -59,6 +58,7 @@ from campaigns.models import (
 )
 from campaigns.webhook_targets import webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
+from core.queue import enqueue, enqueue_on_commit
 from recipients import crypto
 
 logger = logging.getLogger(__name__)
@@ -235,9 +235,7 @@ def webhook_endpoint_enable(
         if requeued:
             # robust: the endpoint is enabled either way; the minute tick sends what a lost
             # enqueue would have.
-            transaction.on_commit(
-                lambda: async_task("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task"), robust=True
-            )
+            enqueue_on_commit("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task", robust=True)
     return EndpointEnabled(endpoint=locked, requeued=requeued, expired=expired)
 
 
@@ -284,7 +282,8 @@ def webhook_event_emit(
         )
     ids = [d.pk for d in deliveries]
     if ids:
-        transaction.on_commit(lambda: [async_task("campaigns.webhook_tasks.webhook_delivery_task", i) for i in ids])
+        for delivery_id in ids:
+            enqueue_on_commit("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
     return event
 
 
@@ -607,9 +606,7 @@ def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: 
         WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
         endpoint.save(update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"])
         if notify:
-            transaction.on_commit(
-                lambda: async_task("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", notify)
-            )
+            enqueue_on_commit("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", notify)
     return fields["status"]
 
 
@@ -661,7 +658,7 @@ def webhook_deliveries_enqueue_due(*, now: datetime | None = None, limit: int = 
         .values_list("id", flat=True)[:limit]
     )
     for delivery_id in ids:
-        async_task("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
+        enqueue("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
     return len(ids)
 
 
@@ -677,6 +674,6 @@ def webhook_delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
         ).update(status=DeliveryStatus.PENDING, next_attempt_at=now, delivered_at=None)
         if moved != 1:
             raise InvalidTransition("This delivery cannot be sent again now (being sent, or the endpoint is disabled).")
-        transaction.on_commit(lambda: async_task("campaigns.webhook_tasks.webhook_delivery_task", delivery.pk))
+        enqueue_on_commit("campaigns.webhook_tasks.webhook_delivery_task", delivery.pk)
     delivery.refresh_from_db()
     return delivery

@@ -13,9 +13,17 @@ from django_q.conf import Conf
 from django_q.tasks import async_task
 
 
-def enqueue(func: str, *args) -> str:
-    """``async_task(func, *args)``, keeping this thread's database connection open."""
+def enqueue(func: str, *args, **options) -> str:
+    """``async_task(func, *args, **options)``, keeping this thread's database connection open.
+    Every enqueue of the project goes through here (or ``enqueue_on_commit``)."""
     if Conf.SYNC:  # run here and now (the tests): no queue row, and the task opens its own transactions
-        return async_task(func, *args)
+        return async_task(func, *args, **options)
     with transaction.atomic():
-        return async_task(func, *args)
+        return async_task(func, *args, **options)
+
+
+def enqueue_on_commit(func: str, *args, robust: bool = False) -> None:
+    """``enqueue`` once the current transaction commits — never inside it, so a worker cannot
+    pick the task up before the rows it needs are visible. With ``robust`` a failed enqueue is
+    logged, not raised into a caller whose data committed (for tasks a sweep also runs)."""
+    transaction.on_commit(lambda: enqueue(func, *args), robust=robust)

@@ -25,10 +25,10 @@ from django.utils.decorators import method_decorator
 from django.utils.module_loading import import_string
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
-from django_q.tasks import async_task
 
 from core.exceptions import ApplicationError
 from core.models import InboundStatus, InboundWebhook
+from core.queue import enqueue, enqueue_on_commit
 
 security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def inbound_webhook_store(*, provider: str, dedupe_key: str, headers: dict, body
             webhook = InboundWebhook.objects.create(
                 provider=provider, dedupe_key=dedupe_key[:255], headers=headers, body=body, received_at=timezone.now()
             )
-            transaction.on_commit(lambda: async_task("core.tasks.inbound_webhook_process_task", webhook.pk))
+            enqueue_on_commit("core.tasks.inbound_webhook_process_task", webhook.pk)
     except IntegrityError:
         return InboundWebhook.objects.get(provider=provider, dedupe_key=dedupe_key[:255]), False
     return webhook, True
@@ -129,7 +129,7 @@ def inbound_webhooks_retry(*, now=None, limit: int = 200) -> int:
         ).values_list("id", flat=True)[:limit]
     )
     for webhook_id in ids:
-        async_task("core.tasks.inbound_webhook_process_task", webhook_id)
+        enqueue("core.tasks.inbound_webhook_process_task", webhook_id)
     return len(ids)
 
 

@@ -6,19 +6,18 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
 from campaigns.webhook_kick import audit_rows_written
 from core.bulk import rows_copy
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
+from core.queue import enqueue_on_commit
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.states import (
     SETTLEMENT_KINDS,
-    after_commit,
     drive,
     event_record,
     in_transit_account,
@@ -62,7 +61,7 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
         payout.updated_at = now
         payout.save(update_fields=fields)
         event_record(payout, kind="payout.approved", from_status=payout.status, actor=approver, now=now)
-        after_commit("payouts.tasks.payout_execute_task", payout.pk)
+        enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
     return payout
 
 
@@ -113,7 +112,7 @@ def payout_retry(*, payout: Payout, actor) -> Payout | CreateResult:
         event_record(
             payout, kind="payout.retry", from_status=payout.status, actor=actor, data={"manual": True}, now=now
         )
-        after_commit("payouts.tasks.payout_execute_task", payout.pk)
+        enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
     return payout
 
 
@@ -334,7 +333,7 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
     _settle_rows_update(payouts, now=now)
     _settled_events_record(payouts, now=now)
     # One follow-up task for the set: enqueueing one per payout costs a broker round trip each.
-    transaction.on_commit(lambda: async_task("payouts.tasks.payouts_settled_followup_task", ids))
+    enqueue_on_commit("payouts.tasks.payouts_settled_followup_task", ids)
     return entries
 
 

@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import PayoutMode
+from core.queue import enqueue_on_commit
 from payouts import conf
 from payouts.iso import ACCOUNT_DETAIL_CODES
 from payouts.models import Notification, Payout, PayoutItem, PayoutStatus, RouteRule
@@ -18,7 +19,7 @@ from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
 from payouts.selectors import rewards_awaiting_payout
-from payouts.services.states import after_commit, debtor_bank_account, event_record, usable_rails
+from payouts.services.states import debtor_bank_account, event_record, usable_rails
 from recipients.models import BankAccount, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
 
@@ -121,7 +122,7 @@ def payouts_create_for_payable(
             result.waiting_for_iban.append(person_id)
             key = f"iban_needed:{person_id}:{min(r['id'] for r in rows)}"
             if not Notification.objects.filter(key__startswith=key).exists():
-                after_commit("payouts.tasks.person_notify_iban_needed_task", person_id, key)
+                enqueue_on_commit("payouts.tasks.person_notify_iban_needed_task", person_id, key)
             continue
         payout_id = _payout_create(
             person=payee,
@@ -187,7 +188,7 @@ def _payout_create(
                 now=now,
             )
             if enqueue and not payout.requires_approval:
-                after_commit("payouts.tasks.payout_execute_task", payout.pk)
+                enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
     except IntegrityError:
         # A concurrent sweep put one of these rewards into its own payout first.
         return None

@@ -19,9 +19,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from core.exceptions import InvalidTransition
+from core.queue import enqueue
 from payouts import conf
 from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
@@ -404,6 +404,6 @@ def payouts_enqueue_due(*, now: datetime | None = None, limit: int = 1000) -> in
     count = 0
     for payout_id, rail in ids:
         if rail not in file_rails:
-            async_task("payouts.tasks.payout_execute_task", payout_id)
+            enqueue("payouts.tasks.payout_execute_task", payout_id)
             count += 1
     return count

@@ -17,12 +17,11 @@ instead of replaying the reversed one.
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidTransition
+from core.queue import enqueue_on_commit
 from payouts import conf
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.rails import get_rail, rail_names
@@ -112,11 +111,6 @@ def items_release(payout: Payout) -> None:
     PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
 
 
-def after_commit(func, *args) -> None:
-    """Enqueue a follow-up task once the transaction commits (never inside it)."""
-    transaction.on_commit(lambda: async_task(func, *args))
-
-
 def step_submitted(payout: Payout, *, now: datetime, rail_reference: str = "", actor=None) -> None:
     """submitting | created (file batches) → submitted: payable → in transit."""
     previous = payout.status
@@ -171,7 +165,7 @@ def step_settled(
     event_record(
         payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
     )
-    after_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
+    enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
 def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None) -> None:
@@ -200,7 +194,7 @@ def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text:
         data={"reason_code": payout.reason_code},
         now=now,
     )
-    after_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
+    enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
 
 
 def step_returned(
@@ -240,7 +234,7 @@ def step_returned(
         data={"via": via, "reason_code": reason_code},
         now=now,
     )
-    after_commit("payouts.tasks.payout_notify_task", payout.pk, "returned")
+    enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "returned")
 
 
 def drive(

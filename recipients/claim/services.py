@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django_q.tasks import async_task
 
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, IngestResult, event_ingest
 from core.exceptions import Conflict, IdempotencyConflict
+from core.queue import enqueue_on_commit
 from recipients import crypto
 from recipients.models import Person
 from recipients.services import IdentityInput, consent_record, person_resolve, person_set_iban
@@ -119,9 +119,7 @@ def claim_video_submit(
                 video_id=video_id,
                 token_ciphertext=crypto.encrypt(access_token),
             )
-            transaction.on_commit(
-                lambda: async_task("recipients.claim.tasks.video_submission_verify_task", submission.pk)
-            )
+            enqueue_on_commit("recipients.claim.tasks.video_submission_verify_task", submission.pk)
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
     return submission

@@ -492,9 +492,9 @@ def _import_once(
 def _enqueue_match(import_id: int) -> None:
     """One match task per worker of the cluster: they take the import's chunks under SKIP LOCKED,
     so a big statement is matched on every core without any coordination between them."""
-    from django_q.tasks import async_task
+    from core.queue import enqueue
 
     for part in range(max(1, int(settings.Q_CLUSTER.get("workers", 1)))):
-        async_task(
+        enqueue(
             "reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}-{part}"
         )
