@@ -28,12 +28,14 @@ def payout_execute_task(payout_id: int) -> str:
     return payout_execute(payout_id=payout_id)
 
 
-def payouts_create_task(person_id: int) -> int:
+def payouts_create_task(person_id: int, *, here: bool = True) -> int:
     """Money became payable (or an IBAN arrived) for this person: create their payout and run it
-    here, without another trip through the queue. Returns how many payouts were created."""
-    created = payouts_create_for_payable(person=Person.objects.get(pk=person_id), enqueue=False).created
-    for payout_id in created:
-        payout_execute(payout_id=payout_id)
+    here, without another trip through the queue (``here=False``: enqueue its execution).
+    Returns how many payouts were created."""
+    created = payouts_create_for_payable(person=Person.objects.get(pk=person_id), enqueue=not here).created
+    if here:
+        for payout_id in created:
+            payout_execute(payout_id=payout_id)
     return len(created)
 
 
@@ -52,12 +54,15 @@ def people_rewards_ready_task(person_ids: list[int]) -> int:
 
 
 def people_payouts_create_task(person_ids: list[int]) -> int:
-    """``payouts_create_task`` for each person. One person's failure does not hold up the others;
-    it is raised at the end (the task shows failed, the sweep tries that person again)."""
+    """``payouts_create_task`` for one person (paid here, no second trip through the queue). For
+    several, their payouts are created here and each one's execution is enqueued: up to fifty
+    bank calls in a row would outlive the task's timeout, and other workers can take them. One
+    person's failure does not hold up the others; it is raised at the end (the task shows failed,
+    the sweep tries that person again)."""
     created, failures = 0, []
     for person_id in person_ids:
         try:
-            created += payouts_create_task(person_id)
+            created += payouts_create_task(person_id, here=len(person_ids) == 1)
         except Exception as exc:
             logger.exception("payouts for person %s failed", person_id)
             failures.append(exc)

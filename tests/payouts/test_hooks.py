@@ -5,8 +5,10 @@ transaction that rolled back; the batch tasks pay each person and isolate one's 
 import pytest
 from django.db import transaction
 
-from campaigns.services import event_ingest, event_ingest_bulk
+from campaigns.services import event_ingest, event_ingest_bulk, rewards_mature
 from payouts import hooks, tasks
+from payouts.models import Payout
+from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.payouts.payout_fixtures import *  # noqa: F403 - fixtures
 from tests.payouts.payout_fixtures import iban
@@ -89,7 +91,7 @@ def test_a_reward_saved_outside_a_transaction_is_enqueued_at_once(enqueued):
 def test_the_batch_task_pays_everyone_else_when_one_person_fails(monkeypatch):
     paid = []
 
-    def create(person_id):
+    def create(person_id, **kwargs):
         if person_id == 2:
             raise RuntimeError("rail down")
         paid.append(person_id)
@@ -99,3 +101,17 @@ def test_the_batch_task_pays_everyone_else_when_one_person_fails(monkeypatch):
     with pytest.raises(RuntimeError, match="rail down"):
         tasks.people_payouts_create_task([1, 2, 3])
     assert paid == [1, 3]
+
+
+def test_a_batch_task_run_twice_pays_each_person_once(brand, sandbox, debtor, campaign):
+    """A batch's payouts are created here and executed through the queue (inline in the tests); a
+    retried or duplicated task finds them created and pays nobody again."""
+    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(3)])
+    people = sorted(r.reward.person_id for r in results)
+    rewards_mature()
+    assert tasks.people_payouts_create_task(people) == 3
+    assert tasks.people_payouts_create_task(people) == 0
+    payouts = list(Payout.objects.filter(person_id__in=people))
+    assert sorted(p.person_id for p in payouts) == people
+    assert all(sandbox.transfer_count(p.end_to_end_id) == 1 for p in payouts)
+    assert ledger_verify_report().ok
