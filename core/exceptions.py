@@ -42,6 +42,13 @@ class Conflict(ApplicationError):
     http_status = 409
 
 
+class TemporaryFailure(ApplicationError):
+    """Nothing was done, for a reason that is not the caller's: send the same request again."""
+
+    code = "temporary_failure"
+    http_status = 503
+
+
 class InvalidTransition(Conflict):
     code = "invalid_transition"
 

@@ -11,7 +11,7 @@ from campaigns.services.ingest_batch import Item, ingest_batch
 from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
 from core.bulk import any_of
-from core.exceptions import ApplicationError, InvalidInput
+from core.exceptions import ApplicationError, InvalidInput, TemporaryFailure
 from recipients.services_bulk import ComplexBatch
 
 BULK_MAX = 1000
@@ -118,13 +118,25 @@ def ingest_prepared(
     for i in replays:
         p = prepared[i]
         event = events.get(p.payload.external_id)
-        if event is None:  # a copy of an event refused earlier in this call: nothing stored, same answer
-            results[i] = results[first[p.payload.external_id]]
+        if event is None:
+            # A copy of an event refused earlier in this call: nothing stored, the same answer.
+            # Otherwise (looked up as stored, or given up on after lost races) nothing to
+            # replay: say so rather than answer nothing.
+            original = first.get(p.payload.external_id)
+            answer = results[original] if original not in (None, i) else None
+            results[i] = answer or _contended(p)
             continue
         try:
             results[i] = event_replay(event, p.request_hash)
         except ApplicationError as exc:
             results[i] = IngestResult(None, None, "error", exc.code, False, error=exc)
+
+
+def _contended(p: PreparedEvent) -> IngestResult:
+    error = TemporaryFailure(
+        f"Event {p.payload.external_id} is being stored by another request; send it again.", code="event_contended"
+    )
+    return IngestResult(None, None, "error", error.code, False, error=error)
 
 
 def _chunk(*, brand, chunk: list[int], prepared, contexts, results, on_stored: OnStored | None) -> None:

@@ -45,7 +45,7 @@ from campaigns.services.ingest_reads import ip_key
 from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
 from core.bulk import model_columns, model_from_row, queries_run, statements_run
-from core.exceptions import ApplicationError, NotFound
+from core.exceptions import ApplicationError, NotFound, TemporaryFailure
 from recipients.crypto import decrypt, encrypt
 from recipients.normalise import IbanInfo
 
@@ -203,7 +203,8 @@ def _sweep_one_by_one(brand, ctx: CampaignContext, campaign_id: int) -> int:
             _ingest_own_request(brand, ctx, request_id, withdraw=False)
         except Exception:
             logger.exception("sweep: request %s could not be ingested; marked failed", request_id)
-            failure = ApplicationError("This event could not be ingested; send it again.", code="ingest_failed")
+            # 503, not 400: a database hiccup or a bug, not the event — the partner must retry.
+            failure = TemporaryFailure("This event could not be ingested; send it again.", code="ingest_failed")
             statements_run([_fail_statement(request_id, failure)])
     return len(request_ids)
 

@@ -12,11 +12,13 @@ import random
 
 import pytest
 from django.db import IntegrityError
+from django.utils import timezone
 
 from campaigns.models import BudgetAlert, Campaign, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import campaign_budget
 from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk, reward_void
 from campaigns.services import ingest_batch as ingest_batch_module
+from campaigns.services.ingest import event_prepare
 from recipients.models import Person
 from recipients.services import IdentityInput, person_resolve
 from reconciliation.selectors import ledger_verify_report
@@ -202,6 +204,19 @@ def test_a_copy_of_a_refused_event_in_the_same_call_gets_the_same_refusal():
     bad = EventInput(external_id="dup-1", campaign="nope", type="tiktok_login", email="d@example.com")
     results = event_ingest_bulk(brand=brand, payloads=[bad, bad])
     assert [(r.outcome, r.reason) for r in results] == [("error", "campaign_not_found")] * 2
+    assert not TriggerEvent.objects.exists()
+
+
+def test_an_event_said_to_be_stored_but_not_found_is_answered_retry_not_nothing():
+    """The caller's stored-already look-up (a combiner's) can be older than the rows: an event
+    that is not there after all gets a temporary failure, never no answer and never a crash."""
+    brand = BrandFactory()
+    funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
+    payload = EventInput(external_id="ghost-1", campaign="summer", type="tiktok_login", email="g@example.com")
+    prepared = {0: event_prepare(payload, now=timezone.now())}
+    results = [None]
+    ingest_bulk.ingest_prepared(brand=brand, prepared=prepared, results=results, stored={"ghost-1"})
+    assert (results[0].outcome, results[0].reason, results[0].error.http_status) == ("error", "event_contended", 503)
     assert not TriggerEvent.objects.exists()
 
 

@@ -14,7 +14,7 @@ from campaigns.services import EventInput, event_ingest
 from campaigns.services import ingest_combine as combine
 from campaigns.services.ingest import event_prepare
 from campaigns.services.ingest_combine import ingest_requests_sweep
-from core.exceptions import IdempotencyConflict, InvalidInput, NotFound
+from core.exceptions import IdempotencyConflict, InvalidInput, NotFound, TemporaryFailure
 from recipients.crypto import decrypt
 from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
@@ -271,6 +271,17 @@ def test_an_orphan_that_keeps_failing_is_marked_failed_and_the_others_are_swept(
     assert list(TriggerEvent.objects.values_list("external_id", flat=True)) == [good.external_id]
     failed = IngestRequest.objects.get()
     assert (failed.external_id, failed.state, failed.error["code"]) == (bad.external_id, "failed", "ingest_failed")
+    # Its caller, if still waiting, is told to send it again (503), not that the event is bad.
+    with pytest.raises(TemporaryFailure) as refused:
+        combine._outcome(
+            brand,
+            event_prepare(bad, now=timezone.now()),
+            (failed.pk, "failed", json.dumps(failed.error), failed.request_hash),
+            [],
+            [],
+            ours=True,
+        )
+    assert refused.value.http_status == 503
     assert _combining_locks_held() == 0
     assert ledger_verify_report().ok
 
