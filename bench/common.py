@@ -87,7 +87,7 @@ def pg_test_fsync_rate(*, timeout_s: float = 20.0) -> float | None:
 def python_reference_ms(*, runs: int = 5) -> float:
     """Milliseconds a fixed pure-Python loop takes here (best of ``runs``). Shared VMs of the same
     "kind" differ by 2x and more in single-core speed; figures from two machines compare only
-    through this (seen here: 0.7 to 1.7 s for 10M additions)."""
+    through this (seen here: 41 to 57 ms on one machine across a session)."""
     best = math.inf
     for _ in range(runs):
         start = time.perf_counter()
