@@ -41,6 +41,8 @@ ERROR_CODES: dict[str, str] = {
     "invalid_cursor": "The pagination cursor is not valid.",
     "invalid_limit": "`limit` is out of range.",
     "insufficient_funds": "Not enough money on the account.",
+    "ingest_failed": "503: the event could not be stored this time (nothing was); send it again.",
+    "event_contended": "503 (bulk item): another request is storing this event; send it again.",
 }
 
 _DRF_CODES = {
