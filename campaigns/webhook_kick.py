@@ -14,25 +14,34 @@ themselves. A shorter django-q2 schedule was no option: its intervals are whole 
 ``collect_kick`` is debounced per process so a busy ingest does not enqueue a task per
 transaction: at most one collection every ``KICK_INTERVAL_SECONDS``; a commit inside that window
 arms a single timer that enqueues one more at the window's end, so every committed row is followed
-by a collection that starts after it. Duplicates are impossible either way: a collection emits an
-audit row at most once (``WebhookEvent.source`` is unique per brand), however many run at once.
-Off when ``WEBHOOK_COLLECT_ON_COMMIT`` is false (the tests, where tasks run inline).
+by a collection that starts after it. Across processes, ``webhook_collect_enqueue`` keeps at most
+one collection in the queue (a conditional UPDATE of the cursors' ``queued_at``; the collection
+clears it when it starts, so a commit after that start still gets one of its own). Duplicate events
+are impossible either way: a collection emits an audit row at most once (``WebhookEvent.source``
+is unique per brand), however many run at once. Off when ``WEBHOOK_COLLECT_ON_COMMIT`` is false
+(the tests, where tasks run inline).
 """
 
 import logging
 import threading
 import time
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.models import Q
 from django.db.models.signals import post_save
+from django.utils import timezone
 
-from core.queue import enqueue
+from campaigns.models import WebhookCursor
+from core.queue import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
 KICK_INTERVAL_SECONDS = 1.0
 COLLECT_TASK = "campaigns.webhook_tasks.webhook_collect_task"
+# A queued collection that has not started after this long counts as lost (failed enqueue).
+COLLECT_QUEUED_STALE_AFTER = timedelta(minutes=2)
 
 _lock = threading.Lock()
 _last_kick = float("-inf")
@@ -54,7 +63,23 @@ def collect_kick() -> None:
             return
         else:
             return
-    enqueue(COLLECT_TASK)  # core.queue: the committing connection stays open
+    webhook_collect_enqueue()
+
+
+def webhook_collect_enqueue(*, now: datetime | None = None) -> bool:
+    """Enqueue a collection unless one is queued already and not for longer than
+    ``COLLECT_QUEUED_STALE_AFTER``: a conditional UPDATE of the cursors' ``queued_at`` decides,
+    so kicks of every process, a collection's continuation and the tick never put a second copy
+    in the queue. The collection clears it when it starts. Returns whether it enqueued."""
+    now = now or timezone.now()
+    # Its own transaction: core.queue then enqueues on commit, keeping this thread's connection.
+    with transaction.atomic():
+        claimed = WebhookCursor.objects.filter(
+            Q(queued_at__isnull=True) | Q(queued_at__lt=now - COLLECT_QUEUED_STALE_AFTER)
+        ).update(queued_at=now)
+        if claimed:
+            enqueue_on_commit(COLLECT_TASK)
+    return bool(claimed)
 
 
 def _trailing_kick() -> None:
@@ -62,7 +87,7 @@ def _trailing_kick() -> None:
     with _lock:
         _trailing, _last_kick = None, time.monotonic()
     try:
-        enqueue(COLLECT_TASK)
+        webhook_collect_enqueue()
     except Exception:  # a lost kick costs only time: the minute tick collects the rows
         logger.exception("could not enqueue the webhook collection")
     finally:

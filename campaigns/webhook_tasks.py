@@ -2,23 +2,34 @@
 
 from campaigns.webhooks import (
     webhook_deliveries_enqueue_due,
+    webhook_deliveries_send,
     webhook_delivery_attempt,
     webhook_endpoint_disabled_notify,
     webhook_events_collect,
 )
 
 
+def webhook_deliveries_send_task(delivery_ids: list[int]) -> str:
+    """Up to ``SEND_BATCH`` deliveries of one endpoint, queued by the emit, the tick or a
+    redelivery; bounded in time (``SEND_BUDGET_SECONDS``), the rest goes to a follow-up task."""
+    sent = webhook_deliveries_send(delivery_ids=delivery_ids)
+    return f"{len(sent.statuses)} sent, {sent.continued} continued, {sent.released} released"
+
+
 def webhook_delivery_task(delivery_id: int) -> str:
+    """One delivery: what tasks queued before send batches existed carry."""
     return webhook_delivery_attempt(delivery_id=delivery_id)
 
 
 def webhook_collect_task() -> int:
-    """Enqueued right after a commit that wrote audit rows (``campaigns.webhook_kick``)."""
+    """Enqueued right after a commit that wrote audit rows (``campaigns.webhook_kick``), and by a
+    collection whose time was up (``COLLECT_BUDGET_SECONDS``) to go on where it stopped."""
     return webhook_events_collect()
 
 
 def webhook_tick_task() -> str:
-    """Every few seconds: collect new events, then enqueue due and retried deliveries."""
+    """Every minute: collect new events, then enqueue due and retried deliveries (each at most
+    once while queued: ``webhook_deliveries_enqueue_due``)."""
     emitted = webhook_events_collect()
     enqueued = webhook_deliveries_enqueue_due()
     return f"{emitted} events, {enqueued} deliveries enqueued"

@@ -15,9 +15,14 @@ tables gives each inserting transaction its xid before it draws an id, so no wri
 id below the cursor unseen. A writer running longer than ``CURSOR_STUCK_AFTER`` is logged as an
 error and the cursor moves on (re-reading an ever longer window every second would not scale).
 ``webhook_event_emit`` is the same step for callers that want to emit directly, in their own
-transaction.
+transaction. A collection is bounded (``COLLECT_BUDGET_SECONDS``, pages of ``COLLECT_LIMIT`` rows,
+each page's events and deliveries in one transaction) and leaves the rest to a continuation.
 
-Delivery (``webhook_delivery_attempt``): claim with a conditional UPDATE, POST outside any
+Delivery goes in batches: each task sends up to ``SEND_BATCH`` deliveries of one endpoint (a
+1,000-event bulk call to 20 endpoints is ~200 queue rows, not 20,000). A delivery is *queued*
+(``queued_at``) from the write that hands it to a task until that task claims it; the tick queues
+only deliveries no task holds, so it never adds copies to a backlog. Each delivery
+(``webhook_deliveries_send``): claim with a conditional UPDATE, POST outside any
 transaction, to a public address only (``campaigns.webhook_targets`` checks it at registration
 and again against the address actually connected to), with ``JoyBack-Signature: t=<unix>,v1=<hex>``
 (HMAC-SHA256 of ``"<t>.<raw body>"``; a second ``v1`` with the previous secret while a rotation is
@@ -56,19 +61,27 @@ from campaigns.models import (
     WebhookEndpointEvent,
     WebhookEvent,
 )
-from campaigns.webhook_targets import webhook_post, webhook_url_validate
+from campaigns.webhook_kick import webhook_collect_enqueue
+from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
-from core.queue import enqueue, enqueue_on_commit
+from core.queue import enqueue_on_commit
 from recipients import crypto
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "JoyBack-Signature"
 USER_AGENT = "JoyBack-Webhooks/1"
-COLLECT_LIMIT = 5000  # rows per read; a collection reads at most COLLECT_PAGES of them per table
-COLLECT_PAGES = 20
+COLLECT_LIMIT = 500  # audit rows per read, emitted in one transaction (with up to 20 endpoints: 10,000 deliveries)
+COLLECT_BUDGET_SECONDS = 10.0  # then a continuation: far below the 60 s task timeout (Q_CLUSTER)
 CURSOR_STUCK_AFTER = timedelta(minutes=10)
+SEND_BATCH = 100  # deliveries of one endpoint per send task
+SEND_CLAIM = 25  # claimed together, and their answers recorded together
+SEND_BUDGET_SECONDS = 10.0  # plus one POST (WEBHOOK_TIMEOUT_SECONDS): far below the task timeout
+ENQUEUE_DUE_LIMIT = 5000  # deliveries the tick queues per run
 SENDING_STALE_AFTER = timedelta(minutes=5)
+# A queued task that has not claimed its deliveries after this long counts as lost (its enqueue
+# failed, or it was dropped after failing); well above any queue wait a backlog makes.
+QUEUED_STALE_AFTER = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -198,7 +211,7 @@ def webhook_endpoint_enable(
             endpoint=locked, status__in=(DeliveryStatus.PENDING, DeliveryStatus.FAILED)
         )
         requeued = outage.filter(event__created_at__gt=window_start).update(
-            status=DeliveryStatus.PENDING, next_attempt_at=now, attempt=0
+            status=DeliveryStatus.PENDING, next_attempt_at=now, attempt=0, queued_at=None
         )
         # Events of the outage itself have no delivery yet (``webhook_event_emit`` writes them for
         # active endpoints only, so a long-disabled endpoint piles nothing up): those inside the
@@ -242,6 +255,17 @@ def webhook_endpoint_enable(
 # --- events --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EventNew:
+    brand_id: int
+    type: str
+    data: dict
+    source: str
+
+
+EMIT_LOCK_CLASS = 7304  # pg_advisory_xact_lock(class, brand id); 7302 / 7303: campaigns.locks, ingest_combine
+
+
 def webhook_event_emit(
     *, brand, type: str, data: dict, source: str, now: datetime | None = None
 ) -> WebhookEvent | None:
@@ -250,41 +274,78 @@ def webhook_event_emit(
     names what caused it (unique per brand): emitting the same source twice returns None."""
     if type not in WEBHOOK_EVENT_TYPES:
         raise InvalidInput(f"Unknown webhook event type {type!r}.", code="invalid_event_types")
-    now = now or timezone.now()
+    brand_id = brand if isinstance(brand, int) else brand.pk
+    emitted = _events_emit(items=[EventNew(brand_id, type, data, source)], now=now or timezone.now())
+    return emitted[0] if emitted else None
+
+
+def _events_emit(*, items: list[EventNew], now: datetime) -> list[WebhookEvent]:
+    """The one writer of webhook events and their deliveries (a single emit is a batch of one):
+    the events of ``items`` not emitted yet, a delivery per active endpoint that wants each, in
+    one transaction (the caller's, if any). The deliveries are created queued and handed, when it
+    commits, to send tasks of up to ``SEND_BATCH`` deliveries of one endpoint each."""
+    brand_ids = sorted({i.brand_id for i in items})
     with transaction.atomic():
-        event, created = WebhookEvent.objects.get_or_create(
-            brand_id=brand if isinstance(brand, int) else brand.pk,
-            source=source,
-            defaults={"public_id": "evt_" + secrets.token_hex(12), "type": type, "data": data, "created_at": now},
-        )
-        if not created:
-            return None
-        # Active endpoints only: enabling a disabled one creates the deliveries of the events it
-        # missed inside the retry window (``webhook_endpoint_enable``). The brand's endpoints are
-        # first key-share locked, inactive ones too: an enable in progress (FOR UPDATE) makes this
-        # wait and the read below see it active — else neither this emit nor that enable's
-        # backfill, which cannot see this uncommitted event, would write the delivery. Emits do
-        # not block each other, nor the delivery worker's updates. (Django has no FOR KEY SHARE.)
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
+                # Collectors running at once (a kick, the tick, a continuation) emit a page in
+                # one statement each: per brand, one at a time, so the second sees the first's
+                # events as done instead of failing on the unique (brand, source) index.
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
+                    [EMIT_LOCK_CLASS, brand_ids],
+                )
+                # Active endpoints only: enabling a disabled one creates the deliveries of the
+                # events it missed inside the retry window (``webhook_endpoint_enable``). The
+                # brands' endpoints are first key-share locked, inactive ones too: an enable in
+                # progress (FOR UPDATE) makes this wait and the read below see it active — else
+                # neither this emit nor that enable's backfill, which cannot see these uncommitted
+                # events, would write the delivery. Emits do not block the delivery worker's
+                # updates. (Django has no FOR KEY SHARE.)
                 cursor.execute(
                     f"SELECT 1 FROM {WebhookEndpoint._meta.db_table} "  # noqa: S608 - the model's table
-                    "WHERE brand_id = %s AND deleted_at IS NULL FOR KEY SHARE",
-                    [event.brand_id],
+                    "WHERE brand_id = ANY(%s) AND deleted_at IS NULL FOR KEY SHARE",
+                    [brand_ids],
                 )
-        endpoints = [
-            e
-            for e in WebhookEndpoint.objects.filter(brand_id=event.brand_id, deleted_at__isnull=True, is_active=True)
-            if e.wants(type)
-        ]
-        deliveries = WebhookDelivery.objects.bulk_create(
-            [WebhookDelivery(event=event, endpoint=e, next_attempt_at=now, created_at=now) for e in endpoints]
+        done = set(
+            WebhookEvent.objects.filter(  # brand first: the (brand, source) unique index serves it
+                brand_id__in=brand_ids, source__in=[i.source for i in items]
+            ).values_list("brand_id", "source")
         )
-    ids = [d.pk for d in deliveries]
-    if ids:
-        for delivery_id in ids:
-            enqueue_on_commit("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
-    return event
+        new = []
+        for item in items:
+            if (item.brand_id, item.source) not in done:
+                done.add((item.brand_id, item.source))
+                new.append(item)
+        if not new:
+            return []
+        events = WebhookEvent.objects.bulk_create(
+            [
+                WebhookEvent(
+                    public_id="evt_" + secrets.token_hex(12),
+                    brand_id=i.brand_id,
+                    type=i.type,
+                    data=i.data,
+                    source=i.source,
+                    created_at=now,
+                )
+                for i in new
+            ]
+        )
+        endpoints: dict[int, list[WebhookEndpoint]] = {}
+        for endpoint in WebhookEndpoint.objects.filter(brand_id__in=brand_ids, deleted_at__isnull=True, is_active=True):
+            endpoints.setdefault(endpoint.brand_id, []).append(endpoint)
+        deliveries = WebhookDelivery.objects.bulk_create(
+            [
+                WebhookDelivery(event=event, endpoint=e, next_attempt_at=now, queued_at=now, created_at=now)
+                for event in events
+                for e in endpoints.get(event.brand_id, ())
+                if e.wants(event.type)
+            ],
+            batch_size=2000,
+        )
+        _send_tasks_enqueue_on_commit([(d.endpoint_id, d.pk) for d in deliveries])
+    return events
 
 
 def _reward_data(row: RewardEvent) -> dict:
@@ -449,11 +510,18 @@ _COLLECTORS = {
 }
 
 
-def webhook_events_collect(*, now: datetime | None = None) -> int:
+def webhook_events_collect(*, now: datetime | None = None, budget_seconds: float | None = None) -> int:
     """Emit webhook events for the audit rows written since the last run (see the module
-    docstring). Idempotent; safe to run concurrently (the unique source decides). Returns how
-    many events were emitted."""
+    docstring). Idempotent; safe to run concurrently (the unique source decides, and page emits
+    of one brand take turns). Bounded: it reads no new page after ``budget_seconds``
+    (``COLLECT_BUDGET_SECONDS``, shared between the tables) and then enqueues a continuation
+    (``webhook_collect_enqueue``), so no run comes near the task timeout however large the
+    backlog. Returns how many events were emitted."""
     now = now or timezone.now()
+    budget = COLLECT_BUDGET_SECONDS if budget_seconds is None else budget_seconds
+    deadline = time.monotonic() + budget
+    # This run reads every row a queued collection would: that one need not hold others back.
+    WebhookCursor.objects.filter(queued_at__isnull=False).update(queued_at=None)
     wanted: dict[int, set[str]] = {}
     # Disabled endpoints count: the cursor moves past these rows for good (see webhook_event_emit).
     live = WebhookEndpoint.objects.filter(deleted_at__isnull=True)
@@ -461,7 +529,11 @@ def webhook_events_collect(*, now: datetime | None = None) -> int:
         wanted.setdefault(brand_id, set()).update(types or WEBHOOK_EVENT_TYPES)
     brands = set(wanted)
     emitted = 0
-    for source, collect in _COLLECTORS.items():
+    unfinished = False
+    sources = list(_COLLECTORS.items())
+    for n, (source, collect) in enumerate(sources):
+        # Each table gets its share of what is left, so one table's backlog cannot starve the rest.
+        share = time.monotonic() + max(0.0, deadline - time.monotonic()) / (len(sources) - n)
         cursor, _ = WebhookCursor.objects.get_or_create(source=source)
         top, xmin, xmax = _horizon(source)
         # Before reading: every writer that could still hold an id up to pending_top has ended
@@ -470,33 +542,29 @@ def webhook_events_collect(*, now: datetime | None = None) -> int:
         read_to = top
         if brands:
             after = cursor.last_id
-            for _ in range(COLLECT_PAGES):
+            while True:
                 found = list(collect(after, brands))
                 emitted += _emit_found(source, found, wanted, now=now)
                 if len(found) < COLLECT_LIMIT:
                     break
                 after = found[-1][0]
-            else:
-                read_to = after  # more rows than one collection reads: the rest next time
+                if time.monotonic() >= share:
+                    read_to, unfinished = after, True  # the rest next time
+                    break
         _cursor_advance(cursor, top=top, xmax=xmax, settled=settled, read_to=read_to, now=now)
+    if unfinished:
+        webhook_collect_enqueue(now=now)
     return emitted
 
 
 def _emit_found(source: str, found: list, wanted: dict[int, set[str]], *, now: datetime) -> int:
-    done = set(
-        WebhookEvent.objects.filter(  # brand first: the (brand, source) unique index serves it
-            brand_id__in=wanted, source__in=[f"{source}:{row_id}" for row_id, _ in found]
-        ).values_list("brand_id", "source")
-    )
-    emitted = 0
-    for row_id, emits in found:
-        for brand_id, type_, data in emits:
-            if (brand_id, f"{source}:{row_id}") in done or type_ not in wanted.get(brand_id, ()):
-                continue
-            with transaction.atomic():
-                if webhook_event_emit(brand=brand_id, type=type_, data=data, source=f"{source}:{row_id}", now=now):
-                    emitted += 1
-    return emitted
+    items = [
+        EventNew(brand_id, type_, data, f"{source}:{row_id}")
+        for row_id, emits in found
+        for brand_id, type_, data in emits
+        if type_ in wanted.get(brand_id, ())
+    ]
+    return len(_events_emit(items=items, now=now)) if items else 0
 
 
 def _cursor_advance(cursor: WebhookCursor, *, top: int, xmax: int, settled: bool, read_to: int, now: datetime) -> None:
@@ -545,69 +613,186 @@ def payload_bytes(event: WebhookEvent) -> bytes:
     ).encode()
 
 
+SEND_TASK = "campaigns.webhook_tasks.webhook_deliveries_send_task"
+
+
+def _send_tasks(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """``(endpoint id, delivery id)`` pairs → lists of up to ``SEND_BATCH`` delivery ids of one
+    endpoint each, in id order (so events reach an endpoint roughly in the order they happened)."""
+    by_endpoint: dict[int, list[int]] = {}
+    for endpoint_id, delivery_id in sorted(pairs):
+        by_endpoint.setdefault(endpoint_id, []).append(delivery_id)
+    return [ids[i : i + SEND_BATCH] for ids in by_endpoint.values() for i in range(0, len(ids), SEND_BATCH)]
+
+
+def _send_tasks_enqueue_on_commit(pairs: list[tuple[int, int]]) -> None:
+    # robust: the deliveries are committed and marked queued either way; a task whose enqueue
+    # failed is "lost", and the tick sends its deliveries once they are QUEUED_STALE_AFTER old.
+    for ids in _send_tasks(pairs):
+        enqueue_on_commit(SEND_TASK, ids, robust=True)
+
+
+@dataclass(frozen=True)
+class DeliveriesSent:
+    statuses: dict[int, str]  # delivery id → delivered / pending / failed, for those attempted
+    continued: int  # handed to a follow-up task: this one's time was up
+    released: int  # not attempted: the endpoint stopped answering; the tick sends them later
+
+
+def webhook_deliveries_send(
+    *, delivery_ids: list[int], now: datetime | None = None, budget_seconds: float | None = None
+) -> DeliveriesSent:
+    """Send the due ones of ``delivery_ids``, ``SEND_CLAIM`` at a time: claim them (pending and
+    due → sending, attempt + 1, no longer queued; one a second worker has claimed is skipped),
+    POST each outside any transaction, record the answers together in one short transaction.
+    Bounded, so no task comes near the task timeout: after ``budget_seconds``
+    (``SEND_BUDGET_SECONDS``) the ones not yet sent go to a follow-up task; when the endpoint
+    gives no HTTP answer (refused, timed out) the rest are left to the tick rather than waiting
+    out a timeout each. ``now`` fixes "due" (tests); the claim time is the clock's."""
+    budget = SEND_BUDGET_SECONDS if budget_seconds is None else budget_seconds
+    deadline = time.monotonic() + budget
+    statuses: dict[int, str] = {}
+    rest = list(delivery_ids)
+    while rest:
+        chunk, rest = rest[:SEND_CLAIM], rest[SEND_CLAIM:]
+        claimed = _deliveries_claim(ids=chunk, due_at=now or timezone.now())
+        results: list[tuple[WebhookDelivery, PostResult]] = []
+        unanswered = False
+        for delivery in claimed:
+            results.append((delivery, _delivery_post(delivery)))
+            if results[-1][1].status is None:
+                unanswered = True
+                break
+            if time.monotonic() >= deadline:
+                break
+        unsent = claimed[len(results) :]
+        statuses.update(_deliveries_record(results, unsent=unsent))
+        if unanswered:
+            released = [d.pk for d in unsent] + rest
+            # Claimed ones went back to pending above; the others were still marked queued.
+            WebhookDelivery.objects.filter(pk__in=rest, queued_at__isnull=False).update(queued_at=None)
+            return DeliveriesSent(statuses=statuses, continued=0, released=len(released))
+        if time.monotonic() >= deadline and (unsent or rest):
+            later = [d.pk for d in unsent] + rest
+            _deliveries_continue(later)
+            return DeliveriesSent(statuses=statuses, continued=len(later), released=0)
+    return DeliveriesSent(statuses=statuses, continued=0, released=0)
+
+
 def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> str:
-    """Send one due delivery. Claims it (pending and due → sending, attempt + 1; a second worker
-    loses the claim and returns ``skipped``), POSTs outside any transaction, records the answer.
-    Returns the new status (or ``skipped``)."""
-    now = now or timezone.now()
-    claimed = WebhookDelivery.objects.filter(
-        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__is_active=True
-    ).update(status=DeliveryStatus.SENDING, claimed_at=now, attempt=F("attempt") + 1)
-    if claimed != 1:
-        return "skipped"
-    delivery = WebhookDelivery.objects.select_related("event", "endpoint").get(pk=delivery_id)
+    """Send one due delivery (a batch of one, ``webhook_deliveries_send``). Returns its new
+    status, or ``skipped`` when it was not claimed (not due, being sent, endpoint inactive)."""
+    return webhook_deliveries_send(delivery_ids=[delivery_id], now=now).statuses.get(delivery_id, "skipped")
+
+
+def _deliveries_claim(*, ids: list[int], due_at: datetime) -> list[WebhookDelivery]:
+    claim_at = timezone.now()
+    with transaction.atomic():
+        mine = list(
+            WebhookDelivery.objects.filter(
+                pk__in=ids, status=DeliveryStatus.PENDING, next_attempt_at__lte=due_at, endpoint__is_active=True
+            )
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("pk", flat=True)
+        )
+        WebhookDelivery.objects.filter(pk__in=mine).update(
+            status=DeliveryStatus.SENDING, claimed_at=claim_at, attempt=F("attempt") + 1, queued_at=None
+        )
+        # The ones not claimable (delivered meanwhile, endpoint disabled, not due) are no longer
+        # queued either: this task was their ticket. Rows another claimer holds are left alone.
+        WebhookDelivery.objects.filter(pk__in=ids, queued_at__isnull=False).exclude(
+            status=DeliveryStatus.SENDING
+        ).update(queued_at=None)
+    return list(WebhookDelivery.objects.filter(pk__in=mine).select_related("event", "endpoint").order_by("pk"))
+
+
+def _delivery_post(delivery: WebhookDelivery) -> PostResult:
     body = payload_bytes(delivery.event)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         SIGNATURE_HEADER: signature_header(
-            secrets_=signing_secrets(delivery.endpoint, now=now), timestamp=int(time.time()), body=body
+            secrets_=signing_secrets(delivery.endpoint, now=timezone.now()), timestamp=int(time.time()), body=body
         ),
         "JoyBack-Event-Id": delivery.event.public_id,
     }
-    sent = webhook_post(url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
-    return _delivery_record(delivery, status=sent.status, snippet=sent.snippet, error=sent.error)
+    return webhook_post(url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
 
 
-def _delivery_record(delivery: WebhookDelivery, *, status: int | None, snippet: str, error: str) -> str:
+def _deliveries_continue(ids: list[int]) -> None:
+    """Hand ``ids`` to a follow-up task: still queued (the clock restarts), claimed ones pending."""
     now = timezone.now()
-    ok = status is not None and 200 <= status < 300
-    notify = None
     with transaction.atomic():
-        endpoint = WebhookEndpoint.objects.select_for_update().get(pk=delivery.endpoint_id)
-        fields = dict(response_code=status, response_snippet=snippet[:500], error=error[:200], last_attempt_at=now)
-        if ok:
-            fields.update(status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None)
-            endpoint.failing_since, endpoint.failure_streak = None, 0
-        else:
-            if not error:
-                fields["error"] = f"HTTP {status}"
-            give_up = now - delivery.event.created_at >= timedelta(hours=settings.WEBHOOK_RETRY_HOURS)
-            if give_up:
-                fields.update(status=DeliveryStatus.FAILED, next_attempt_at=None)
+        WebhookDelivery.objects.filter(pk__in=ids, status=DeliveryStatus.SENDING).update(
+            status=DeliveryStatus.PENDING, attempt=F("attempt") - 1, next_attempt_at=now
+        )
+        WebhookDelivery.objects.filter(pk__in=ids, status=DeliveryStatus.PENDING).update(queued_at=now)
+        enqueue_on_commit(SEND_TASK, ids)
+
+
+def _deliveries_record(
+    results: list[tuple[WebhookDelivery, PostResult]], *, unsent: list[WebhookDelivery]
+) -> dict[int, str]:
+    """Record a chunk's answers in one transaction, under the endpoints' row locks (ascending;
+    enabling and disabling take the same lock). ``unsent``: claimed but not sent (the time was
+    up or the endpoint stopped answering) — pending again, the attempt not counted."""
+    now = timezone.now()
+    statuses: dict[int, str] = {}
+    notify: list[int] = []
+    with transaction.atomic():
+        endpoint_ids = sorted({d.endpoint_id for d, _ in results} | {d.endpoint_id for d in unsent})
+        endpoints = {
+            e.pk: e for e in WebhookEndpoint.objects.select_for_update().filter(pk__in=endpoint_ids).order_by("pk")
+        }
+        for delivery, sent in results:
+            endpoint = endpoints[delivery.endpoint_id]
+            ok = sent.status is not None and 200 <= sent.status < 300
+            fields = dict(
+                response_code=sent.status,
+                response_snippet=sent.snippet[:500],
+                error=sent.error[:200],
+                last_attempt_at=now,
+            )
+            if ok:
+                fields.update(status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None)
+                endpoint.failing_since, endpoint.failure_streak = None, 0
             else:
-                fields.update(status=DeliveryStatus.PENDING, next_attempt_at=now + backoff(delivery.attempt))
-            endpoint.failing_since = endpoint.failing_since or now
-            endpoint.failure_streak += 1
-            if endpoint.is_active and now - endpoint.failing_since >= timedelta(
-                hours=settings.WEBHOOK_DISABLE_AFTER_HOURS
-            ):
-                endpoint.is_active, endpoint.disabled_at = False, now
-                endpoint.disabled_reason = f"failing since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC"
-                WebhookEndpointEvent.objects.create(
-                    endpoint=endpoint,
-                    kind="endpoint.disabled",
-                    channel="worker",
-                    reason=endpoint.disabled_reason,
-                    data={"failure_streak": endpoint.failure_streak},
-                    created_at=now,
-                )
-                notify = endpoint.pk
-        WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
-        endpoint.save(update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"])
-        if notify:
-            enqueue_on_commit("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", notify)
-    return fields["status"]
+                if not sent.error:
+                    fields["error"] = f"HTTP {sent.status}"
+                give_up = now - delivery.event.created_at >= timedelta(hours=settings.WEBHOOK_RETRY_HOURS)
+                if give_up:
+                    fields.update(status=DeliveryStatus.FAILED, next_attempt_at=None)
+                else:
+                    fields.update(status=DeliveryStatus.PENDING, next_attempt_at=now + backoff(delivery.attempt))
+                endpoint.failing_since = endpoint.failing_since or now
+                endpoint.failure_streak += 1
+                if endpoint.is_active and now - endpoint.failing_since >= timedelta(
+                    hours=settings.WEBHOOK_DISABLE_AFTER_HOURS
+                ):
+                    endpoint.is_active, endpoint.disabled_at = False, now
+                    endpoint.disabled_reason = f"failing since {endpoint.failing_since:%Y-%m-%d %H:%M} UTC"
+                    WebhookEndpointEvent.objects.create(
+                        endpoint=endpoint,
+                        kind="endpoint.disabled",
+                        channel="worker",
+                        reason=endpoint.disabled_reason,
+                        data={"failure_streak": endpoint.failure_streak},
+                        created_at=now,
+                    )
+                    notify.append(endpoint.pk)
+            WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.SENDING).update(**fields)
+            statuses[delivery.pk] = fields["status"]
+        if unsent:
+            WebhookDelivery.objects.filter(pk__in=[d.pk for d in unsent], status=DeliveryStatus.SENDING).update(
+                status=DeliveryStatus.PENDING, attempt=F("attempt") - 1, next_attempt_at=now
+            )
+        for endpoint in endpoints.values():
+            endpoint.save(
+                update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"]
+            )
+        for endpoint_id in notify:
+            enqueue_on_commit("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", endpoint_id)
+    return statuses
 
 
 def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
@@ -644,22 +829,31 @@ def webhook_endpoint_disabled_notify(*, endpoint_id: int) -> int:
     return len(emails)
 
 
-def webhook_deliveries_enqueue_due(*, now: datetime | None = None, limit: int = 1000) -> int:
-    """Enqueue due deliveries; put deliveries stuck in ``sending`` (a worker died) back to pending."""
+def webhook_deliveries_enqueue_due(*, now: datetime | None = None, limit: int = ENQUEUE_DUE_LIMIT) -> int:
+    """Hand due deliveries that no queued task holds to send tasks (``SEND_BATCH`` of one
+    endpoint each); put deliveries stuck in ``sending`` (a worker died) back to pending. A
+    delivery is queued by the same conditional UPDATE that marks it (``queued_at``), so however
+    often this runs it never queues one twice — except one queued for longer than
+    ``QUEUED_STALE_AFTER``, whose task counts as lost. Returns how many deliveries it queued."""
     now = now or timezone.now()
     WebhookDelivery.objects.filter(status=DeliveryStatus.SENDING, claimed_at__lt=now - SENDING_STALE_AFTER).update(
         status=DeliveryStatus.PENDING, next_attempt_at=now
     )
-    ids = list(
-        WebhookDelivery.objects.filter(
-            status=DeliveryStatus.PENDING, next_attempt_at__lte=now, endpoint__is_active=True
+    with transaction.atomic():
+        pairs = list(
+            WebhookDelivery.objects.filter(
+                Q(queued_at__isnull=True) | Q(queued_at__lt=now - QUEUED_STALE_AFTER),
+                status=DeliveryStatus.PENDING,
+                next_attempt_at__lte=now,
+                endpoint__is_active=True,
+            )
+            .order_by("next_attempt_at")
+            .select_for_update(skip_locked=True, of=("self",))
+            .values_list("endpoint_id", "id")[:limit]
         )
-        .order_by("next_attempt_at")
-        .values_list("id", flat=True)[:limit]
-    )
-    for delivery_id in ids:
-        enqueue("campaigns.webhook_tasks.webhook_delivery_task", delivery_id)
-    return len(ids)
+        WebhookDelivery.objects.filter(pk__in=[delivery_id for _, delivery_id in pairs]).update(queued_at=now)
+        _send_tasks_enqueue_on_commit(pairs)
+    return len(pairs)
 
 
 def webhook_delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
@@ -671,9 +865,9 @@ def webhook_delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
             Q(status__in=(DeliveryStatus.DELIVERED, DeliveryStatus.FAILED, DeliveryStatus.PENDING)),
             pk=delivery.pk,
             endpoint__is_active=True,
-        ).update(status=DeliveryStatus.PENDING, next_attempt_at=now, delivered_at=None)
+        ).update(status=DeliveryStatus.PENDING, next_attempt_at=now, delivered_at=None, queued_at=now)
         if moved != 1:
             raise InvalidTransition("This delivery cannot be sent again now (being sent, or the endpoint is disabled).")
-        enqueue_on_commit("campaigns.webhook_tasks.webhook_delivery_task", delivery.pk)
+        enqueue_on_commit(SEND_TASK, [delivery.pk])
     delivery.refresh_from_db()
     return delivery

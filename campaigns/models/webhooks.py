@@ -109,7 +109,10 @@ class DeliveryStatus(models.TextChoices):
 
 class WebhookDelivery(models.Model):
     """One event to one endpoint. Claimed by a conditional UPDATE (pending and due → sending,
-    attempt + 1), sent outside any transaction, recorded in one short transaction."""
+    attempt + 1), sent outside any transaction, recorded in one short transaction.
+    ``queued_at``: a task that will send it is in the queue and has not claimed it yet. Set by
+    the UPDATE (or INSERT) that hands it to a task, cleared by the claim; the tick skips it until
+    it has been queued longer than ``QUEUED_STALE_AFTER`` (then the task counts as lost)."""
 
     event = models.ForeignKey(WebhookEvent, on_delete=models.CASCADE, related_name="deliveries")
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
@@ -120,6 +123,7 @@ class WebhookDelivery(models.Model):
     error = models.CharField(max_length=200, blank=True, default="")
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
@@ -150,13 +154,15 @@ class WebhookCursor(models.Model):
     """How far the collector has read each audit table (``campaigns.webhooks``): every row up to
     ``last_id`` is collected for good. ``pending_top`` is the highest id seen in a snapshot whose
     writers may still have been running (their transaction ids were below ``pending_xmax``); it
-    becomes ``last_id`` once all of them have ended."""
+    becomes ``last_id`` once all of them have ended. ``queued_at`` (the same on every row): a
+    collection task is queued and has not started; while it is set no other one is enqueued."""
 
     source = models.CharField(max_length=40, primary_key=True)
     last_id = models.BigIntegerField(default=0)
     pending_top = models.BigIntegerField(default=0)
     pending_xmax = models.BigIntegerField(null=True, blank=True)  # a PostgreSQL xid8
     pending_since = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

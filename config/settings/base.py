@@ -149,10 +149,20 @@ DEFAULT_CURRENCY = "EUR"
 # django-q2 with the ORM broker on the default database: a task enqueued inside a transaction
 # is a row written in that transaction, so it exists only if the transaction commits (an outbox).
 # retry must exceed timeout, or a slow task is handed to a second worker while the first still runs.
+# timeout is a last resort, never a schedule: the guard terminate()s a worker past it, which can
+# leave a multiprocessing queue's lock held by the dead process — results stop reaching the
+# monitor (nothing is acked, the broker hands every task out again after retry) and on SIGTERM
+# the cluster waits forever for workers stuck on that lock. So every task bounds its own work far
+# below it (campaigns.webhooks: COLLECT_BUDGET_SECONDS, SEND_BUDGET_SECONDS, then a follow-up task).
+# queue_limit: how many tasks the pusher takes from the broker ahead of the workers (default
+# workers²). On SIGTERM the workers run all of those before they stop, so a short prefetch is what
+# makes a busy cluster stop within seconds (tests/api/test_webhook_load.py: under 30 s).
+_q_workers = env_int("Q_WORKERS", 2)
 Q_CLUSTER = {
     "name": os.environ.get("Q_CLUSTER_NAME", "joyback"),
     "orm": "default",
-    "workers": env_int("Q_WORKERS", 2),
+    "workers": _q_workers,
+    "queue_limit": env_int("Q_QUEUE_LIMIT", _q_workers),
     "timeout": env_int("Q_TIMEOUT", 60),
     "retry": env_int("Q_RETRY", 90),
     "max_attempts": env_int("Q_MAX_ATTEMPTS", 5),

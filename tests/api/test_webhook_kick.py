@@ -56,7 +56,7 @@ def test_kicks_are_debounced_and_the_last_commit_still_gets_a_collection(kick, m
     """A burst of commits in one process: one collection at once, one more when the window ends
     (covering the commits in between), none per commit."""
     enqueued: list[str] = []
-    monkeypatch.setattr(webhook_kick, "enqueue", lambda func: enqueued.append(func))
+    monkeypatch.setattr(webhook_kick, "webhook_collect_enqueue", lambda: enqueued.append(webhook_kick.COLLECT_TASK))
     monkeypatch.setattr(webhook_kick, "KICK_INTERVAL_SECONDS", 0.3)
     for _ in range(20):
         webhook_kick.collect_kick()
