@@ -110,7 +110,9 @@ def pain001_file_only(n: int) -> dict:
 def pain001_batch_service(n: int, run: str, debtor) -> dict:
     """10,000 payouts owed to one person (seeded directly: the payout pipeline is phase 2), then
     the batch service, timed."""
+    brand = brand_create(name=f"Bench batch {run}", slug=f"bench-batch-{run}")
     person = person_resolve(
+        brand_id=brand.pk,
         identity=IdentityInput(name="Bench Person", email=f"batch-{run}@example.com", iban=iban(9_000_000)),
         source="api",
     )

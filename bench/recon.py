@@ -44,6 +44,7 @@ from django.utils import timezone  # noqa: E402
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053  # noqa: E402
 from bench.common import format_table, format_targets, meta, target, write_results  # noqa: E402
+from campaigns.services import brand_create  # noqa: E402
 from payouts.models import Payout, PayoutEvent, PayoutStatus  # noqa: E402
 from payouts.services import in_transit_account, payout_batch_create  # noqa: E402
 from payouts.services.create import end_to_end_id_new  # noqa: E402
@@ -67,7 +68,9 @@ DEBTOR_IBAN = "NL91ABNA0417164300"
 def seed_payouts(n: int, run: str) -> list[tuple[str, int]]:
     """N payouts sent to the rail (in transit), as (end_to_end_id, amount_minor)."""
     bank = platform_bank_account_create(name="Operating", iban=DEBTOR_IBAN, currency="EUR", bic="ABNANL2A")
+    brand = brand_create(name=f"Recon bench {run}", slug=f"recon-bench-{run}")
     person = person_resolve(
+        brand_id=brand.pk,
         identity=IdentityInput(name="Recon Bench", email=f"recon-{run}@example.com", iban="NL02ABNA0123456789"),
         source="api",
     )

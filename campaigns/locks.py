@@ -3,10 +3,10 @@
 What must serialise for the caps to be exact:
 
 * per-person caps and "new people only": two events of the same person (any linked identity)
-  must not both read "0 rewards so far". → the person's root row. ``recipients.people_resolve_bulk``
+  must not both read "0 rewards so far". → the person's root row. ``recipients.services.people_resolve``
   runs inside the ingestion transaction and takes it for every person it returns (one
   ``SELECT … FOR UPDATE`` on the roots, ascending — also for a known person with nothing to
-  write, whom ``person_resolve`` alone would not lock); a brand-new person is invisible to others
+  write, whom the slow way alone would not lock); a brand-new person is invisible to others
   until commit, and a concurrent resolver of the same identifiers waits on the identifier's
   unique index. Taken first.
 * per-IBAN caps and the IBAN fraud signals: two people sharing an IBAN → an advisory lock on the

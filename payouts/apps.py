@@ -10,7 +10,7 @@ class PayoutsConfig(AppConfig):
         from payouts import hooks
         from payouts.matchers import MATCHERS
         from payouts.selectors import payout_exceptions
-        from recipients.models import BankAccount
+        from recipients.models import BankAccount, PersonEvent
         from reconciliation.bank_selectors import register_exception_source
         from reconciliation.matching import register
 
@@ -19,3 +19,4 @@ class PayoutsConfig(AppConfig):
         register_exception_source(payout_exceptions)
         post_save.connect(hooks.reward_saved, sender=Reward, dispatch_uid="payouts.reward_saved")
         post_save.connect(hooks.bank_account_saved, sender=BankAccount, dispatch_uid="payouts.bank_account_saved")
+        post_save.connect(hooks.person_event_saved, sender=PersonEvent, dispatch_uid="payouts.person_event_saved")

@@ -1,4 +1,5 @@
-"""Reacting at once when money becomes payable or a person gives a new IBAN.
+"""Reacting at once when money becomes payable or a person gives a new IBAN, and telling a
+person whose payout account changed.
 
 Campaigns and recipients expose no hook of their own, so payouts listens to their rows being
 saved. The receivers only enqueue a task after the transaction commits (no domain logic here);
@@ -20,9 +21,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from campaigns.models import RewardStatus
-from core.queue import enqueue
+from core.queue import enqueue, enqueue_on_commit
 from payouts import conf
 from payouts.selectors import rewards_awaiting_payout
+from recipients.models import PersonEventKind
 from recipients.selectors import person_cluster_ids
 
 logger = logging.getLogger(__name__)
@@ -91,3 +93,10 @@ def bank_account_saved(sender, instance, created, update_fields=None, **kwargs) 
     # Most new IBANs arrive with a person's first event: nothing is owed yet, no task needed.
     if rewards_awaiting_payout().filter(person_id__in=person_cluster_ids(person=instance.person)).exists():
         _enqueue(CREATE_TASK, instance.person_id)
+
+
+def person_event_saved(sender, instance, created, **kwargs) -> None:
+    # Someone who did not make the change must learn of it before the money moves: the notice
+    # goes to the channels the person gave (a task after commit, never inside the transaction).
+    if created and instance.kind == PersonEventKind.IBAN_SET and instance.detail.get("previous_bank_account"):
+        enqueue_on_commit("payouts.tasks.person_notify_account_changed_task", instance.person_id, instance.pk)

@@ -1,8 +1,9 @@
 """Telling people about their money: by email (Django's mail backend: console in development)
 and by a WhatsApp template message through ``WhatsAppSender`` (a fake in tests and the demo).
 
-Three messages: ``paid`` (a payout settled), ``iban_needed`` (money is waiting and we have no
-usable IBAN) and ``returned`` / ``failed`` (the payout came back: please check your IBAN).
+The messages: ``paid`` (a payout settled), ``iban_needed`` (money is waiting and we have no
+usable IBAN), ``returned`` / ``failed`` (the payout came back: please check your IBAN) and
+``account_changed`` (the account we pay into changed: if it was not you, tell us).
 Each is claimed by a unique ``Notification.key`` before anything is sent, so a task delivered
 twice does not message anyone twice. Called from tasks, after commit, never in a transaction.
 """
@@ -73,6 +74,12 @@ _TEXTS = {
         "We could not pay you",
         "We could not pay {amount} into {iban} ({reason}). Please check your IBAN; the money stays yours.",
     ),
+    "account_changed": (
+        "account_changed",
+        "Your payout account changed",
+        "From now on we pay your rewards into {iban}. If you did not ask for this, reply to this message"
+        " before your next payout and we will stop it.",
+    ),
     "iban_needed": (
         "iban_needed",
         "Tell us where to send your money",
@@ -94,7 +101,14 @@ def _contacts(person: Person) -> tuple[str, str]:
 
 
 def person_notify(
-    *, person_id: int, kind: str, key: str, amount_minor: int, currency: str, payout: Payout | None = None
+    *,
+    person_id: int,
+    kind: str,
+    key: str,
+    amount_minor: int = 0,
+    currency: str = "",
+    payout: Payout | None = None,
+    iban_masked: str = "",
 ) -> bool:
     """Send message ``kind`` once per ``key`` by email and WhatsApp (where the person gave them).
     Returns False when the key was used before. Call it from a task (after commit), never
@@ -108,8 +122,8 @@ def person_notify(
     except IntegrityError:
         return False
     values = {
-        "amount": format_minor(amount_minor, currency),
-        "iban": payout.creditor_iban_masked if payout else "",
+        "amount": format_minor(amount_minor, currency) if currency else "",
+        "iban": payout.creditor_iban_masked if payout else iban_masked,
         "reason": (payout.reason_text if payout else "") or "",
     }
     email, whatsapp = _contacts(person)

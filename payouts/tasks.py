@@ -18,7 +18,7 @@ from payouts.services import (
     payouts_poll,
     payouts_recover_stale,
 )
-from recipients.models import Person
+from recipients.models import BankAccount, Person, PersonEvent
 
 TICK_SCHEDULE_NAME = "payouts.tick"
 logger = logging.getLogger(__name__)
@@ -101,6 +101,14 @@ def payout_notify_task(payout_id: int, kind: str) -> None:
         amount_minor=payout.amount_minor,
         currency=payout.currency,
         payout=payout,
+    )
+
+
+def person_notify_account_changed_task(person_id: int, person_event_id: int) -> None:
+    event = PersonEvent.objects.get(pk=person_event_id)
+    account = BankAccount.objects.get(pk=event.detail["bank_account"])
+    person_notify(
+        person_id=person_id, kind="account_changed", key=f"account_changed:{event.pk}", iban_masked=account.masked
     )
 
 

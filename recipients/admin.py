@@ -112,18 +112,20 @@ def _identifier_matches(term: str) -> list[tuple[str, str]]:
 
 @admin.register(Person)
 class PersonAdmin(admin.ModelAdmin):
-    list_display = ["id", "__str__", "created_source", "created_at", "merged_into", "erased_at"]
+    list_display = ["id", "__str__", "brand", "created_source", "created_at", "merged_into", "erased_at"]
     list_filter = [
+        "brand",
         ("merged_into", admin.EmptyFieldListFilter),
         ("erased_at", admin.EmptyFieldListFilter),
         "created_source",
     ]
-    list_select_related = ["merged_into"]
+    list_select_related = ["merged_into", "brand"]
     search_fields = ["display_name"]
     search_help_text = "Name, email, phone number (any format), IBAN (any format) or provider:uid."
     ordering = ["-id"]
     show_full_result_count = False
     fields = readonly_fields = [
+        "brand",
         "display_name",
         "preferred_language",
         "created_source",

@@ -1,56 +1,29 @@
 """People as a brand's partner API sees them.
 
-Visibility: a brand sees a person when anyone in that person's cluster (root + merged) sent it an
-event, got a reward from it, or was registered by it through the API (``BrandPerson``). Anything
-else is "not found" — the same answer as for an id that does not exist.
-
-Writes here are the API's: register a person (``person_register``), add identifiers
-(``person_identifiers_add``) and set the IBAN (``person_iban_set_for_brand``). A brand may change
-the IBAN only of a person no other brand knows: the IBAN is where *every* brand's rewards for
-that human are paid, so one brand must not redirect another's money.
+Visibility: a brand sees exactly its own people (``Person.brand``); anything else is "not found" —
+the same answer as for an id that does not exist, so no answer tells whether another brand knows
+someone. Writes here are the API's, and the brand vouches for what it sends about its own people
+(``recipients.services.identity``): register a person (``person_register``), add identifiers or
+set the IBAN (``person_identifiers_add``).
 """
 
-from dataclasses import replace
-
 from django.db import transaction
+from django.utils import timezone
 
-from campaigns.models import Reward, TriggerEvent
-from core.exceptions import Conflict, NotFound
-from recipients.models import BankAccount, Identifier, Person
-from recipients.models_brand import BrandPerson
+from core.exceptions import NotFound
+from recipients.models import Identifier, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
-from recipients.services import (
-    IdentityInput,
-    _identity_normalise,
-    _resolve_once,
-    _run_with_retries,
-    person_resolve,
-    person_set_iban,
-)
+from recipients.services.identity import IdentityInput, identity_normalise, resolve_once, run_with_retries
+from recipients.services.people import person_resolve
 
 SOURCE = "api"
 
 
-def brand_linked_brands(*, cluster: list[int]) -> set[int]:
-    """Ids of every brand that knows someone in ``cluster``."""
-    brands = set(BrandPerson.objects.filter(person_id__in=cluster).values_list("brand_id", flat=True))
-    brands |= set(TriggerEvent.objects.filter(person_id__in=cluster).values_list("brand_id", flat=True).distinct())
-    brands |= set(Reward.objects.filter(person_id__in=cluster).values_list("campaign__brand_id", flat=True).distinct())
-    return brands
-
-
 def brand_person_get(*, brand, person_id: int) -> Person:
-    """The root of person ``person_id`` if ``brand`` may see them. Raises NotFound otherwise."""
-    person = Person.objects.filter(pk=person_id).first()
+    """The root of person ``person_id`` if it is one of ``brand``'s people. Raises NotFound
+    otherwise (also for an erased person)."""
+    person = Person.objects.filter(pk=person_id, brand=brand).first()
     if person is None:
-        raise NotFound("Not found.")
-    cluster = person_cluster_ids(person=person)
-    visible = (
-        BrandPerson.objects.filter(brand=brand, person_id__in=cluster).exists()
-        or TriggerEvent.objects.filter(brand=brand, person_id__in=cluster).exists()
-        or Reward.objects.filter(campaign__brand=brand, person_id__in=cluster).exists()
-    )
-    if not visible:
         raise NotFound("Not found.")
     root = person_root(person=person)
     if root.erased_at:
@@ -59,49 +32,35 @@ def brand_person_get(*, brand, person_id: int) -> Person:
 
 
 def person_register(*, brand, identity: IdentityInput) -> tuple[Person, bool]:
-    """Find or create the person with these identifiers (``person_resolve``) and link it to
-    ``brand``. Returns (root person, created link). Raises InvalidInput (bad identifiers), and
-    Conflict(``person_shared``) when an IBAN is given for a person another brand knows too."""
+    """Find or create the brand's person with these identifiers; a given IBAN becomes the current
+    account. Returns (root person, created). Raises InvalidInput (bad identifiers)."""
     with transaction.atomic(durable=True):
-        iban = identity.iban
-        person = person_resolve(identity=replace(identity, iban=""), source=SOURCE)
-        _, created = BrandPerson.objects.get_or_create(brand=brand, person=person)
-        if iban.strip():
-            _iban_set_exclusive(brand=brand, person=person, iban=iban)
-    return person_root(person=person), created
+        started = timezone.now()
+        person = person_resolve(brand_id=brand.pk, identity=identity, source=SOURCE)
+    return person_root(person=person), person.created_at >= started
 
 
 def person_identifiers_add(*, brand, person: Person, identity: IdentityInput) -> Person:
-    """Attach the given identifiers (email, WhatsApp, social, IBAN) to ``person`` (the same
-    merging rules as ``person_resolve``: identifiers of someone else mean the same human).
-    Raises InvalidInput, Conflict(``person_shared``) for an IBAN change of a shared person."""
+    """Attach the given identifiers (email, WhatsApp, social, IBAN) to the brand's ``person``;
+    another of the brand's people holding one of them is the same human and is merged. A given
+    IBAN becomes the current account. Raises InvalidInput, InvalidTransition (``person_erased``)."""
+    normalised = identity_normalise(identity)
     with transaction.atomic(durable=True):
-        iban = identity.iban
-        rest = replace(identity, iban="")
-        if rest.email.strip() or rest.whatsapp.strip() or rest.social_uid.strip() or rest.social_provider.strip():
-            normalised = _identity_normalise(rest)
-            _run_with_retries(
-                lambda: _resolve_once(normalised, source=SOURCE, anchor=person, iban_always_current=False)
+        run_with_retries(
+            lambda: resolve_once(
+                normalised,
+                brand_id=brand.pk,
+                source=SOURCE,
+                anchor=person,
+                iban_always_current=normalised.iban is not None,
             )
-        if iban.strip():
-            _iban_set_exclusive(brand=brand, person=person, iban=iban)
-    return person_root(person=person)
-
-
-def _iban_set_exclusive(*, brand, person: Person, iban: str) -> BankAccount:
-    others = brand_linked_brands(cluster=person_cluster_ids(person=person)) - {brand.pk}
-    if others:
-        raise Conflict(
-            "This person is known to other brands too; they change their IBAN on the claim page.",
-            code="person_shared",
         )
-    return person_set_iban(person=person, iban=iban, source=SOURCE)
+    return person_root(person=person)
 
 
 def person_public_view(*, person: Person) -> dict:
     """What the API shows of a person: ids, name, language, masked identifiers and the masked
-    current IBAN — never a clear IBAN, e-mail or phone number of someone the partner may only
-    partly know."""
+    current IBAN — never a clear IBAN, e-mail or phone number."""
     cluster = person_cluster_ids(person=person)
     identifiers = (
         Identifier.objects.filter(person_id__in=cluster, is_active=True)

@@ -1,11 +1,16 @@
 """People and the identifiers that say who they are.
 
-A person is reached through identifiers (email, WhatsApp number, social account, IBAN). Each active
-identifier value belongs to exactly one person row, enforced by a unique constraint, and that
-constraint is what decides races between concurrent look-ups. When one look-up presents identifiers
-of two people, they are the same human: the younger rows get ``merged_into`` the oldest (the
-*root*) and keep their identifiers, so history is never rewritten. ``merged_into`` always points
-straight at a root (merges flatten), never along a chain.
+People belong to one brand: a human rewarded by two brands is two person rows, and nothing one
+brand sends can find, merge, read or repoint the other's. Within a brand a person is reached
+through identifiers (email, WhatsApp number, social account, IBAN). Each active identifier value
+belongs to exactly one person row of the brand, enforced by a unique constraint, and that
+constraint is what decides races between concurrent look-ups. When one look-up presents
+identifiers of two people of the brand (and may link them: ``recipients.services``), they are the
+same human: the younger rows get ``merged_into`` the oldest (the *root*) and keep their
+identifiers, so history is never rewritten. ``merged_into`` always points straight at a root
+(merges flatten), never along a chain, and never at another brand's person (a composite foreign
+key on PostgreSQL). Across brands, identifiers are linked for fraud signals only, by value: the
+same normalised e-mail, number or IBAN fingerprint (``recipients.selectors``).
 
 IBANs are personal data with money attached: stored only encrypted (``iban_ciphertext``), looked
 up by a keyed fingerprint, shown masked. The IBAN identifier row stores the fingerprint, never the
@@ -25,6 +30,11 @@ class Language(models.TextChoices):
 
 
 class Person(models.Model):
+    # Null only for people from before people were scoped per brand that no brand knew: no
+    # brand can find or see them. Every person created since has one.
+    brand = models.ForeignKey(
+        "campaigns.Brand", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     display_name = models.CharField(max_length=200, blank=True, default="")
     preferred_language = models.CharField(max_length=8, choices=Language.choices, blank=True, default="")
     created_source = models.CharField(max_length=40, blank=True, default="")
@@ -37,6 +47,7 @@ class Person(models.Model):
 
     class Meta:
         verbose_name_plural = "people"
+        indexes = [models.Index(fields=["brand", "id"], name="person_brand_idx")]
         constraints = [
             models.CheckConstraint(condition=~Q(merged_into=F("id")), name="person_not_merged_into_self"),
             models.CheckConstraint(
@@ -69,6 +80,11 @@ class Identifier(models.Model):
     inactive: it no longer links anyone, and for clear-text kinds its value is blanked."""
 
     person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="identifiers", db_index=False)
+    # The person's brand, copied so the unique key can be per brand; a composite foreign key
+    # (person_id, brand_id) on PostgreSQL keeps the two equal.
+    brand = models.ForeignKey(
+        "campaigns.Brand", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     kind = models.CharField(max_length=16, choices=IdentifierKind.choices)
     value = models.CharField(max_length=255)
     is_active = models.BooleanField(default=True)
@@ -78,12 +94,16 @@ class Identifier(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["kind", "value"], condition=Q(is_active=True), name="identifier_active_unique"
+                fields=["brand", "kind", "value"], condition=Q(is_active=True), name="identifier_active_unique"
             ),
             models.CheckConstraint(condition=Q(kind__in=IdentifierKind.values), name="identifier_kind_valid"),
             models.CheckConstraint(condition=Q(is_active=False) | ~Q(value=""), name="identifier_active_has_value"),
         ]
-        indexes = [models.Index(fields=["person", "kind"], name="identifier_person_kind_idx")]
+        indexes = [
+            models.Index(fields=["person", "kind"], name="identifier_person_kind_idx"),
+            # Cross-brand fraud signals look a value up in every brand.
+            models.Index(fields=["kind", "value"], name="identifier_kind_value_idx"),
+        ]
 
     def __str__(self) -> str:
         if self.kind == IdentifierKind.IBAN:
@@ -148,6 +168,7 @@ class Consent(models.Model):
 class PersonEventKind(models.TextChoices):
     MERGED = "merged", "Merged"
     IBAN_SET = "iban_set", "IBAN set"
+    LINK_REFUSED = "link_refused", "Link refused (identifier not proven)"
     ERASED = "erased", "Erased"
 
 
@@ -175,6 +196,5 @@ class PersonEvent(models.Model):
         return f"{self.kind} #{self.person_id}"
 
 
-# Partner API links and WhatsApp opt-in codes (their own modules; imported here so Django finds them).
-from recipients.models_brand import BrandPerson  # noqa: E402, F401
+# WhatsApp opt-in codes (their own module; imported here so Django finds it).
 from recipients.models_claims import WhatsAppOptInCode  # noqa: E402, F401

@@ -61,8 +61,8 @@ def iban_fingerprint(iban: str) -> str:
 
 
 def iban_holder_ids(*, fingerprint: str) -> list[int]:
-    """Every person id (all clusters, erased people included) that ever gave this IBAN: the set
-    to count per-IBAN caps over. Erased people keep their fingerprints for exactly this."""
+    """Every person id (all clusters of every brand, erased people included) that ever gave this
+    IBAN: the set to count per-IBAN caps over. Erased people keep their fingerprints for exactly this."""
     holders = set(
         BankAccount.objects.filter(iban_fingerprint=fingerprint).values_list(
             Coalesce("person__merged_into_id", "person_id"), flat=True
@@ -72,38 +72,39 @@ def iban_holder_ids(*, fingerprint: str) -> list[int]:
 
 
 def people_sharing_iban_count(*, fingerprint: str) -> int:
-    """How many different people seem to be paid into this IBAN (the fraud signal).
+    """How many different people seem to be paid into this IBAN, across every brand (the fraud
+    signal: the one place where one brand's people count for another's).
 
-    Because any shared identifier links, everyone using one IBAN is *one* root person, so counting
-    roots would always say 1. Instead each non-erased root holding the IBAN counts as many people as
-    it has identities of one kind: max(emails, WhatsApp numbers, accounts at one social provider),
-    at least 1. One human with an email, a number and a TikTok account is 1; five TikTok accounts
-    funnelled into one IBAN are 5."""
+    Within a brand everyone proven to use one IBAN is *one* root person, and one human is one
+    person per brand, so counting roots says little. Instead the holders' identifiers are counted
+    by value, across brands: the most distinct values of one kind (e-mails, WhatsApp numbers,
+    accounts at one social provider), and at least the most roots holding it within one brand
+    (people whose link to each other was refused), at least 1. One human known to three brands
+    with the same e-mail and number is 1; five TikTok accounts funnelled into one IBAN are 5."""
     return people_sharing_iban_counts(fingerprints=[fingerprint])[fingerprint]
 
 
 # people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three).
 PEOPLE_SHARING_IBAN_SQL = """
 WITH holders AS (
-    SELECT DISTINCT b.iban_fingerprint AS fp, COALESCE(p.merged_into_id, p.id) AS root
+    SELECT DISTINCT b.iban_fingerprint AS fp, COALESCE(p.merged_into_id, p.id) AS root, p.brand_id
     FROM recipients_bankaccount b JOIN recipients_person p ON p.id = b.person_id
     WHERE b.iban_fingerprint = ANY(%s) AND p.erased_at IS NULL
-), roots AS (
-    SELECT DISTINCT root FROM holders
 ), members AS (
-    SELECT r.root, m.id FROM roots r JOIN recipients_person m ON m.id = r.root
-    UNION ALL
-    SELECT r.root, m.id FROM roots r JOIN recipients_person m ON m.merged_into_id = r.root
+    SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.id = h.root
+    UNION
+    SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.merged_into_id = h.root
 ), kinds AS (
-    SELECT mb.root, count(*) AS n
+    SELECT mb.fp, count(DISTINCT i.value) AS n
     FROM members mb JOIN recipients_identifier i ON i.person_id = mb.id
     WHERE i.is_active AND i.kind <> 'iban'
-    GROUP BY mb.root, CASE WHEN i.kind = 'social' THEN 'social:' || split_part(i.value, ':', 1) ELSE i.kind END
-), per_root AS (
-    SELECT r.root, GREATEST(1, COALESCE(max(k.n), 1)) AS n FROM roots r LEFT JOIN kinds k ON k.root = r.root
-    GROUP BY r.root
+    GROUP BY mb.fp, CASE WHEN i.kind = 'social' THEN 'social:' || split_part(i.value, ':', 1) ELSE i.kind END
+), roots AS (
+    SELECT fp, count(DISTINCT root) AS n FROM holders GROUP BY fp, brand_id
+), candidates AS (
+    SELECT fp, n FROM kinds UNION ALL SELECT fp, n FROM roots
 )
-SELECT h.fp, sum(pr.n) FROM holders h JOIN per_root pr ON pr.root = h.root GROUP BY h.fp
+SELECT fp, GREATEST(1, max(n)) FROM candidates GROUP BY fp
 """
 
 
@@ -131,32 +132,42 @@ def people_sharing_iban_counts(*, fingerprints: list[str]) -> dict[str, int]:
 
 def _people_sharing_iban_counts_orm(wanted: set[str]) -> dict[str, int]:
     """The portable form (three queries); the PostgreSQL statement must answer the same."""
-    roots_of: dict[str, set[int]] = {fp: set() for fp in wanted}
-    pairs = BankAccount.objects.filter(iban_fingerprint__in=wanted, person__erased_at__isnull=True).values_list(
-        "iban_fingerprint", Coalesce("person__merged_into_id", "person_id")
+    holders: dict[str, set[tuple[int, int | None]]] = {fp: set() for fp in wanted}
+    rows = BankAccount.objects.filter(iban_fingerprint__in=wanted, person__erased_at__isnull=True).values_list(
+        "iban_fingerprint", Coalesce("person__merged_into_id", "person_id"), "person__brand_id"
     )
-    for fp, root in pairs:
-        roots_of[fp].add(root)
-    roots = sorted({root for rs in roots_of.values() for root in rs})
-    per_root: dict[int, int] = dict.fromkeys(roots, 1)
+    for fp, root, brand_id in rows:
+        holders[fp].add((root, brand_id))
+    roots = sorted({root for pairs in holders.values() for root, _ in pairs})
+    values: dict[int, set[tuple[str, str]]] = {root: set() for root in roots}
     if roots:
-        rows = (
+        identifiers = (
             Identifier.objects.filter(is_active=True, person_id__in=_cluster_members(roots))
             .exclude(kind=IdentifierKind.IBAN)
             .annotate(root=Coalesce("person__merged_into_id", "person_id"))
             .values_list("root", "kind", "value")
         )
-        counts: dict[tuple[int, str], int] = {}
-        for root, kind, value in rows:
+        for root, kind, value in identifiers:
             group = f"social:{value.split(':', 1)[0]}" if kind == IdentifierKind.SOCIAL else kind
-            counts[(root, group)] = counts.get((root, group), 0) + 1
-        for (root, _), n in counts.items():
-            per_root[root] = max(per_root[root], n)
-    return {fp: sum(per_root[root] for root in rs) for fp, rs in roots_of.items()}
+            values[root].add((group, value))
+    counts = {}
+    for fp, pairs in holders.items():
+        if not pairs:
+            counts[fp] = 0
+            continue
+        distinct: dict[str, set[str]] = {}
+        for root, _ in pairs:
+            for group, value in values[root]:
+                distinct.setdefault(group, set()).add(value)
+        per_brand: dict[int | None, int] = {}
+        for _, brand_id in pairs:
+            per_brand[brand_id] = per_brand.get(brand_id, 0) + 1
+        counts[fp] = max(1, *(len(v) for v in distinct.values()), *per_brand.values())
+    return counts
 
 
-def person_find(*, kind: str, value: str, phone_region: str = "") -> Person | None:
-    """The root person owning an identifier typed in any human format, or None.
+def person_find(*, brand_id: int, kind: str, value: str, phone_region: str = "") -> Person | None:
+    """The root person of ``brand_id`` owning an identifier typed in any human format, or None.
     Raises InvalidInput if ``value`` is not a valid identifier of that kind."""
     if kind == IdentifierKind.EMAIL:
         normalised = email_normalise(value)
@@ -168,7 +179,11 @@ def person_find(*, kind: str, value: str, phone_region: str = "") -> Person | No
         normalised = value.strip()
     else:
         raise InvalidInput(f"Unknown identifier kind '{kind}'.", code="invalid_kind")
-    identifier = Identifier.objects.filter(kind=kind, value=normalised, is_active=True).select_related("person").first()
+    identifier = (
+        Identifier.objects.filter(brand_id=brand_id, kind=kind, value=normalised, is_active=True)
+        .select_related("person")
+        .first()
+    )
     if identifier is None:
         return None
     return person_root(person=identifier.person)

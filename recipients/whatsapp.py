@@ -68,7 +68,12 @@ def whatsapp_optin_redeem(*, code: str, wa_number: str, message_id: str, name: s
         if row.expires_at <= now:
             return None
         with transaction.atomic(durable=True):
-            person = person_resolve(identity=IdentityInput(whatsapp=number, name=name), source="whatsapp")
+            # The signed inbound message proves the number: it may find the brand's person.
+            person = person_resolve(
+                brand_id=row.campaign.brand_id,
+                identity=IdentityInput(whatsapp=number, name=name, proven=frozenset({"whatsapp"})),
+                source="whatsapp",
+            )
             claimed = WhatsAppOptInCode.objects.filter(pk=row.pk, used_at__isnull=True, expires_at__gt=now).update(
                 used_at=now, used_message_id=message_id, person=person
             )

@@ -4,7 +4,7 @@ with a constant number of statements, whatever its size (``event_ingest`` runs a
 
 Per batch, in the lock order of ``campaigns.locks``:
 
-1. people: ``recipients.people_resolve_bulk`` finds or creates everyone and locks their roots;
+1. people: ``recipients.services.people_resolve`` finds or creates everyone and locks their roots;
 2. IBANs: one advisory-lock statement, fingerprints ascending;
 3. what the rules need, one query each: earlier rewards of these people and IBANs under the
    rules' caps, "new to the brand", and the velocity signals (events per IP / device, rewards
@@ -70,8 +70,7 @@ from campaigns.services.ingest_writes import write, write_together
 from core.bulk import COPY_FROM, ids_reserve, queries_run
 from core.exceptions import ApplicationError
 from recipients.models import BankAccount, Person
-from recipients.services import IdentityInput
-from recipients.services_bulk import people_resolve_bulk
+from recipients.services import IdentityInput, people_resolve
 from reconciliation.models import Hold
 
 __all__ = ["Item", "ingest_batch"]
@@ -97,7 +96,7 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
         keys = ids_reserve([(Person, n), (BankAccount, n), (TriggerEvent, n), (Hold, n), (Reward, n)])
     # Raises ComplexBatch (nothing written) when someone's identity needs writes the others of
     # the batch would see had they come one by one: the caller then takes them one by one.
-    _people(items, simple_only=len(items) > 1, keys=(keys[0], keys[1]) if keys else None)
+    _people(brand, items, simple_only=len(items) > 1, keys=(keys[0], keys[1]) if keys else None)
     live = [i for i in items if i.error is None]
     todo = [i for i in live if not i.early]
     # The IBAN locks, then every fact the rules need: one round trip on PostgreSQL.
@@ -148,9 +147,11 @@ def _early_rejection(item: Item) -> str | None:
     return None
 
 
-def _people(items: list[Item], *, simple_only: bool, keys) -> None:
+def _people(brand, items: list[Item], *, simple_only: bool, keys) -> None:
     todo = [i for i in items if not i.early]
-    resolved = people_resolve_bulk(
+    # The brand's own API vouches for the identifiers it sends about its own people.
+    resolved = people_resolve(
+        brand_id=brand.pk,
         identities=[
             IdentityInput(
                 name=i.p.payload.name,

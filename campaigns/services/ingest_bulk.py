@@ -12,7 +12,7 @@ from campaigns.services.ingest_steps import CampaignContext, campaign_context
 from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
 from core.bulk import any_of
 from core.exceptions import ApplicationError, InvalidInput, TemporaryFailure
-from recipients.services_bulk import ComplexBatch
+from recipients.services import ComplexBatch
 
 BULK_MAX = 1000
 # Events per durable transaction. The campaign's tally lock is held from the evaluation to the

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # annotations only: ingest_steps imports this module
     from campaigns.models import RewardRule
     from campaigns.services.ingest_steps import CampaignContext
     from recipients.normalise import IbanInfo
-    from recipients.services_bulk import Resolved
+    from recipients.services import Resolved
 
 
 @dataclass(frozen=True)

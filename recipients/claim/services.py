@@ -1,6 +1,11 @@
 """Writes of the claim flow. Each one resolves the person and records consent in one durable
 transaction, then hands the event to the rule engine (``campaigns.services.event_ingest``, its own
-durable transaction) or to a job. Payouts follow through the payouts app's hooks and sweeps."""
+durable transaction) or to a job. Payouts follow through the payouts app's hooks and sweeps.
+
+A claim page is public: only what the person proved finds them (the TikTok account of their
+OAuth login, or the reward behind their own claim link); what they type (e-mail, number, IBAN)
+never reaches another person of the brand (``recipients.services.identity``). The event handed
+to the rule engine therefore carries only the proven identifier."""
 
 from dataclasses import dataclass
 
@@ -13,7 +18,8 @@ from core.exceptions import Conflict, IdempotencyConflict
 from core.queue import enqueue_on_commit
 from recipients import crypto
 from recipients.models import Person
-from recipients.services import IdentityInput, consent_record, person_resolve, person_set_iban
+from recipients.services import IdentityInput, consent_record, person_resolve
+from recipients.services.identity import identity_normalise, resolve_once, run_with_retries
 
 CHANNEL = "claim_page"
 
@@ -35,27 +41,32 @@ class ClaimOutcome:
 
 
 def _person_with_consent(
-    *, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
+    *, brand_id: int, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
 ) -> Person:
-    """Resolve the person behind these details (and ``anchor``, the person an earlier event found)
-    and record their consent, in one durable transaction. Raises InvalidInput before writing."""
+    """Resolve the person behind these details and record their consent, in one durable
+    transaction: the person behind ``anchor`` (their own claim link: the IBAN becomes their current
+    account), else the one whose TikTok account ``social_uid`` is (proven by the login). Raises
+    InvalidInput before writing."""
+    identity = IdentityInput(
+        name=details.name,
+        email=details.email,
+        whatsapp=details.whatsapp,
+        iban=details.iban,
+        social_provider="tiktok" if social_uid else "",
+        social_uid=social_uid,
+        language=details.language,
+        proven=frozenset({"social"} if social_uid else ()),
+    )
     with transaction.atomic(durable=True):
         if anchor is not None:
-            # The IBAN goes on the person who earned the reward first, so a new email or number
-            # typed here links to them instead of starting a stranger.
-            person_set_iban(person=anchor, iban=details.iban, source=CHANNEL)
-        person = person_resolve(
-            identity=IdentityInput(
-                name=details.name,
-                email=details.email,
-                whatsapp=details.whatsapp,
-                iban=details.iban,
-                social_provider="tiktok" if social_uid else "",
-                social_uid=social_uid,
-                language=details.language,
-            ),
-            source=CHANNEL,
-        )
+            normalised = identity_normalise(identity)
+            person, _ = run_with_retries(
+                lambda: resolve_once(
+                    normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True
+                )
+            )
+        else:
+            person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
         consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
     return person
 
@@ -71,16 +82,12 @@ def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: P
         return ClaimOutcome(
             reward=Reward.objects.filter(event=existing).first(), reason=existing.reason, already_claimed=True
         )
-    _person_with_consent(details=details, ip=ip, social_uid=social_uid)
+    _person_with_consent(brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid)
     payload = EventInput(
         external_id=external_id,
         campaign=campaign.slug,
         type="tiktok_login",
         source=EventSource.TIKTOK,
-        name=details.name,
-        email=details.email,
-        whatsapp=details.whatsapp,
-        iban=details.iban,
         social_provider="tiktok",
         social_uid=social_uid,
         ip=ip,
@@ -97,10 +104,13 @@ def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: P
 
 def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> Person:
     """Payout details for a reward earned elsewhere (a purchase the partner reported, a WhatsApp
-    opt-in): the IBAN becomes the current account of the reward's person, the contact details
-    join them, consent is recorded. The payouts app pays once the reward is payable. Also used
+    opt-in), behind the person's own claim link: the IBAN becomes the current account of the
+    reward's person, contact details no other person of the brand holds join them, consent is
+    recorded. The payouts app pays once the reward is payable. Also used
     to give a new IBAN after a payout came back. Raises InvalidInput."""
-    return _person_with_consent(details=details, ip=ip, anchor=reward.person)
+    return _person_with_consent(
+        brand_id=reward.campaign.brand_id, details=details, ip=ip, anchor=reward.person
+    )
 
 
 def claim_video_submit(
@@ -109,7 +119,7 @@ def claim_video_submit(
     """The person picked one of their TikTok videos: remember it (the access token encrypted) and
     verify it in the background (``recipients.claim.tasks``). One submission per video and
     campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
-    person = _person_with_consent(details=details, ip=ip, social_uid=social_uid)
+    person = _person_with_consent(brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid)
     try:
         with transaction.atomic(durable=True):
             submission = VideoSubmission.objects.create(

@@ -105,11 +105,12 @@ def decisions(results) -> list[tuple]:
     ]
 
 
-def preregister(payloads: list[EventInput]) -> None:
+def preregister(brand, payloads: list[EventInput]) -> None:
     """Everyone of the stream known beforehand (merges done): the chunks then take the set-wise
     path throughout instead of going one by one for identities that need writes."""
     for p in payloads:
         person_resolve(
+            brand_id=brand.pk,
             identity=IdentityInput(
                 name=p.name, email=p.email, iban=p.iban, social_provider=p.social_provider, social_uid=p.social_uid
             ),
@@ -129,13 +130,13 @@ def test_bulk_in_chunks_decides_exactly_as_one_by_one(monkeypatch, seed, known):
     campaign_bulk = funded_campaign(brand=bulk, amount_minor=budget, rules=RULES, **FRAUD)
 
     if known:
-        preregister(script(seed, "a"))
-        preregister(script(seed, "b"))
+        preregister(one, script(seed, "a"))
+        preregister(bulk, script(seed, "b"))
     setwise = []
     real_people = ingest_batch_module._people
 
-    def spy(items, *, simple_only, keys):
-        real_people(items, simple_only=simple_only, keys=keys)
+    def spy(brand, items, *, simple_only, keys):
+        real_people(brand, items, simple_only=simple_only, keys=keys)
         setwise.append(len(items))
 
     monkeypatch.setattr(ingest_batch_module, "_people", spy)

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from core.bulk import COPY_FROM, insert_statement, model_new, rows_copy, rows_insert
 from recipients.models import Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
+from tests.recipients.factories import people_brand
 
 pytestmark = pytest.mark.django_db
 
@@ -45,13 +46,14 @@ def test_rows_copy_fills_model_defaults_json_and_choices():
 
 
 def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing():
-    person = Person.objects.create(display_name="Ann")
-    Identifier.objects.create(person=person, kind=IdentifierKind.EMAIL, value="taken@example.com")
-    rows = [(person.pk, IdentifierKind.EMAIL, f"p{i}@example.com") for i in range(N)]
-    rows.append((person.pk, IdentifierKind.EMAIL, "taken@example.com"))
+    brand = people_brand()
+    person = Person.objects.create(brand=brand, display_name="Ann")
+    Identifier.objects.create(person=person, brand=brand, kind=IdentifierKind.EMAIL, value="taken@example.com")
+    rows = [(person.pk, brand.pk, IdentifierKind.EMAIL, f"p{i}@example.com") for i in range(N)]
+    rows.append((person.pk, brand.pk, IdentifierKind.EMAIL, "taken@example.com"))
 
     with pytest.raises(IntegrityError), transaction.atomic():
-        rows_copy(Identifier, ["person_id", "kind", "value"], rows)
+        rows_copy(Identifier, ["person_id", "brand_id", "kind", "value"], rows)
 
     assert list(Identifier.objects.filter(person=person).values_list("value", flat=True)) == ["taken@example.com"]
 

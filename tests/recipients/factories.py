@@ -1,7 +1,16 @@
 import factory
 import schwifty
 
+from campaigns.models import Brand
+from campaigns.services import brand_create
 from recipients.models import Person
+
+
+def people_brand() -> Brand:
+    """The brand the people of a recipients test belong to (people are scoped per brand)."""
+    return Brand.objects.filter(slug="people-test-brand").first() or brand_create(
+        name="People test brand", slug="people-test-brand"
+    )
 
 
 def iban(country: str = "NL", n: int = 1) -> str:
@@ -19,5 +28,6 @@ class PersonFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Person
 
+    brand = factory.LazyFunction(people_brand)
     display_name = factory.Sequence(lambda n: f"Person {n}")
     created_source = "test"

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from recipients.models import Person
 from recipients.services import IdentityInput, person_resolve
-from tests.recipients.factories import iban
+from tests.recipients.factories import iban, people_brand
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +26,7 @@ def staff_client(client, *codenames: str):
 @pytest.fixture
 def anna() -> Person:
     return person_resolve(
+        brand_id=people_brand().pk,
         identity=IdentityInput(name="Anna Rossi", email="anna@example.com", whatsapp="+393331234567", iban=IBAN_A),
         source="test",
     )
@@ -52,7 +53,9 @@ def test_staff_with_the_permission_see_the_full_iban(client, anna):
 
 @pytest.mark.parametrize("term", ["  ANNA@example.com ", "+39 333 123 4567", "333 1234567", IBAN_A.lower(), "Rossi"])
 def test_search_finds_the_person_by_any_identifier_in_any_format(client, anna, term):
-    other = person_resolve(identity=IdentityInput(name="Bruno", email="bruno@example.com"), source="test")
+    other = person_resolve(
+        brand_id=people_brand().pk, identity=IdentityInput(name="Bruno", email="bruno@example.com"), source="test"
+    )
 
     response = staff_client(client, "view_person").get(reverse("admin:recipients_person_changelist"), {"q": term})
 

@@ -18,7 +18,7 @@ from recipients.selectors import (
     person_find,
 )
 from recipients.services import IdentityInput, person_resolve, person_set_iban
-from tests.recipients.factories import PersonFactory, iban
+from tests.recipients.factories import PersonFactory, iban, people_brand
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ IBAN_B = iban("IT", 2)
 
 
 def resolve(**identity) -> Person:
-    return person_resolve(identity=IdentityInput(**identity), source="test")
+    return person_resolve(brand_id=people_brand().pk, identity=IdentityInput(**identity), source="test")
 
 
 def test_the_iban_is_not_stored_in_clear_anywhere_in_the_row():
@@ -50,7 +50,7 @@ def test_the_fingerprint_finds_the_account_from_any_spelling():
     fingerprint = iban_fingerprint(typed)
 
     assert BankAccount.objects.get(iban_fingerprint=fingerprint).person == person
-    assert person_find(kind="iban", value=typed) == person
+    assert person_find(brand_id=people_brand().pk, kind="iban", value=typed) == person
     assert fingerprint != iban_fingerprint(IBAN_B)
 
 

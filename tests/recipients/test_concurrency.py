@@ -9,12 +9,18 @@ from django.db import connection
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
 from recipients.selectors import person_cluster_ids, person_root
 from recipients.services import IdentityInput, person_resolve
-from tests.recipients.factories import iban
+from tests.recipients.factories import iban, people_brand
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 THREADS = 8
 IBAN_A = iban("NL", 1)
+
+
+@pytest.fixture(autouse=True)
+def _people_brand_first():
+    """Created before the threads start: they only read it."""
+    people_brand()
 
 
 def run_in_threads(work: Callable[[int], Person]) -> list[Person]:
@@ -44,7 +50,9 @@ def run_in_threads(work: Callable[[int], Person]) -> list[Person]:
 def test_eight_threads_resolving_the_same_identifiers_make_one_person():
     identity = IdentityInput(name="Anna", email="anna@example.com", whatsapp="+393331234567", iban=IBAN_A)
 
-    people = run_in_threads(lambda i: person_resolve(identity=identity, source=f"thread-{i}"))
+    people = run_in_threads(
+        lambda i: person_resolve(brand_id=people_brand().pk, identity=identity, source=f"thread-{i}")
+    )
 
     assert Person.objects.count() == 1
     assert {p.id for p in people} == {Person.objects.get().id}
@@ -54,7 +62,9 @@ def test_eight_threads_resolving_the_same_identifiers_make_one_person():
 
 def test_eight_registrations_sharing_one_iban_end_as_one_root():
     people = run_in_threads(
-        lambda i: person_resolve(identity=IdentityInput(email=f"anna{i}@example.com", iban=IBAN_A), source="t")
+        lambda i: person_resolve(
+            brand_id=people_brand().pk, identity=IdentityInput(email=f"anna{i}@example.com", iban=IBAN_A), source="t"
+        )
     )
 
     roots = {person_root(person=p).id for p in people}
@@ -66,12 +76,21 @@ def test_eight_registrations_sharing_one_iban_end_as_one_root():
 def test_concurrent_chained_merges_flatten_into_the_oldest():
     # Nine people, then eight threads each linking person i with person i+1 through a shared
     # social account: all nine are one human in the end, whatever order the threads win in.
-    people = [person_resolve(identity=IdentityInput(email=f"p{i}@example.com"), source="t") for i in range(THREADS + 1)]
+    people = [
+        person_resolve(brand_id=people_brand().pk, identity=IdentityInput(email=f"p{i}@example.com"), source="t")
+        for i in range(THREADS + 1)
+    ]
 
     def link(i: int) -> Person:
         link_identity = {"social_provider": "link", "social_uid": f"{i}-{i + 1}"}
-        person_resolve(identity=IdentityInput(email=f"p{i}@example.com", **link_identity), source="t")
-        return person_resolve(identity=IdentityInput(email=f"p{i + 1}@example.com", **link_identity), source="t")
+        person_resolve(
+            brand_id=people_brand().pk, identity=IdentityInput(email=f"p{i}@example.com", **link_identity), source="t"
+        )
+        return person_resolve(
+            brand_id=people_brand().pk,
+            identity=IdentityInput(email=f"p{i + 1}@example.com", **link_identity),
+            source="t",
+        )
 
     run_in_threads(link)
 

@@ -16,7 +16,7 @@ from recipients.selectors import (
 from recipients.services import IdentityInput, consent_record, person_erase, person_resolve, person_set_iban
 from reconciliation.selectors import account_balance, ledger_verify_report
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
-from tests.recipients.factories import iban
+from tests.recipients.factories import iban, people_brand
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ IBAN_A = iban("NL", 1)
 
 
 def resolve(**identity) -> Person:
-    return person_resolve(identity=IdentityInput(**identity), source="test")
+    return person_resolve(brand_id=people_brand().pk, identity=IdentityInput(**identity), source="test")
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_fingerprints_survive_erasure_for_caps_but_not_for_linking(anna_paid, op
     assert iban_holder_ids(fingerprint=fingerprint) == [anna.id, also_anna.id, returning.id]
     # Erased people are not "other people" sharing the IBAN: coming back is not fraud by itself.
     assert people_sharing_iban_count(fingerprint=fingerprint) == 1
-    assert person_find(kind="email", value="anna@example.com") == returning
+    assert person_find(brand_id=people_brand().pk, kind="email", value="anna@example.com") == returning
 
 
 def test_erasure_is_idempotent(anna_paid, ops_user):

@@ -1,24 +1,27 @@
-"""``people_resolve_bulk``: ``person_resolve`` for many identities in a constant number of queries.
+"""The person resolver: ``people_resolve`` finds or creates the people of one brand behind many
+identities in a constant number of queries; ``person_resolve`` is a batch of one. Who may link
+people and change where they are paid is decided in ``recipients.services.identity``.
 
 Ingestion resolves a person per event; doing it one by one costs a dozen round trips each. Most
 identities in a batch are one of two easy cases, answered set-wise:
 
 * **known**: every identifier is already active on one root person and nothing would be written
   (name and language set, the IBAN already the cluster's, a current account on the root) —
-  the same shortcut ``person_resolve`` takes;
+  the same shortcut the slow way takes;
 * **new**: no identifier exists yet and none is shared with another identity of the batch —
   the people, identifiers, bank accounts and their ``iban_set`` events are inserted in bulk.
 
 Everything else (a merge, a new identifier for a known person, a changed IBAN, two identities of
-the batch that share an identifier) goes through ``person_resolve`` one by one, in batch order,
-before the easy cases are settled, so those see its writes.
+the batch that share an identifier, an unproven identifier someone else holds) goes the slow way
+(``identity.resolve_once``) one by one, in batch order, before the easy cases are settled, so
+those see its writes.
 
-Locks: unlike ``person_resolve``'s shortcut, every root is locked (``FOR UPDATE``, ascending id,
+Locks: unlike the slow way's shortcut, every root is locked (``FOR UPDATE``, ascending id,
 one statement) before returning: the caller counts caps per person and needs them stable until
 commit. A root merged or erased by someone else between the read and the lock is resolved again
 the slow way. New people are invisible to others until commit. Races on the identifiers' unique
 index (two transactions creating the same person) roll back the bulk insert's savepoint and those
-identities are resolved one by one, which retries as ``person_resolve`` always does.
+identities are resolved one by one, which retries as the slow way always does.
 """
 
 from dataclasses import dataclass, field
@@ -29,14 +32,16 @@ from django.utils import timezone
 from core.bulk import any_of, insert_statement, model_new, rows_copy, rows_insert, statements_run
 from core.exceptions import ApplicationError
 from recipients import crypto
-from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
-from recipients.services import (
-    _RACE_CONSTRAINTS,
+from recipients.models import BankAccount, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
+from recipients.normalise import iban_normalise
+from recipients.services.identity import (
+    RACE_CONSTRAINTS,
+    Identity,
     IdentityInput,
-    _constraint_name,
-    _Identity,
-    _identity_normalise,
-    person_resolve,
+    constraint_name,
+    identity_normalise,
+    resolve_once,
+    run_with_retries,
 )
 
 
@@ -72,20 +77,22 @@ class _Root:
 
 
 class ComplexBatch(Exception):
-    """Raised by ``people_resolve_bulk(simple_only=True)`` before it writes anything: some identity
+    """Raised by ``people_resolve(simple_only=True)`` before it writes anything: some identity
     needs the slow way, whose writes (a merge, a switched account) change what the others of
     the batch would see if they came one by one."""
 
 
-def people_resolve_bulk(
+def people_resolve(
     *,
+    brand_id: int,
     identities: list[IdentityInput],
     sources: list[str],
     simple_only: bool = False,
     keys: tuple[list[int], list[int]] | None = None,
 ) -> list[Resolved | ApplicationError]:
-    """Resolve every identity as ``person_resolve`` would, in order; one result per identity:
-    ``Resolved``, or the ApplicationError that identity raised (nothing written for it).
+    """Resolve every identity among the people of ``brand_id``, in order, as if one by one; one
+    result per identity: ``Resolved``, or the ApplicationError that identity raised (nothing
+    written for it).
 
     With ``simple_only``, raise ComplexBatch (nothing written; some roots may be locked) when an
     identity needs the slow way: a caller evaluating the batch as if it came one by one must then
@@ -93,15 +100,15 @@ def people_resolve_bulk(
     identities), so new people are written in one round trip (PostgreSQL). Joins the caller's
     transaction and keeps every returned root locked until it ends."""
     results: list[Resolved | ApplicationError | None] = [None] * len(identities)
-    normalised: dict[int, _Identity] = {}
+    normalised: dict[int, Identity] = {}
     for i, identity in enumerate(identities):
         try:
-            normalised[i] = _identity_normalise(identity)
+            normalised[i] = identity_normalise(identity)
         except ApplicationError as exc:
             results[i] = exc
     roots_of: dict[int, int] = {}  # identity index → root person id
     slow: list[int] = []
-    known_by_key = _identifiers_lookup({key for ident in normalised.values() for key in ident.keys})
+    known_by_key = _identifiers_lookup(brand_id, {key for ident in normalised.values() for key in ident.keys})
     key_users: dict[tuple[str, str], int] = {}
     for ident in normalised.values():
         for key in ident.keys:
@@ -127,7 +134,11 @@ def people_resolve_bulk(
                 slow.append(i)  # would fill in what the first left blank
             else:
                 again[i] = group[0]
-        elif len(hit_roots) == 1 and all(key in known_by_key for key in ident.keys):
+        elif (
+            len(hit_roots) == 1
+            and all(key in known_by_key for key in ident.keys)
+            and any(ident.may_link(key) for key in ident.keys)
+        ):
             candidates[i] = next(iter(hit_roots))
         else:
             slow.append(i)
@@ -143,8 +154,8 @@ def people_resolve_bulk(
     if slow and simple_only:
         raise ComplexBatch
     if fresh:
-        created = _people_create(fresh, normalised, sources, keys)
-        if created is None:  # lost a race on an identifier: let person_resolve settle it
+        created = _people_create(brand_id, fresh, normalised, sources, keys)
+        if created is None:  # lost a race on an identifier: the slow way settles it
             if simple_only:
                 raise ComplexBatch
             slow.extend(fresh)
@@ -155,8 +166,8 @@ def people_resolve_bulk(
             for i, first in again.items():
                 results[i] = created[first]
     for i in sorted(slow):
-        _resolve_slowly(i, identities, sources, results, roots_of)
-    # Lock the roots the slow way found (person_resolve locks only when it writes; re-locking a
+        _resolve_slowly(brand_id, i, normalised, sources, results, roots_of)
+    # Lock the roots the slow way found (it locks only when it writes; re-locking a
     # root is free); anyone merged or erased meanwhile (by another transaction, or by a slow
     # resolution of this batch) is resolved again, which re-reads. New people are ours until commit.
     for _ in range(3 if slow else 0):
@@ -166,7 +177,7 @@ def people_resolve_bulk(
             break
         for i in moved:
             del roots_of[i]
-            _resolve_slowly(i, identities, sources, results, roots_of)
+            _resolve_slowly(brand_id, i, normalised, sources, results, roots_of)
         slow.extend(moved)
     else:
         if slow:
@@ -178,9 +189,9 @@ def people_resolve_bulk(
     return results  # type: ignore[return-value]  # every index is filled above
 
 
-def _identifiers_lookup(keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """Active identifier → its root person id, for every key that exists. Raw SQL: it runs for
-    every event, and the ORM spent longer compiling it than the database answering."""
+def _identifiers_lookup(brand_id: int, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """Active identifier of the brand → its root person id, for every key that exists. Raw SQL:
+    it runs for every event, and the ORM spent longer compiling it than the database answering."""
     if not keys:
         return {}
     # Arrays, not IN lists: with a thousand values the driver spent longer splicing placeholders
@@ -190,10 +201,10 @@ def _identifiers_lookup(keys: set[tuple[str, str]]) -> dict[tuple[str, str], int
     sql = (
         f"SELECT i.kind, i.value, COALESCE(p.merged_into_id, i.person_id) FROM {Identifier._meta.db_table} i "  # noqa: S608
         f"JOIN {Person._meta.db_table} p ON p.id = i.person_id "
-        f"WHERE i.is_active AND {kind_in} AND {value_in}"
+        f"WHERE i.brand_id = %s AND i.is_active AND {kind_in} AND {value_in}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*kind_params, *value_params])
+        cursor.execute(sql, [brand_id, *kind_params, *value_params])
         rows = cursor.fetchall()
     return {(kind, value): root for kind, value, root in rows if (kind, value) in keys}
 
@@ -222,7 +233,7 @@ def _roots_load(root_ids: set[int]) -> dict[int, _Root]:
     return roots
 
 
-def _nothing_to_write(root: _Root, identity: _Identity) -> bool:
+def _nothing_to_write(root: _Root, identity: Identity) -> bool:
     person = root.person
     if person.erased_at:
         return False
@@ -231,12 +242,16 @@ def _nothing_to_write(root: _Root, identity: _Identity) -> bool:
     return identity.iban is None or root.has_current_on_root
 
 
-_IDENTIFIER_FIELDS = ["person_id", "kind", "value", "source", "created_at"]
+_IDENTIFIER_FIELDS = ["person_id", "brand_id", "kind", "value", "source", "created_at"]
 _EVENT_FIELDS = ["person_id", "kind", "source", "detail", "created_at"]
 
 
 def _people_create(
-    fresh: list[int], normalised: dict[int, _Identity], sources: list[str], keys: tuple[list, list] | None
+    brand_id: int,
+    fresh: list[int],
+    normalised: dict[int, Identity],
+    sources: list[str],
+    keys: tuple[list, list] | None,
 ) -> dict[int, Resolved] | None:
     """Insert brand-new people with their identifiers and bank accounts, in one savepoint.
     Returns identity index → its new person (a cluster of one, paid into the account just
@@ -247,6 +262,7 @@ def _people_create(
     people = [
         model_new(
             Person,
+            brand_id=brand_id,
             display_name=normalised[i].name,
             preferred_language=normalised[i].language,
             created_source=sources[i],
@@ -291,7 +307,7 @@ def _people_create(
                 accounts = rows_insert(BankAccount, _accounts(with_iban, normalised, by_index, sources, now))
                 rows_copy(PersonEvent, _EVENT_FIELDS, _event_rows(with_iban, accounts, by_index, sources, now))
     except IntegrityError as exc:
-        if _constraint_name(exc) not in _RACE_CONSTRAINTS:
+        if constraint_name(exc) not in RACE_CONSTRAINTS:
             raise
         return None
     account_of = dict(zip(with_iban, accounts, strict=True))
@@ -311,9 +327,9 @@ def _rows(model, names: list[str], rows: list[tuple]) -> list:
 
 
 def _identifier_rows(fresh, normalised, by_index, sources, now) -> list[tuple]:
-    # Ascending (kind, value), the order person_resolve inserts in: no deadlock cycle.
+    # Ascending (kind, value), the order the slow way inserts in: no deadlock cycle.
     keys = sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
-    return [(by_index[i].id, kind, value, sources[i], now) for kind, value, i in keys]
+    return [(by_index[i].id, by_index[i].brand_id, kind, value, sources[i], now) for kind, value, i in keys]
 
 
 def _accounts(with_iban, normalised, by_index, sources, now) -> list[BankAccount]:
@@ -350,10 +366,14 @@ def _event_rows(with_iban, accounts, by_index, sources, now) -> list[tuple]:
     ]
 
 
-def _resolve_slowly(i: int, identities, sources, results, roots_of: dict[int, int]) -> None:
+def _resolve_slowly(brand_id: int, i: int, normalised, sources, results, roots_of: dict[int, int]) -> None:
     try:
         with transaction.atomic():
-            person = person_resolve(identity=identities[i], source=sources[i])
+            person, _ = run_with_retries(
+                lambda: resolve_once(
+                    normalised[i], brand_id=brand_id, source=sources[i], anchor=None, iban_always_current=False
+                )
+            )
     except ApplicationError as exc:
         results[i] = exc
         return
@@ -372,3 +392,45 @@ def _roots_lock(root_ids: set[int]) -> set[int]:
         rows = rows.select_for_update()
     seen = {person_id: (merged is None and erased is None) for person_id, merged, erased in rows}
     return {root_id for root_id in root_ids if not seen.get(root_id, False)}
+
+
+def person_resolve(*, brand_id: int, identity: IdentityInput, source: str) -> Person:
+    """Find or create the person of ``brand_id`` these identifiers belong to and attach every
+    given identifier it may (``people_resolve`` for one identity; the linking rules are
+    ``recipients.services.identity``'s). Returns the root person, locked until the caller's
+    transaction ends.
+
+    Raises InvalidInput (``invalid_email``, ``invalid_phone``, ``invalid_iban``, ``invalid_social``,
+    ``invalid_language``, ``no_identifier``) before writing anything; Conflict
+    (``person_contended``) if it kept losing races (practically never). Idempotent. Joins the
+    caller's transaction (savepoints)."""
+    with transaction.atomic():
+        (result,) = people_resolve(brand_id=brand_id, identities=[identity], sources=[source])
+    if isinstance(result, ApplicationError):
+        raise result
+    return result.person
+
+
+def person_set_iban(*, person: Person, iban: str, source: str, actor=None) -> BankAccount:
+    """Make ``iban`` the current bank account of ``person``'s root: the caller has the authority
+    to (the person's own claim link, or the brand's API for its own person). The previous account
+    stays, not current. Another person of the brand holding the IBAN is merged first (both are
+    then the same human). Giving the current IBAN again is a no-op.
+
+    Raises InvalidInput(``invalid_iban``) before writing anything; InvalidTransition
+    (``person_erased``) for an erased person. Joins the caller's transaction (savepoint)."""
+    info = iban_normalise(iban)
+    identity = Identity(
+        name="", language="", keys=((IdentifierKind.IBAN, crypto.iban_fingerprint(info.normalised)),), iban=info
+    )
+    _, account = run_with_retries(
+        lambda: resolve_once(
+            identity,
+            brand_id=person.brand_id,
+            source=source,
+            anchor=person,
+            iban_always_current=True,
+            actor=actor,
+        )
+    )
+    return account

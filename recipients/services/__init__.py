@@ -1,0 +1,22 @@
+"""Writes about people (the app's services, one module per concern):
+
+* ``identity``: who may link people and change where they are paid; the one-identity slow path;
+* ``people``: the person resolver (``people_resolve``, set-wise; ``person_resolve``, a batch of
+  one) and ``person_set_iban``;
+* ``privacy``: consent and erasure.
+"""
+
+from recipients.services.identity import IdentityInput
+from recipients.services.people import ComplexBatch, Resolved, people_resolve, person_resolve, person_set_iban
+from recipients.services.privacy import consent_record, person_erase
+
+__all__ = [
+    "ComplexBatch",
+    "IdentityInput",
+    "Resolved",
+    "consent_record",
+    "people_resolve",
+    "person_erase",
+    "person_resolve",
+    "person_set_iban",
+]

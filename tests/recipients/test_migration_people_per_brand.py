@@ -1,0 +1,46 @@
+"""Migration recipients 0004 gives every person row the brand that knew it and splits clusters
+that merged people of two brands — without re-pointing any event or reward."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from campaigns.models import Reward, TriggerEvent
+from recipients.models import Identifier, Person
+from tests.api.conftest import LOGIN_500, ingest
+from tests.campaigns.factories import BrandFactory, funded_campaign
+
+BEFORE = [("recipients", "0003_lean_indexes")]
+AFTER = [("recipients", "0004_people_per_brand")]
+
+
+def _migrate(targets) -> None:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_cluster_merged_across_brands_is_split_along_brands():
+    joy = funded_campaign(brand=BrandFactory(name="Joy", slug="joy"), amount_minor=10_000, rules=[LOGIN_500])
+    rival = funded_campaign(brand=BrandFactory(name="Rival", slug="rival"), amount_minor=10_000, rules=[LOGIN_500])
+    older = ingest(joy, email="older@example.com").event
+    younger = ingest(rival, email="younger@example.com").event
+    rewards_before = dict(Reward.objects.values_list("id", "person_id"))
+    _migrate(BEFORE)
+    try:
+        with connection.cursor() as cursor:  # what the old resolver did when one event named both
+            cursor.execute(
+                "UPDATE recipients_person SET merged_into_id = %s, merged_at = now() WHERE id = %s",
+                [older.person_id, younger.person_id],
+            )
+    finally:
+        _migrate(AFTER)
+
+    first, second = Person.objects.get(pk=older.person_id), Person.objects.get(pk=younger.person_id)
+    assert (first.brand_id, first.merged_into_id) == (joy.brand_id, None)
+    assert (second.brand_id, second.merged_into_id) == (rival.brand_id, None)
+    assert set(Identifier.objects.filter(person=second).values_list("brand_id", flat=True)) == {rival.brand_id}
+    assert dict(Reward.objects.values_list("id", "person_id")) == rewards_before
+    assert TriggerEvent.objects.get(pk=younger.pk).person_id == younger.person_id
