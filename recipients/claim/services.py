@@ -108,9 +108,7 @@ def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> 
     reward's person, contact details no other person of the brand holds join them, consent is
     recorded. The payouts app pays once the reward is payable. Also used
     to give a new IBAN after a payout came back. Raises InvalidInput."""
-    return _person_with_consent(
-        brand_id=reward.campaign.brand_id, details=details, ip=ip, anchor=reward.person
-    )
+    return _person_with_consent(brand_id=reward.campaign.brand_id, details=details, ip=ip, anchor=reward.person)
 
 
 def claim_video_submit(
