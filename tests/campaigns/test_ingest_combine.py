@@ -40,7 +40,10 @@ def _queue_only(brand, payload: EventInput) -> None:
 def _combining_locks_held() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s", [combine._LOCK_CLASS]
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+            "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s",
+            [combine._LOCK_CLASS],
         )
         return cursor.fetchone()[0]
 
@@ -172,7 +175,9 @@ def test_a_caller_whose_own_event_fails_alone_withdraws_it_and_raises(brand, mon
 def _own_combining_locks() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND pid = pg_backend_pid()",
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+            "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s AND pid = pg_backend_pid()",
             [combine._LOCK_CLASS],
         )
         return cursor.fetchone()[0]

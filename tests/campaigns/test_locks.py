@@ -18,7 +18,9 @@ def _advisory(pid: int) -> dict[int, bool]:
     """The IBAN advisory locks of backend ``pid``: key → granted."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT objid::int4, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND pid = %s",
+            "SELECT objid::int4, granted FROM pg_locks WHERE locktype = 'advisory' AND "
+            "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s AND pid = %s",
             [locks._IBAN, pid],
         )
         return dict(cursor.fetchall())
