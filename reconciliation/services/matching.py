@@ -45,6 +45,7 @@ from reconciliation.services.statements import ledger_minor
 
 NEW = StatementLineStatus.NEW.value
 OPEN_STATUSES = (StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED)
+ZERO_AMOUNT_NOTE = "0.00: the bank booked no money, so there is nothing to book or match."
 
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class MatchRunResult:
     matched: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     suggested: int = 0
     unmatched: int = 0
+    ignored: int = 0  # 0.00 bookings set aside (``ZERO_AMOUNT_NOTE``)
     proposals: list[Proposal] = field(default_factory=list)
 
     failed_chunks: int = 0
@@ -71,6 +73,7 @@ class MatchRunResult:
             self.matched[name] += n
         self.suggested += other.suggested
         self.unmatched += other.unmatched
+        self.ignored += other.ignored
         self.proposals.extend(other.proposals)
         self.failed_chunks += other.failed_chunks
 
@@ -182,6 +185,17 @@ def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
             line.bank_account = accounts[line.bank_account_id]
         result.lines_seen += len(lines)
         remaining = dict(lines)
+        # A booking that rounds to 0 minor units (camt allows 0.00) moved no money: there is no
+        # entry to post, and a matcher posting one would fail the whole chunk. It is set aside,
+        # visible with its reason, instead of staying new for ever.
+        nothing = [line for line in lines.values() if ledger_minor(line) == 0]
+        if nothing and not result.dry_run:
+            StatementLine.objects.filter(pk__in=[line.pk for line in nothing]).update(
+                status=StatementLineStatus.IGNORED, status_note=ZERO_AMOUNT_NOTE
+            )
+        for line in nothing:
+            remaining.pop(line.pk)
+        result.ignored += len(nothing)
         suggestions: dict[int, list[Proposal]] = defaultdict(list)
         for matcher in matchers():
             if not remaining:

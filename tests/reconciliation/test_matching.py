@@ -374,3 +374,28 @@ def test_a_deadlocked_chunk_is_retried_whole_and_counted_once(tmp_path, bank, in
     assert len(attempts) == 2
     assert result.lines_seen == 2 and result.matched_total == 2 and result.failed_chunks == 0
     assert StatementLine.objects.filter(status=StatementLineStatus.MATCHED).count() == 2
+
+
+@pytest.mark.django_db
+def test_a_zero_amount_booking_is_set_aside_with_its_reason_and_jams_nothing(tmp_path, bank, invoice_matcher):
+    """camt allows 0.00 (seen in real files): it moves no money, so it is booked nowhere, and the
+    lines around it — one naming an invoice — are matched as usual."""
+    paid, zero, stray = imported(
+        tmp_path,
+        [
+            GenLine(amount=Decimal("12.50"), credit_debit="CRDT", remittance="INV-1"),
+            GenLine(amount=Decimal("0.00"), credit_debit="CRDT", remittance="INV-2"),
+            GenLine(amount=Decimal("3.00"), credit_debit="DBIT", remittance="who knows"),
+        ],
+    )
+
+    result = statement_lines_match()
+
+    assert (result.matched_total, result.unmatched, result.ignored) == (1, 1, 1)
+    for line in (paid, zero, stray):
+        line.refresh_from_db()
+    assert [paid.status, zero.status, stray.status] == ["matched", "ignored", "unmatched"]
+    assert zero.status_note == matching_service.ZERO_AMOUNT_NOTE and zero.suspense_entry is None
+    assert not StatementLine.objects.filter(status=StatementLineStatus.NEW).exists()
+    assert account_balance(account_id=bank.ledger_account_id).posted_minor == 1250 - 300
+    assert ledger_verify_report().ok
