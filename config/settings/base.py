@@ -218,6 +218,15 @@ PAYOUT_RAILS = {
         },
     },
 }
+# Payout execution; ``payouts.conf`` says what each one does.
+PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
+PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)
+PAYOUT_MAX_ATTEMPTS = env_int("PAYOUT_MAX_ATTEMPTS", 6)
+PAYOUT_BACKOFF_BASE_SECONDS = env_int("PAYOUT_BACKOFF_BASE_SECONDS", 30)
+PAYOUT_BACKOFF_MAX_SECONDS = env_int("PAYOUT_BACKOFF_MAX_SECONDS", 3600)
+PAYOUT_STALE_CLAIM_SECONDS = env_int("PAYOUT_STALE_CLAIM_SECONDS", 120)
+if "PAYOUT_ENQUEUE_ON_PAYABLE" in os.environ:  # unset: on, unless tasks run inline (payouts.conf)
+    PAYOUT_ENQUEUE_ON_PAYABLE = env_bool("PAYOUT_ENQUEUE_ON_PAYABLE", True)
 if os.environ.get("WISE_BASE_URL"):
     PAYOUT_RAILS["psp_api"] = {
         "BACKEND": "payouts.rails.psp_api.WiseRail",
