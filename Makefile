@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api migrate demo
+.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks migrate demo
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,3 +64,6 @@ bench-api: install
 
 bench-recon: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.recon
+
+bench-webhooks: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.webhooks
