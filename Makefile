@@ -34,10 +34,17 @@ run: demo
 	@echo "  Worker:                       django-q2 qcluster (ORM broker on the same database)"
 	@echo "  Stop both with Ctrl-C."
 	@echo ""
-	@trap 'kill 0' INT TERM EXIT; \
-	  $(PY) manage.py qcluster & \
-	  $(PY) manage.py runserver $(HOST):$(PORT) --noreload & \
-	  wait
+	@# Each server runs in its own session, so Ctrl-C reaches only this shell, which asks each to
+	@# stop once (SIGTERM), waits up to 10 s, then kills what is left — no signal storm.
+	@export HOST=$(HOST) PORT=$(PORT); \
+	  setsid $(PY) manage.py qcluster & worker=$$!; \
+	  setsid $(PY) manage.py runserver $(HOST):$(PORT) --noreload & web=$$!; \
+	  stop() { trap '' INT TERM; echo ""; \
+	    kill -TERM $$web $$worker 2>/dev/null; \
+	    for _ in $$(seq 1 20); do kill -0 $$web 2>/dev/null || kill -0 $$worker 2>/dev/null || break; sleep 0.5; done; \
+	    kill -KILL -$$web -$$worker 2>/dev/null; wait 2>/dev/null; \
+	    echo "  Web server stopped."; echo "  Worker stopped."; exit 0; }; \
+	  trap stop INT TERM; wait
 
 test: install
 	$(PY) -m pytest
