@@ -15,6 +15,7 @@ from campaigns.models import (
     CampaignStatus,
     Reward,
     RewardRule,
+    Trigger,
     TriggerEvent,
     WebhookDelivery,
     WebhookEndpoint,
@@ -61,6 +62,7 @@ from campaigns.webhooks import (
     webhook_endpoint_rotate_secret,
 )
 from core.api.errors import _flatten
+from core.api.filters import DateTimeFilter, FilterSet, IdFilter
 from core.api.reuse import reused
 from core.api.views import BrandAPIView, BrandListAPIView
 from reconciliation.models import Account
@@ -68,7 +70,7 @@ from reconciliation.models import Account
 # --- campaigns and rules -------------------------------------------------------------------------
 
 
-class CampaignFilter(django_filters.FilterSet):
+class CampaignFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=CampaignStatus.choices)
     slug = django_filters.CharFilter()
 
@@ -194,10 +196,11 @@ def _event_input(data: dict) -> EventInput:
     return EventInput(**{**data, "evidence": data.get("evidence") or {}, "source": "api"})
 
 
-class EventFilter(django_filters.FilterSet):
+class EventFilter(FilterSet):
     campaign = django_filters.CharFilter(field_name="campaign__slug")
-    received_after = django_filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="gte")
-    received_before = django_filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="lt")
+    type = django_filters.ChoiceFilter(choices=Trigger.choices)
+    received_after = DateTimeFilter(field_name="received_at", lookup_expr="gte")
+    received_before = DateTimeFilter(field_name="received_at", lookup_expr="lt")
 
     class Meta:
         model = TriggerEvent
@@ -329,8 +332,9 @@ class EventDetailView(BrandAPIView):
 # --- rewards -------------------------------------------------------------------------------------
 
 
-class RewardFilter(django_filters.FilterSet):
+class RewardFilter(FilterSet):
     campaign = django_filters.CharFilter(field_name="campaign__slug")
+    person = IdFilter(field_name="person_id")
 
     class Meta:
         model = Reward
@@ -443,6 +447,7 @@ def _endpoints(brand):
 
 class WebhookEndpointListView(BrandListAPIView):
     serializer_class = WebhookEndpointSerializer
+    replay_redacted_fields = ("secret",)
 
     def get_queryset(self):
         return _endpoints(self.brand)
@@ -483,6 +488,7 @@ class WebhookEndpointDetailView(BrandAPIView):
 
 class WebhookEndpointRotateView(BrandAPIView):
     serializer_class = WebhookEndpointSecretSerializer
+    replay_redacted_fields = ("secret",)
 
     def get_queryset(self):
         return _endpoints(self.brand)

@@ -17,12 +17,13 @@ from campaigns.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from core.api import fields
 from core.api.reuse import reused
 
 MAX_MINOR = 10**15  # far above any real amount, far below a BIGINT overflow
 
 
-class CampaignSerializer(serializers.ModelSerializer):
+class CampaignSerializer(fields.ModelSerializer):
     class Meta:
         model = Campaign
         fields = [
@@ -33,27 +34,27 @@ class CampaignSerializer(serializers.ModelSerializer):
 
 
 class CampaignCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    slug = serializers.SlugField(max_length=80)
-    mode = serializers.ChoiceField(choices=CampaignMode.choices)
-    currency = serializers.CharField(min_length=3, max_length=3, required=False, default="")
-    starts_at = serializers.DateTimeField()
-    ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    timezone = serializers.CharField(max_length=64, required=False, default="Europe/Amsterdam")
-    payout_mode = serializers.ChoiceField(choices=PayoutMode.choices, required=False, default=PayoutMode.INSTANT)
-    aggregate_minutes = serializers.IntegerField(min_value=0, max_value=60 * 24 * 31, required=False, default=0)
-    min_payout_minor = serializers.IntegerField(min_value=0, max_value=MAX_MINOR, required=False, default=0)
+    name = fields.CharField(max_length=200)
+    slug = fields.SlugField(max_length=80)
+    mode = fields.ChoiceField(choices=CampaignMode.choices)
+    currency = fields.CharField(min_length=3, max_length=3, required=False, default="")
+    starts_at = fields.DateTimeField()
+    ends_at = fields.DateTimeField(required=False, allow_null=True, default=None)
+    timezone = fields.CharField(max_length=64, required=False, default="Europe/Amsterdam")
+    payout_mode = fields.ChoiceField(choices=PayoutMode.choices, required=False, default=PayoutMode.INSTANT)
+    aggregate_minutes = fields.IntegerField(min_value=0, max_value=60 * 24 * 31, required=False, default=0)
+    min_payout_minor = fields.IntegerField(min_value=0, max_value=MAX_MINOR, required=False, default=0)
 
 
 class CampaignStatusSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(
+    status = fields.ChoiceField(
         choices=[CampaignStatus.ACTIVE, CampaignStatus.PAUSED, CampaignStatus.ENDED, CampaignStatus.CLOSED],
         help_text="`active` launches a draft or resumes a paused campaign.",
     )
-    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    reason = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class RuleSerializer(serializers.ModelSerializer):
+class RuleSerializer(fields.ModelSerializer):
     campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
@@ -63,14 +64,14 @@ class RuleSerializer(serializers.ModelSerializer):
         validators = []  # the model's full_clean (in rule_create) and its constraints decide
 
     def get_fields(self):
-        fields = super().get_fields()
-        fields["allowed_iban_countries"] = serializers.ListField(
-            child=serializers.CharField(min_length=2, max_length=2), required=False, max_length=40
+        declared = super().get_fields()
+        declared["allowed_iban_countries"] = serializers.ListField(
+            child=fields.CharField(min_length=2, max_length=2), required=False, max_length=40
         )
-        return fields
+        return declared
 
 
-class RewardBriefSerializer(serializers.ModelSerializer):
+class RewardBriefSerializer(fields.ModelSerializer):
     class Meta:
         model = Reward
         fields = ["id", "status", "amount_minor", "fee_minor", "currency", "matures_at"]
@@ -80,33 +81,31 @@ class EventInputSerializer(serializers.Serializer):
     """One trigger event. ``external_id`` is your idempotency key for the event: sending it again
     with the same content returns the first outcome (``replayed: true``)."""
 
-    external_id = serializers.CharField(max_length=200)
-    campaign = serializers.SlugField(max_length=80, help_text="The campaign's slug.")
-    type = serializers.ChoiceField(choices=Trigger.choices)
-    custom_name = serializers.CharField(max_length=60, required=False, allow_blank=True, default="")
-    occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    email = serializers.CharField(max_length=254, required=False, allow_blank=True, default="")
-    whatsapp = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
-    phone_region = serializers.CharField(max_length=2, required=False, allow_blank=True, default="")
-    iban = serializers.CharField(max_length=42, required=False, allow_blank=True, default="")
-    social_provider = serializers.CharField(max_length=20, required=False, allow_blank=True, default="")
-    social_uid = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    evidence = serializers.DictField(required=False, default=dict)
-    ip = serializers.IPAddressField(required=False, allow_blank=True, default="")
-    device_fingerprint = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
-    purchase_amount_minor = serializers.IntegerField(
+    external_id = fields.CharField(max_length=200)
+    campaign = fields.SlugField(max_length=80, help_text="The campaign's slug.")
+    type = fields.ChoiceField(choices=Trigger.choices)
+    custom_name = fields.CharField(max_length=60, required=False, allow_blank=True, default="")
+    occurred_at = fields.DateTimeField(required=False, allow_null=True, default=None)
+    name = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
+    email = fields.CharField(max_length=254, required=False, allow_blank=True, default="")
+    whatsapp = fields.CharField(max_length=40, required=False, allow_blank=True, default="")
+    phone_region = fields.CharField(max_length=2, required=False, allow_blank=True, default="")
+    iban = fields.CharField(max_length=42, required=False, allow_blank=True, default="")
+    social_provider = fields.CharField(max_length=20, required=False, allow_blank=True, default="")
+    social_uid = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
+    evidence = fields.JSONObjectField(required=False, default=dict)
+    ip = fields.IPAddressField(required=False, allow_blank=True, default="")
+    device_fingerprint = fields.CharField(max_length=128, required=False, allow_blank=True, default="")
+    purchase_amount_minor = fields.IntegerField(
         min_value=1, max_value=MAX_MINOR, required=False, allow_null=True, default=None
     )
-    purchase_currency = serializers.CharField(max_length=3, required=False, allow_blank=True, default="")
-    order_id = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
-    code = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
-    view_count = serializers.IntegerField(
-        min_value=0, max_value=MAX_MINOR, required=False, allow_null=True, default=None
-    )
+    purchase_currency = fields.CharField(max_length=3, required=False, allow_blank=True, default="")
+    order_id = fields.CharField(max_length=120, required=False, allow_blank=True, default="")
+    code = fields.CharField(max_length=120, required=False, allow_blank=True, default="")
+    view_count = fields.IntegerField(min_value=0, max_value=MAX_MINOR, required=False, allow_null=True, default=None)
 
 
-class EventSerializer(serializers.ModelSerializer):
+class EventSerializer(fields.ModelSerializer):
     campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     reward = serializers.SerializerMethodField()
 
@@ -129,7 +128,7 @@ class EventSerializer(serializers.ModelSerializer):
 
 class EventResultSerializer(serializers.Serializer):
     event = EventSerializer()
-    replayed = serializers.BooleanField(help_text="True when this external_id was ingested before.")
+    replayed = fields.BooleanField(help_text="True when this external_id was ingested before.")
 
 
 class BulkEventsSerializer(serializers.Serializer):
@@ -137,19 +136,19 @@ class BulkEventsSerializer(serializers.Serializer):
 
 
 class BulkItemErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    detail = serializers.CharField()
+    code = fields.CharField()
+    detail = fields.CharField()
     errors = serializers.ListField(child=serializers.DictField(), required=False)
 
 
 class BulkItemSerializer(serializers.Serializer):
-    index = serializers.IntegerField()
-    external_id = serializers.CharField(allow_blank=True)
-    outcome = serializers.ChoiceField(choices=["rejected", "review", "held", "rewarded", "error"])
-    reason = serializers.CharField(allow_blank=True)
-    event_id = serializers.IntegerField(allow_null=True)
-    reward_id = serializers.IntegerField(allow_null=True)
-    replayed = serializers.BooleanField()
+    index = fields.IntegerField()
+    external_id = fields.CharField(allow_blank=True)
+    outcome = fields.ChoiceField(choices=["rejected", "review", "held", "rewarded", "error"])
+    reason = fields.CharField(allow_blank=True)
+    event_id = fields.IntegerField(allow_null=True)
+    reward_id = fields.IntegerField(allow_null=True)
+    replayed = fields.BooleanField()
     error = BulkItemErrorSerializer(required=False)
 
 
@@ -157,9 +156,9 @@ class BulkResultSerializer(serializers.Serializer):
     results = BulkItemSerializer(many=True)
 
 
-class RewardSerializer(serializers.ModelSerializer):
+class RewardSerializer(fields.ModelSerializer):
     campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    event_external_id = serializers.CharField(source="event.external_id", read_only=True)
+    event_external_id = fields.CharField(source="event.external_id", read_only=True)
 
     class Meta:
         model = Reward
@@ -171,22 +170,22 @@ class RewardSerializer(serializers.ModelSerializer):
 
 
 class RewardVoidSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=200)
+    reason = fields.CharField(max_length=200)
 
 
 class FundsSerializer(serializers.Serializer):
-    currency = serializers.CharField()
-    available_minor = serializers.IntegerField(help_text="Prepaid money not yet allocated to a campaign.")
+    currency = fields.CharField()
+    available_minor = fields.IntegerField(help_text="Prepaid money not yet allocated to a campaign.")
 
 
 class CampaignBudgetSerializer(serializers.Serializer):
-    campaign_id = serializers.IntegerField()
-    slug = serializers.CharField()
-    currency = serializers.CharField()
-    funded_minor = serializers.IntegerField()
-    held_minor = serializers.IntegerField()
-    spent_minor = serializers.IntegerField()
-    available_minor = serializers.IntegerField()
+    campaign_id = fields.IntegerField()
+    slug = fields.CharField()
+    currency = fields.CharField()
+    funded_minor = fields.IntegerField()
+    held_minor = fields.IntegerField()
+    spent_minor = fields.IntegerField()
+    available_minor = fields.IntegerField()
 
 
 class BalancesSerializer(serializers.Serializer):
@@ -194,7 +193,7 @@ class BalancesSerializer(serializers.Serializer):
     campaigns = CampaignBudgetSerializer(many=True)
 
 
-class WebhookEndpointSerializer(serializers.ModelSerializer):
+class WebhookEndpointSerializer(fields.ModelSerializer):
     class Meta:
         model = WebhookEndpoint
         fields = [
@@ -204,26 +203,29 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
 
 
 class WebhookEndpointCreateSerializer(serializers.Serializer):
-    url = serializers.URLField(max_length=500)
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    url = fields.URLField(max_length=500)
+    description = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
     event_types = serializers.ListField(
-        child=serializers.ChoiceField(choices=WEBHOOK_EVENT_TYPES), required=False, default=list,
+        child=fields.ChoiceField(choices=WEBHOOK_EVENT_TYPES), required=False, default=list,
         help_text="Empty: every event type.",
     )  # fmt: skip
 
 
 class WebhookEndpointSecretSerializer(WebhookEndpointSerializer):
-    secret = serializers.CharField(help_text="Shown once. Verify `JoyBack-Signature` with it.")
+    secret = fields.CharField(
+        allow_null=True,
+        help_text="Shown once. Verify `JoyBack-Signature` with it. `null` in an Idempotency-Key replay.",
+    )
 
     class Meta(WebhookEndpointSerializer.Meta):
         fields = [*WebhookEndpointSerializer.Meta.fields, "secret"]
 
 
 class WebhookEndpointEnabledSerializer(WebhookEndpointSerializer):
-    requeued_deliveries = serializers.IntegerField(
+    requeued_deliveries = fields.IntegerField(
         help_text="Deliveries of the outage (events younger than 72 hours) sent again now; 0 if it was active."
     )
-    expired_deliveries = serializers.IntegerField(
+    expired_deliveries = fields.IntegerField(
         help_text="Deliveries of the outage older than 72 hours: given up, still in the delivery log."
     )
 
@@ -231,9 +233,9 @@ class WebhookEndpointEnabledSerializer(WebhookEndpointSerializer):
         fields = [*WebhookEndpointSerializer.Meta.fields, "requeued_deliveries", "expired_deliveries"]
 
 
-class WebhookDeliverySerializer(serializers.ModelSerializer):
-    event_id = serializers.CharField(source="event.public_id")
-    event_type = serializers.CharField(source="event.type")
+class WebhookDeliverySerializer(fields.ModelSerializer):
+    event_id = fields.CharField(source="event.public_id")
+    event_type = fields.CharField(source="event.type")
 
     class Meta:
         model = WebhookDelivery

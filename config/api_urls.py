@@ -17,7 +17,8 @@ from reconciliation import api as reconciliation_api
 
 @csrf_exempt
 def api_not_found(request, *args, **kwargs):
-    """Unknown API paths (and ids that are not numbers) answer in the API's error format."""
+    """Unknown API paths (and ids that are not numbers) answer in the API's error format, whatever
+    the method."""
     return JsonResponse(
         {
             "type": "urn:joyback:problem:not_found",
@@ -74,7 +75,6 @@ v1 = [
         campaigns_api.WebhookRedeliverView.as_view(),
         name="webhook-delivery-redeliver",
     ),
-    re_path(r"^.*$", api_not_found),
 ]
 
 urlpatterns = [
@@ -84,4 +84,7 @@ urlpatterns = [
     path("webhooks/tiktok/", TikTokWebhookView.as_view(), name="webhook-in-tiktok"),
     path("webhooks/wise/", WiseWebhookView.as_view(), name="webhook-in-wise"),
     path("v1/", include(v1)),
+    # Last: any other path under /api/. Not ".*": "." stops at a newline, so an id of "1%0a"
+    # matched neither <int:pk> nor the catch-all and got Django's HTML 404 page.
+    re_path(r"^[\s\S]*$", api_not_found),
 ]

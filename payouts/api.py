@@ -5,6 +5,7 @@ from django.db.models import Prefetch, Q, Sum
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from core.api.filters import FilterSet, IdFilter
 from core.api.views import BrandAPIView, BrandListAPIView
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.serializers import PayoutSerializer
@@ -20,8 +21,9 @@ def brand_payouts(brand):
     )
 
 
-class PayoutFilter(django_filters.FilterSet):
+class PayoutFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=PayoutStatus.choices)
+    person = IdFilter(field_name="person_id")
 
     class Meta:
         model = Payout

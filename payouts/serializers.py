@@ -1,18 +1,19 @@
 from rest_framework import serializers
 
+from core.api import fields
 from payouts.models import Payout
 
 
 class PayoutItemSerializer(serializers.Serializer):
-    reward = serializers.IntegerField(source="reward_id")
-    amount_minor = serializers.IntegerField()
+    reward = fields.IntegerField(source="reward_id")
+    amount_minor = fields.IntegerField()
 
 
-class PayoutSerializer(serializers.ModelSerializer):
+class PayoutSerializer(fields.ModelSerializer):
     """A payout as one brand sees it: ``amount_minor`` and ``items`` count only that brand's
     rewards (a person's payout may also carry rewards from other brands)."""
 
-    amount_minor = serializers.IntegerField(source="brand_amount_minor")
+    amount_minor = fields.IntegerField(source="brand_amount_minor")
     items = PayoutItemSerializer(source="brand_items", many=True)
 
     class Meta:

@@ -15,6 +15,7 @@ from rest_framework import exceptions as drf
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from core.api.fields import MAX_JSON_DEPTH
 from core.exceptions import ApplicationError
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -24,6 +25,7 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 ERROR_CODES: dict[str, str] = {
     "validation_error": "A field is missing or invalid; see `errors`.",
     "malformed_json": "The body is not valid JSON.",
+    "json_too_deep": f"The body nests objects and arrays more than {MAX_JSON_DEPTH} levels deep.",
     "unsupported_media_type": "Send `Content-Type: application/json`.",
     "payload_too_large": "The body is larger than the API accepts.",
     "not_authenticated": "No API key was sent.",
@@ -35,7 +37,7 @@ ERROR_CODES: dict[str, str] = {
     "rate_limited": "Too many requests for this key; retry after `Retry-After` seconds.",
     "idempotency_key_reused": "This Idempotency-Key was used with a different request.",
     "idempotency_in_flight": "A request with this Idempotency-Key is still being processed.",
-    "invalid_idempotency_key": "Idempotency-Key must be 1 to 255 printable characters.",
+    "invalid_idempotency_key": "Idempotency-Key must be 1 to 255 visible ASCII characters (no spaces).",
     "idempotency_conflict": "The event's external_id was sent before with different content.",
     "invalid_transition": "The object is not in a state that allows this change.",
     "invalid_cursor": "The pagination cursor is not valid.",

@@ -18,6 +18,7 @@ every endpoint is idempotent on its own: events by external_id, transitions by s
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -30,6 +31,11 @@ from core.exceptions import ApplicationError, Conflict
 from core.models import IdempotencyRecord, IdempotencyStatus
 
 MAX_KEY_LENGTH = 255
+# Visible ASCII: what an HTTP header carries unchanged through proxies and the WSGI server's
+# latin-1 decoding (spaces at either end would be stripped on the way). The OpenAPI schema
+# declares this pattern (core.api.schema).
+KEY_PATTERN = rf"^[!-~]{{1,{MAX_KEY_LENGTH}}}$"
+_KEY = re.compile(KEY_PATTERN)
 
 
 class IdempotencyKeyReused(ApplicationError):
@@ -71,9 +77,10 @@ def _ttl() -> timedelta:
 
 
 def key_validate(key: str) -> str:
-    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    if not _KEY.fullmatch(key):
         raise ApplicationError(
-            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters.", code="invalid_idempotency_key"
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} visible ASCII characters (no spaces).",
+            code="invalid_idempotency_key",
         )
     return key
 

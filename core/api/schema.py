@@ -6,6 +6,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
 
 from core.api.errors import PROBLEM_CONTENT_TYPE, ProblemSerializer
+from core.api.fields import MAX_JSON_DEPTH
+from core.api.idempotency import KEY_PATTERN, MAX_KEY_LENGTH
 
 _COMMON = ("400", "401", "403", "429")
 _WRITES = ("404", "409", "413", "415", "422")
@@ -15,10 +17,13 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     name="Idempotency-Key",
     location=OpenApiParameter.HEADER,
     required=False,
+    # The server's own rule (core.api.idempotency.key_validate), so generated clients check it too.
+    type={"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": KEY_PATTERN},
     description=(
-        "Any unique string up to 255 characters (a UUID is fine). Sending the same request again with "
-        "the same key returns the first response again, with `Idempotent-Replayed: true`; the same key "
-        "with another body gives 422, and while the first request runs, 409. Keys are kept 24 hours."
+        f"Optional. Any unique string of 1 to {MAX_KEY_LENGTH} visible ASCII characters, no spaces (a UUID "
+        "is fine). Sending the same request again with the same key returns the first response again, "
+        "with `Idempotent-Replayed: true`; the same key with another body gives 422, and while the first "
+        "request runs, 409. Keys are kept 24 hours."
     ),
 )
 
@@ -67,18 +72,28 @@ Every call carries a brand's API key: `Authorization: Bearer jbk_<prefix>_<secre
 scopes: `read` (GET), `write` (campaigns, rules, people, reward decisions, webhook endpoints) and
 `events` (POST trigger events). Objects of other brands are never visible: their ids answer 404.
 
-## Money
-Amounts are integers in minor units of the named currency (`4999` EUR = €49.99).
+## Types, text and time
+Amounts are integers in minor units of the named currency (`4999` EUR = €49.99). Every field takes
+exactly the JSON type the schema declares: a number where a string is declared (or a string where
+an integer is) answers 400 `validation_error`; nothing is coerced. Text may not contain NUL
+(`\\u0000`) or an unpaired surrogate (`\\ud800`), also inside `evidence`: the field error's code is
+`invalid_text` (in a bulk call, that item's error; the others are stored). A body may nest objects
+and arrays at most {depth} levels deep (`json_too_deep`). Datetimes are RFC 3339; the API answers
+them in UTC (`Z`).
 
 ## Idempotency
-Send `Idempotency-Key: <unique string>` with every POST and PATCH. A retry with the same key and
-the same body returns the first response again with `Idempotent-Replayed: true`; the same key with
-a different body answers 422 `idempotency_key_reused`; while the first request is still running,
-409 `idempotency_in_flight`. Keys are kept for 24 hours. Trigger events are also idempotent by
-their `external_id`, forever.
+Send `Idempotency-Key: <unique string>` (1 to 255 visible ASCII characters) with every POST and
+PATCH. A retry with the same key and the same body returns the first response again with
+`Idempotent-Replayed: true`; the same key with a different body answers 422
+`idempotency_key_reused`; while the first request is still running, 409 `idempotency_in_flight`.
+Keys are kept for 24 hours. A method a path does not have answers 405 and leaves the key unused.
+A replay never shows a secret again: a webhook endpoint's `secret` is `null` in it. Trigger events
+are also idempotent by their `external_id`, forever.
 
 ## Pagination, filters, rate limits
-Lists are newest first with opaque cursors: follow `next`. `limit` is 1–200. Each key may make
+Lists are newest first with opaque cursors: follow `next` (a cursor this API did not give out
+answers 400 `invalid_cursor`). `limit` is 1–200. A filter on an id (`person`) takes an integer;
+an id that is not yours matches nothing, like one that does not exist. Each key may make
 a limited number of requests per minute; past it, 429 with `Retry-After` (seconds).
 
 ## Errors
@@ -118,5 +133,5 @@ def describe_api(result, generator, request, public):
     from core.api.errors import ERROR_CODES
 
     codes = "\n".join(f"- `{code}`: {text}" for code, text in ERROR_CODES.items())
-    result["info"]["description"] = API_GUIDE.replace("{codes}", codes).strip()
+    result["info"]["description"] = API_GUIDE.replace("{codes}", codes).replace("{depth}", str(MAX_JSON_DEPTH)).strip()
     return result

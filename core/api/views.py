@@ -8,6 +8,7 @@ from django.http import HttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
+from rest_framework.renderers import JSONRenderer
 
 from core.api.auth import ApiKeyAuthentication
 from core.api.errors import PayloadTooLarge, api_exception_handler
@@ -32,6 +33,8 @@ class BrandAPIView(GenericAPIView):
     throttle_classes = [ApiKeyRateThrottle]
     schema = ProblemAutoSchema()
     required_scopes: dict[str, str] = {}
+    # Top-level fields of a response set to null in its stored Idempotency-Key replay.
+    replay_redacted_fields: tuple[str, ...] = ()
     filter_backends: list = []
     pagination_class = None
 
@@ -58,7 +61,9 @@ class BrandAPIView(GenericAPIView):
             raise PayloadTooLarge(f"The body is larger than {settings.API_MAX_BODY_BYTES} bytes.")
         super().initial(request, *args, **kwargs)
         key = request.headers.get("Idempotency-Key")
-        if request.method in IDEMPOTENT_METHODS and key is not None:
+        # A method the view does not have answers 405 after initial(); claiming the key first
+        # would store that 405 and use the key up.
+        if request.method in IDEMPOTENT_METHODS and key is not None and hasattr(self, request.method.lower()):
             try:
                 body = request._request.body
             except RequestDataTooBig:
@@ -94,10 +99,19 @@ class BrandAPIView(GenericAPIView):
                 idempotency_complete(
                     record=record,
                     status=response.status_code,
-                    body=response.content,
+                    body=self._replay_body(response),
                     content_type=response.get("Content-Type", "application/json"),
                 )
         return response
+
+    def _replay_body(self, response) -> bytes:
+        """The body a replay of this response sends: without ``replay_redacted_fields``, which
+        the first answer shows once (a signing secret) and the stored record must not keep."""
+        data = getattr(response, "data", None)
+        if not self.replay_redacted_fields or not isinstance(data, dict):
+            return response.content
+        redacted = {**data, **{name: None for name in self.replay_redacted_fields if name in data}}
+        return JSONRenderer().render(redacted)
 
     def dispatch(self, request, *args, **kwargs):
         try:
