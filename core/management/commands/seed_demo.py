@@ -5,11 +5,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from core.roles import ROLES
 from reconciliation.models import AccountKind
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post, ledger_hold_create
 
@@ -69,12 +70,8 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
 
     def _users(self) -> None:
-        ops_group, _ = Group.objects.get_or_create(name="Ops")
-        ops_group.permissions.set(
-            Permission.objects.filter(
-                content_type__app_label__in=["reconciliation", "django_q"], codename__startswith="view_"
-            )
-        )
+        # The roles come from the data migration (core.roles); the demo ops user holds them all.
+        roles = list(Group.objects.filter(name__in=list(ROLES)))
         User = get_user_model()
         for username, password, is_superuser in DEMO_USERS:
             user, created = User.objects.get_or_create(
@@ -85,7 +82,7 @@ class Command(BaseCommand):
                 user.set_password(password)
                 user.save(update_fields=["password"])
             if not is_superuser:
-                user.groups.add(ops_group)
+                user.groups.add(*roles)
 
     def _books(self) -> None:
         bank = account_get_or_create(
