@@ -161,3 +161,12 @@ def test_the_database_refuses_to_cross_brands(vera, rival, rival_campaign, state
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql)
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
+def test_people_take_strings_only_and_answer_in_utc(api, brand):
+    """The people endpoints are as strict as the others (core.api.fields): a number is no e-mail."""
+    response = api.post("/api/v1/people/", {"email": 12345, "name": "Num"}, format="json")
+    assert_problem(response, 400, "validation_error")
+    assert not Person.objects.exists()
+    created = api.post("/api/v1/people/", {"email": "utc@example.com"}, format="json").json()
+    assert created["created_at"].endswith("Z")
