@@ -19,7 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.module_loading import import_string
@@ -161,5 +161,9 @@ class InboundWebhookView(View):
         )
         return JsonResponse({"received": True, "duplicate": not created, "id": webhook.pk})
 
-    def get(self, request):
-        return HttpResponse(status=405)
+    def http_method_not_allowed(self, request, *args, **kwargs):
+        # Under /api/ every answer is problem+json, a refused method too.
+        allowed = ", ".join(m.upper() for m in self._allowed_methods())
+        response = _problem(405, "method_not_allowed", f"{request.method} is not allowed here; use {allowed}.")
+        response["Allow"] = allowed
+        return response

@@ -238,3 +238,11 @@ def test_wise_forged_is_401(db, wise_key):
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     assert post_wise(other, wise_state_change(1, "outgoing_payment_sent")).status_code == 401
     assert not InboundWebhook.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/webhooks/tiktok/", "/api/webhooks/wise/", "/api/webhooks/whatsapp/"])
+def test_a_refused_method_on_an_inbound_webhook_is_problem_json(client, path):
+    response = client.put(path, b"{}", content_type="application/json")
+    assert response.status_code == 405
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["code"] == "method_not_allowed" and "POST" in response["Allow"]
