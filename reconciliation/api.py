@@ -34,6 +34,7 @@ _Result = inline_serializer(
         "skipped_statements": serializers.ListField(child=serializers.CharField()),
         "new_lines": serializers.IntegerField(),
         "duplicate_lines": serializers.IntegerField(),
+        "possible_duplicates": serializers.IntegerField(),
         "balance_mismatches": serializers.ListField(child=serializers.CharField()),
     },
 )
@@ -80,6 +81,7 @@ class StatementImportView(APIView):
                     "skipped_statements": [],
                     "new_lines": 1840,
                     "duplicate_lines": 0,
+                    "possible_duplicates": 0,
                     "balance_mismatches": [],
                 },
             )
@@ -112,6 +114,7 @@ class StatementImportView(APIView):
             "skipped_statements": result.skipped_statements,
             "new_lines": result.new_lines,
             "duplicate_lines": result.duplicate_lines,
+            "possible_duplicates": result.possible_duplicates,
             "balance_mismatches": [s.statement_id for s in result.balance_mismatches],
         }
         return Response(body, status=200 if result.replayed else 201)

@@ -32,6 +32,7 @@ from reconciliation.models import (
 )
 from reconciliation.services.matching import (
     match_undo,
+    statement_line_duplicate_decide,
     statement_line_match_manual,
     statement_line_move_to_suspense,
     statement_lines_match,
@@ -120,6 +121,12 @@ class StatementImportAdmin(ReadOnlyAdmin):
                         f"Imported {len(result.statements)} statement(s) with {result.new_lines} new line(s) "
                         f"({result.duplicate_lines} already known). Matching runs in the background.",
                     )
+                    if result.possible_duplicates:
+                        messages.warning(
+                            request,
+                            f"{result.possible_duplicates} line(s) repeat another booking of this file: they are "
+                            "stored and flagged; confirm each one or set it aside as a duplicate.",
+                        )
                     for statement in result.balance_mismatches:
                         messages.warning(
                             request,
@@ -181,6 +188,8 @@ class ExplainForm(forms.Form):
         ("match", "Match to a business object"),
         ("suspense", "Keep in suspense (with a reason)"),
         ("write_off", "Ask for a write-off (a second person approves)"),
+        ("confirm_booking", "Possible duplicate: it is a real booking"),
+        ("duplicate", "Possible duplicate: set it aside (with a reason)"),
     ]
     action = forms.ChoiceField(choices=ACTIONS)
     target_type = forms.CharField(required=False, help_text="e.g. payout, payout_batch, brand_topup")
@@ -191,7 +200,7 @@ class ExplainForm(forms.Form):
         data = super().clean()
         if data.get("action") == "match" and not (data.get("target_type") and data.get("target_id")):
             raise forms.ValidationError("Say what the line is matched to (type and id).")
-        if data.get("action") in {"suspense", "write_off"} and not data.get("reason", "").strip():
+        if data.get("action") in {"suspense", "write_off", "duplicate"} and not data.get("reason", "").strip():
             raise forms.ValidationError("Say why.")
         return data
 
@@ -209,7 +218,14 @@ class StatementLineAdmin(ReadOnlyAdmin):
         "short_remittance",
         "bank_account",
     ]
-    list_filter = ["status", "credit_debit", "bank_account", "reversal", ("booking_date", admin.DateFieldListFilter)]
+    list_filter = [
+        "status",
+        "possible_duplicate",
+        "credit_debit",
+        "bank_account",
+        "reversal",
+        ("booking_date", admin.DateFieldListFilter),
+    ]
     search_fields = ["=end_to_end_id", "=entry_reference", "remittance", "counterparty_name", "=counterparty_iban"]
     list_select_related = ["bank_account"]
     date_hierarchy = "booking_date"
@@ -276,6 +292,12 @@ class StatementLineAdmin(ReadOnlyAdmin):
                 elif data["action"] == "suspense":
                     statement_line_move_to_suspense(line_id=line.pk, actor=request.user, reason=data["reason"])
                     messages.success(request, "Line kept in suspense.")
+                elif data["action"] in {"confirm_booking", "duplicate"}:
+                    duplicate = data["action"] == "duplicate"
+                    statement_line_duplicate_decide(
+                        line_id=line.pk, actor=request.user, duplicate=duplicate, reason=data["reason"]
+                    )
+                    messages.success(request, "Line set aside as a duplicate." if duplicate else "Booking confirmed.")
                 else:
                     write_off_request(line_id=line.pk, actor=request.user, reason=data["reason"])
                     messages.success(request, "Write-off requested; a second person must approve it.")

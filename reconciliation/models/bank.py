@@ -51,6 +51,10 @@ class StatementImport(models.Model):
 
 
 class BankStatement(models.Model):
+    """One statement, or one page of a statement the bank split over several messages (MsgPgntn /
+    StmtPgntn). ``part`` numbers the blocks of one statement page that a single file repeats, so a
+    repeated block is stored (and its bookings flagged) instead of being skipped."""
+
     statement_import = models.ForeignKey(StatementImport, on_delete=models.PROTECT, related_name="statements")
     bank_account = models.ForeignKey(PlatformBankAccount, on_delete=models.PROTECT, related_name="statements")
     statement_id = models.CharField(max_length=64)
@@ -58,12 +62,18 @@ class BankStatement(models.Model):
     version = models.CharField(max_length=10, blank=True, default="")
     message_id = models.CharField(max_length=64, blank=True, default="")
     electronic_sequence_number = models.BigIntegerField(null=True, blank=True)
+    page_number = models.PositiveIntegerField(default=1)
+    last_page = models.BooleanField(null=True, blank=True)
+    part = models.PositiveSmallIntegerField(default=1)
     created_at_bank = models.DateTimeField(null=True, blank=True)
     opening_balance = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
     opening_balance_date = models.DateField(null=True, blank=True)
     closing_balance = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
     closing_balance_date = models.DateField(null=True, blank=True)
     entry_count = models.PositiveIntegerField(default=0)
+    # Entries that were already on file from an earlier import (a camt.054 before this camt.053):
+    # stored lines + known_count == entry_count, which ledger_verify checks.
+    known_count = models.PositiveIntegerField(default=0)
     credit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
     debit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
     # Opening + booked entries must equal the closing balance; a difference is flagged, not hidden.
@@ -72,11 +82,15 @@ class BankStatement(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["bank_account", "statement_id"], name="statement_unique_per_account"),
+            models.UniqueConstraint(
+                fields=["bank_account", "statement_id", "page_number", "part"], name="statement_page_unique_per_account"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.statement_id} ({self.bank_account.iban})"
+        page = f" p{self.page_number}" if self.page_number != 1 or self.last_page is False else ""
+        part = f" part {self.part}" if self.part != 1 else ""
+        return f"{self.statement_id}{page}{part} ({self.bank_account.iban})"
 
     @property
     def balance_mismatch(self) -> bool:
@@ -98,9 +112,12 @@ class StatementLine(models.Model):
     statement = models.ForeignKey(BankStatement, on_delete=models.PROTECT, related_name="lines")
     bank_account = models.ForeignKey(PlatformBankAccount, on_delete=models.PROTECT, related_name="lines")
     sequence = models.PositiveIntegerField()
-    # The bank's reference for the entry when it gave one, else a digest of what identifies it; unique
-    # per account so overlapping statements (camt.054 then camt.053) never import a booking twice.
+    # The booking's identity (see ``services.statements``): unique per account so overlapping
+    # statements (camt.054 then camt.053) never import a booking twice.
     dedupe_key = models.CharField(max_length=128)
+    # A second booking with the same identity in one file: stored, and a person confirms it.
+    possible_duplicate = models.BooleanField(default=False)
+    review_note = models.CharField(max_length=255, blank=True, default="")
     entry_reference = models.CharField(max_length=64, blank=True, default="")
     amount = models.DecimalField(max_digits=22, decimal_places=5)
     amount_minor = models.BigIntegerField(null=True, blank=True)
@@ -231,6 +248,8 @@ class ReconciliationAction(models.Model):
         UNDO_MATCH = "undo_match", "Match undone"
         MOVE_TO_SUSPENSE = "move_to_suspense", "Moved to suspense"
         WRITE_OFF = "write_off", "Write-off"
+        CONFIRM_BOOKING = "confirm_booking", "Repeated booking confirmed"
+        SET_ASIDE_DUPLICATE = "set_aside_duplicate", "Set aside as a duplicate"
 
     class Status(models.TextChoices):
         DONE = "done", "Done"

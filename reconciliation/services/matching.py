@@ -451,6 +451,55 @@ def statement_line_move_to_suspense(*, line_id: int, actor, reason: str) -> Stat
         return line
 
 
+def statement_line_duplicate_decide(*, line_id: int, actor, duplicate: bool, reason: str = "") -> StatementLine:
+    """A person's answer for a line flagged ``possible_duplicate`` (the same booking twice in one file).
+
+    Not a duplicate: the flag is cleared and the line stays as it is. A duplicate: the line is set
+    aside (``ignored``) and its suspense entry reversed, so the ledger's bank account holds what the
+    bank booked once; a matched line must have its match undone first. One durable transaction
+    with its audit row. Raises NotFound, InvalidTransition (not flagged, or already matched),
+    InvalidInput (a duplicate without a reason).
+    """
+    if duplicate and not reason.strip():
+        raise InvalidInput("Say why the line is a duplicate.", code="reason_required")
+    with transaction.atomic(durable=True):
+        line = (
+            StatementLine.objects.select_for_update(of=("self",))
+            .select_related("bank_account__ledger_account", "suspense_entry")
+            .filter(pk=line_id)
+            .first()
+        )
+        if line is None:
+            raise NotFound(f"No statement line {line_id}.")
+        if not line.possible_duplicate:
+            raise InvalidTransition(f"Line {line_id} is not flagged as a possible duplicate.")
+        if duplicate:
+            if line.status not in OPEN_STATUSES:
+                raise InvalidTransition(
+                    f"Line {line_id} is {line.get_status_display().lower()}: undo its match before setting it aside."
+                )
+            _unpark(line)
+            Suggestion.objects.filter(line=line, status=SuggestionStatus.OPEN).update(
+                status=SuggestionStatus.REJECTED, decided_by=actor, decided_at=timezone.now()
+            )
+            line.status = StatementLineStatus.IGNORED
+            line.status_note = f"Duplicate: {reason}"[:255]
+        line.possible_duplicate = False
+        line.save(update_fields=["status", "status_note", "possible_duplicate", "suspense_entry"])
+        ReconciliationAction.objects.create(
+            kind=(
+                ReconciliationAction.Kind.SET_ASIDE_DUPLICATE
+                if duplicate
+                else ReconciliationAction.Kind.CONFIRM_BOOKING
+            ),
+            line=line,
+            actor=actor,
+            reason=reason[:500],
+            detail={"review_note": line.review_note},
+        )
+        return line
+
+
 def write_off_request(*, line_id: int, actor, reason: str) -> ReconciliationAction:
     """Ask for a parked line to be written off. Nothing moves until someone else approves."""
     if not reason.strip():

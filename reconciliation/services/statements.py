@@ -2,10 +2,22 @@
 
 An import is all or nothing: the whole file is parsed inside one transaction and any error (a
 malformed file, an unknown account, a currency that is not the account's) rolls it back, so a bad
-file imports nothing. A file already imported (same sha256) is a no-op; a statement already
-imported for the account is skipped; a booking already seen (same bank reference and status) is
-skipped, so overlapping camt.054 notifications and camt.053 statements never double-count.
-Matching runs after the commit (see ``services.matching``).
+file imports nothing. A file already imported (same sha256) is a no-op. Matching runs after the
+commit (see ``services.matching``).
+
+Nothing a bank booked is lost, and nothing is counted twice:
+
+- The identity of a booking is its account, status, the bank's reference (AcctSvcrRef, else
+  NtryRef), direction (with the reversal flag), amount and booking date. A reference alone is not
+  enough: banks reuse one for the several bookings of one order. A booking without a reference
+  can only be told by its position: statement id, page, part and sequence, with the same values.
+- Only a booking whose identity was stored by an earlier file is "already known" and skipped
+  (a camt.054 notification, then the camt.053 statement). A second booking with the same identity
+  inside one file is stored with ``possible_duplicate`` set, for a person to confirm.
+- A statement's pages (MsgPgntn / StmtPgntn, one Stmt/Id) are stored as pages of one statement;
+  the balance check runs over the pages once the ones it needs are in. A block that one file
+  repeats (same Stmt/Id and page) is stored as a further part; a page an earlier file brought is
+  skipped when its entries and balances are the same, and the file is refused when they differ.
 """
 
 import hashlib
@@ -47,7 +59,8 @@ class ImportResult:
     statements: list[BankStatement] = field(default_factory=list)
     skipped_statements: list[str] = field(default_factory=list)
     new_lines: int = 0
-    duplicate_lines: int = 0
+    duplicate_lines: int = 0  # bookings an earlier file brought (skipped)
+    possible_duplicates: int = 0  # stored, but the same booking as another of this file: to confirm
 
     @property
     def balance_mismatches(self) -> list[BankStatement]:
@@ -130,22 +143,26 @@ def ledger_minor(line: StatementLine) -> int:
     return int(Decimal(line.amount).scaleb(currency_exponent(line.currency)).quantize(Decimal(1), ROUND_HALF_UP))
 
 
-def _dedupe_key(statement: ParsedStatement, entry: ParsedEntry) -> str:
+def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: int, part: int) -> str:
+    """The key two sightings of one booking share (module docstring); at most 120 characters, so
+    an occurrence suffix still fits the 128 of ``dedupe_key``."""
+    direction = f"{entry.credit_debit}{'-R' if entry.reversal else ''}"
+    day = _booking_day(entry)
+    values = f"{direction}|{entry.amount:.5f}|{day.isoformat() if day else '-'}"
     if entry.entry_reference:
-        return f"{entry.status}:ref:{entry.entry_reference}"[:128]
-    first_e2e = entry.details[0].end_to_end_id if entry.details else ""
-    raw = "|".join(
-        str(x)
-        for x in (
-            statement.statement_id,
-            entry.sequence,
-            entry.amount,
-            entry.credit_debit,
-            entry.booking_date or entry.booking_datetime,
-            first_e2e,
-        )
-    )
-    return f"{entry.status}:h:{hashlib.sha256(raw.encode()).hexdigest()[:48]}"
+        readable = f"{entry.status}:ref:{entry.entry_reference}|{values}"
+        if len(readable) <= 120:
+            return readable
+        return f"{entry.status}:refh:{hashlib.sha256(readable.encode()).hexdigest()[:48]}"
+    raw = f"{statement.statement_id}|{page}|{part}|{entry.sequence}|{values}"
+    return f"{entry.status}:pos:{hashlib.sha256(raw.encode()).hexdigest()[:48]}"
+
+
+def _booking_day(entry: ParsedEntry):
+    return entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None)
+
+
+DUPLICATE_NOTE = "Same reference, amount, date and direction as line {first} of this file: confirm it is a booking."
 
 
 def _detail_json(entry: ParsedEntry) -> list[dict]:
@@ -196,14 +213,17 @@ _LINE_COLUMNS = (
     "return_reason_code",
     "status",
     "status_note",
+    "possible_duplicate",
+    "review_note",
     "created_at",
     "details",
 )
 
 
-def _line_row(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEntry, now) -> tuple:
+def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_of: int | None, now) -> tuple:
     """One line's values in ``_LINE_COLUMNS`` order: a plain tuple, because building a model instance
-    per line cost more than the database spent storing it."""
+    per line cost more than the database spent storing it. ``duplicate_of`` is the sequence of the
+    first booking of this file with the same identity, if any."""
     currency = entry.currency.upper()
     if currency != statement.bank_account.currency:
         raise StatementParseError(
@@ -219,7 +239,7 @@ def _line_row(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEn
         statement.pk,
         statement.bank_account_id,
         entry.sequence,
-        _dedupe_key(parsed, entry),
+        key,
         (entry.entry_reference or "")[:64],
         entry.amount,
         _exact_minor(entry.amount, currency),
@@ -243,6 +263,8 @@ def _line_row(statement: BankStatement, parsed: ParsedStatement, entry: ParsedEn
         ((first.return_info.reason_code if first and first.return_info else None) or "")[:8],
         StatementLineStatus.NEW.value if entry.status == "BOOK" else StatementLineStatus.IGNORED.value,
         "",
+        duplicate_of is not None,
+        DUPLICATE_NOTE.format(first=duplicate_of) if duplicate_of is not None else "",
         now,
         _detail_json(entry),
     )
@@ -304,7 +326,7 @@ class _LineWriter:
         self._copy = None
         columns = ", ".join(_LINE_COLUMNS)
         with self._cursor as cursor:
-            # Ordered by position so that, as before, the first of two bookings with one key wins.
+            # Ordered by position so that line ids follow the statement, which matching goes by.
             cursor.execute(
                 f"INSERT INTO {StatementLine._meta.db_table} ({columns}) SELECT {columns} FROM {_STAGING} "
                 "ORDER BY sequence ON CONFLICT DO NOTHING"
@@ -387,8 +409,30 @@ def statement_import(
 
 # The unique keys two imports of the same bytes or the same statement race on.
 _RACE_CONSTRAINTS = frozenset(
-    {"reconciliation_statementimport_sha256_key", "statement_unique_per_account", "line_unique_per_account"}
+    {"reconciliation_statementimport_sha256_key", "statement_page_unique_per_account", "line_unique_per_account"}
 )
+
+
+class _FileBookings:
+    """What one file has shown so far: how often each booking identity occurred (a repeat is a
+    possible duplicate) and how many blocks each statement page had (a repeat is a further part)."""
+
+    def __init__(self):
+        self._first: dict[tuple[int, str], tuple[int, int]] = {}  # identity -> (first sequence, count)
+        self._parts: dict[tuple[int, str, int], int] = {}
+
+    def part(self, account_id: int, statement_id: str, page: int) -> int:
+        key = (account_id, statement_id, page)
+        self._parts[key] = self._parts.get(key, 0) + 1
+        return self._parts[key]
+
+    def key(self, account_id: int, identity: str, sequence: int) -> tuple[str, int | None]:
+        """The line's ``dedupe_key`` and, for a repeat, the sequence of the first occurrence."""
+        first, seen = self._first.get((account_id, identity), (sequence, 0))
+        self._first[(account_id, identity)] = (first, seen + 1)
+        if seen == 0:
+            return identity, None
+        return f"{identity}#{seen + 1}", first
 
 
 def _import_once(
@@ -400,6 +444,7 @@ def _import_once(
             sha256=sha, filename=filename[:255], size_bytes=size, kind="", source=origin, imported_by=actor
         )
         result = ImportResult(statement_import=record, replayed=False)
+        seen = _FileBookings()
         total_entries = 0
         for parsed in _parse(source, csv_mapping=csv_mapping, csv_account_iban=csv_account_iban, max_bytes=max_bytes):
             record.kind = parsed.kind
@@ -417,57 +462,29 @@ def _import_once(
                     f"kept in {account.currency}.",
                     code="currency_mismatch",
                 )
-            if BankStatement.objects.filter(bank_account=account, statement_id=parsed.statement_id).exists():
+            page = parsed.page_number or 1
+            part = seen.part(account.pk, parsed.statement_id, page)
+            known = BankStatement.objects.filter(
+                bank_account=account, statement_id=parsed.statement_id[:64], page_number=page, part=part
+            ).first()
+            if known is not None:
+                count = _skip_known_page(known, parsed, seen, account=account, page=page, part=part)
                 result.skipped_statements.append(parsed.statement_id)
-                skipped = sum(1 for _ in parsed.entries)
-                total_entries += skipped
-                result.duplicate_lines += skipped
+                total_entries += count
+                result.duplicate_lines += count
                 continue
-            statement = BankStatement.objects.create(
-                statement_import=record,
-                bank_account=account,
-                statement_id=parsed.statement_id[:64],
-                kind=parsed.kind,
-                version=parsed.version or "",
-                message_id=(parsed.message_id or "")[:64],
-                electronic_sequence_number=parsed.electronic_sequence_number,
-                created_at_bank=parsed.created_at,
-                opening_balance=parsed.opening_balance,
-                opening_balance_date=parsed.opening_balance_date,
-                closing_balance=parsed.closing_balance,
-                closing_balance_date=parsed.closing_balance_date,
-            )
-            credits = debits = Decimal(0)
-            count = 0
-            now = timezone.now()
-            writer = _LineWriter(statement)
-            try:
-                for entry in parsed.entries:
-                    count += 1
-                    if entry.status == "BOOK":
-                        if entry.credit_debit == "CRDT":
-                            credits += entry.amount
-                        else:
-                            debits += entry.amount
-                    writer.add(_line_row(statement, parsed, entry, now))
-            except BaseException as exc:
-                writer.abort(exc)
-                raise
-            created = writer.finish()
-            total_entries += count
-            result.new_lines += created
-            result.duplicate_lines += count - created
-            statement.entry_count = count
-            statement.credit_total = credits
-            statement.debit_total = debits
-            if statement.opening_balance is not None and statement.closing_balance is not None:
-                statement.balance_difference = statement.closing_balance - (
-                    statement.opening_balance + credits - debits
-                )
-            statement.save(update_fields=["entry_count", "credit_total", "debit_total", "balance_difference"])
+            statement, flagged = _statement_page_import(parsed, record, seen, account=account, page=page, part=part)
+            total_entries += statement.entry_count
+            result.new_lines += statement.entry_count - statement.known_count
+            result.duplicate_lines += statement.known_count
+            result.possible_duplicates += flagged
             result.statements.append(statement)
         if not result.statements and not result.skipped_statements:
             raise StatementParseError("missing_element", "the file holds no statement")
+        for account_id, statement_id in {(s.bank_account_id, s.statement_id) for s in result.statements}:
+            _statement_balances_refresh(bank_account_id=account_id, statement_id=statement_id)
+        for statement in result.statements:
+            statement.refresh_from_db(fields=["balance_difference"])
         record.statements_count = len(result.statements)
         record.lines_count = total_entries
         record.new_lines_count = result.new_lines
@@ -482,11 +499,121 @@ def _import_once(
                 "skipped_statements": result.skipped_statements,
                 "new_lines": result.new_lines,
                 "duplicate_lines": result.duplicate_lines,
+                "possible_duplicates": result.possible_duplicates,
             },
         )
         if match and result.new_lines:
             transaction.on_commit(lambda: _enqueue_match(record.pk))
     return result
+
+
+def _statement_page_import(
+    parsed: ParsedStatement, record: StatementImport, seen: _FileBookings, *, account, page: int, part: int
+) -> tuple[BankStatement, int]:
+    """Store one statement page and its lines; returns it with the number of possible duplicates."""
+    statement = BankStatement.objects.create(
+        statement_import=record,
+        bank_account=account,
+        statement_id=parsed.statement_id[:64],
+        kind=parsed.kind,
+        version=parsed.version or "",
+        message_id=(parsed.message_id or "")[:64],
+        electronic_sequence_number=parsed.electronic_sequence_number,
+        page_number=page,
+        last_page=parsed.last_page,
+        part=part,
+        created_at_bank=parsed.created_at,
+        opening_balance=parsed.opening_balance,
+        opening_balance_date=parsed.opening_balance_date,
+        closing_balance=parsed.closing_balance,
+        closing_balance_date=parsed.closing_balance_date,
+    )
+    credits = debits = Decimal(0)
+    count = repeats = 0
+    now = timezone.now()
+    writer = _LineWriter(statement)
+    try:
+        for entry in parsed.entries:
+            count += 1
+            if entry.status == "BOOK":
+                if entry.credit_debit == "CRDT":
+                    credits += entry.amount
+                else:
+                    debits += entry.amount
+            identity = booking_identity(parsed, entry, page=page, part=part)
+            key, duplicate_of = seen.key(account.pk, identity, entry.sequence)
+            repeats += duplicate_of is not None
+            writer.add(_line_row(statement, entry, key, duplicate_of, now))
+    except BaseException as exc:
+        writer.abort(exc)
+        raise
+    created = writer.finish()
+    statement.entry_count = count
+    statement.known_count = count - created
+    statement.credit_total = credits
+    statement.debit_total = debits
+    statement.save(update_fields=["entry_count", "known_count", "credit_total", "debit_total"])
+    # A repeat may itself have been known from an earlier file: count what was stored.
+    flagged = statement.lines.filter(possible_duplicate=True).count() if repeats else 0
+    return statement, flagged
+
+
+def _skip_known_page(
+    known: BankStatement, parsed: ParsedStatement, seen: _FileBookings, *, account, page: int, part: int
+) -> int:
+    """A page an earlier file imported: the same entries and balances are skipped (its bookings
+    still count as seen in this file); anything else refuses the file, because which version is
+    right is for the bank to say."""
+    credits = debits = Decimal(0)
+    count = 0
+    for entry in parsed.entries:
+        count += 1
+        seen.key(account.pk, booking_identity(parsed, entry, page=page, part=part), entry.sequence)
+        if entry.status == "BOOK":
+            if entry.credit_debit == "CRDT":
+                credits += entry.amount
+            else:
+                debits += entry.amount
+    same = (count, credits, debits, parsed.opening_balance, parsed.closing_balance) == (
+        known.entry_count,
+        known.credit_total,
+        known.debit_total,
+        known.opening_balance,
+        known.closing_balance,
+    )
+    if not same:
+        raise Conflict(
+            f"Statement {parsed.statement_id} page {page} was imported before (import {known.statement_import_id}) "
+            f"with {known.entry_count} entries, credits {known.credit_total}, debits {known.debit_total}; this "
+            f"file has {count}, {credits}, {debits}. Nothing was imported: ask the bank which is right.",
+            code="statement_conflict",
+            details={"statement_id": parsed.statement_id, "page": page, "import_id": known.statement_import_id},
+        )
+    return count
+
+
+def _statement_balances_refresh(*, bank_account_id: int, statement_id: str) -> None:
+    """Opening + booked entries against the closing balance, over a statement's pages in order.
+
+    A page with both balances is checked on its own. A page with a closing balance only takes its
+    opening from the running balance of the pages before it, known only when every earlier page
+    is in (page 1 with its opening onwards); until then its difference stays unknown (None)."""
+    running: Decimal | None = None
+    expected = 1
+    for page in BankStatement.objects.filter(bank_account_id=bank_account_id, statement_id=statement_id).order_by(
+        "page_number", "part"
+    ):
+        if page.page_number not in (expected - 1, expected):
+            running = None  # a page is missing: what came before no longer carries over
+        expected = page.page_number + 1
+        opening = page.opening_balance if page.opening_balance is not None else running
+        computed = None if opening is None else opening + page.credit_total - page.debit_total
+        difference = None
+        if computed is not None and page.closing_balance is not None:
+            difference = page.closing_balance - computed
+        running = page.closing_balance if page.closing_balance is not None else computed
+        if difference != page.balance_difference:
+            BankStatement.objects.filter(pk=page.pk).update(balance_difference=difference)
 
 
 def _enqueue_match(import_id: int) -> None:

@@ -224,10 +224,31 @@ def _valid_iban(raw: str | None) -> str | None:
 class GroupHeader:
     message_id: str
     created_at: datetime | None
+    page_number: int | None
+    last_page: bool | None
 
 
 def group_header(node: Node) -> GroupHeader:
-    return GroupHeader(message_id=node.required_text("MsgId", "GrpHdr"), created_at=_optional_datetime(node, "CreDtTm"))
+    page_number, last_page = _pagination(node.find("MsgPgntn"))
+    return GroupHeader(
+        message_id=node.required_text("MsgId", "GrpHdr"),
+        created_at=_optional_datetime(node, "CreDtTm"),
+        page_number=page_number,
+        last_page=last_page,
+    )
+
+
+def _pagination(node: Node | None) -> tuple[int | None, bool | None]:
+    """``Pagination1``: PgNb (Max5NumericText) and LastPgInd."""
+    if node is None:
+        return None, None
+    number = _optional_int(node, "PgNb")
+    if number is None or number < 1:
+        raise _invalid("PgNb", node.text("PgNb"), node)
+    last = node.text("LastPgInd")
+    if last not in ("true", "false", "1", "0"):
+        raise _invalid("LastPgInd", last, node)
+    return number, last in ("true", "1")
 
 
 def statement_header(
@@ -255,6 +276,10 @@ def statement_header(
     opening_amount, opening_ccy, opening_date = opening[1] if opening else (None, None, None)
     closing_amount, closing_ccy, closing_date = closing[1] if closing else (None, None, None)
     period = node.find("FrToDt") or ABSENT
+    # Stmt/StmtPgntn (camt.053.001.03 on) pages one statement; GrpHdr/MsgPgntn pages the message.
+    page_number, last_page = _pagination(node.find("StmtPgntn") or node.find("RptPgntn") or node.find("NtfctnPgntn"))
+    if page_number is None:
+        page_number, last_page = group.page_number, group.last_page
 
     return ParsedStatement(
         kind=kind,
@@ -263,6 +288,8 @@ def statement_header(
         statement_id=statement_id,
         electronic_sequence_number=_optional_int(node, "ElctrncSeqNb"),
         legal_sequence_number=_optional_int(node, "LglSeqNb"),
+        page_number=page_number,
+        last_page=last_page,
         created_at=_optional_datetime(node, "CreDtTm") or group.created_at,
         from_datetime=_optional_datetime(period, "FrDtTm"),
         to_datetime=_optional_datetime(period, "ToDtTm"),
@@ -273,6 +300,7 @@ def statement_header(
         opening_balance_date=opening_date,
         closing_balance=closing_amount,
         closing_balance_date=closing_date,
+        balance_currencies=frozenset(c for c in (opening_ccy, closing_ccy) if c),
         line=node.line,
         entries=(),
     )

@@ -100,6 +100,8 @@ def parse_csv(
         statement_id=statement_id or f"csv-{hashlib.sha256(raw).hexdigest()[:32]}",
         electronic_sequence_number=None,
         legal_sequence_number=None,
+        page_number=None,
+        last_page=None,
         created_at=None,
         from_datetime=None,
         to_datetime=None,
@@ -110,6 +112,7 @@ def parse_csv(
         opening_balance_date=None,
         closing_balance=closing_balance,
         closing_balance_date=None,
+        balance_currencies=frozenset(),
         line=None,
         entries=entries,
     )

@@ -131,6 +131,9 @@ class ParsedStatement:
     statement_id: str
     electronic_sequence_number: int | None
     legal_sequence_number: int | None
+    # StmtPgntn, else GrpHdr/MsgPgntn: a statement a bank split over several messages or blocks.
+    page_number: int | None
+    last_page: bool | None
     created_at: datetime | None  # Stmt/CreDtTm, else GrpHdr/CreDtTm
     from_datetime: datetime | None  # FrToDt
     to_datetime: datetime | None
@@ -141,6 +144,8 @@ class ParsedStatement:
     opening_balance_date: date | None
     closing_balance: Decimal | None  # signed; CLBD
     closing_balance_date: date | None
+    # Every currency the balances were given in: the importer refuses one that is not the statement's.
+    balance_currencies: frozenset[str]
     line: int | None
     entries: Iterable[ParsedEntry]
 

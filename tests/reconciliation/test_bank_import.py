@@ -193,10 +193,11 @@ def test_the_same_file_delivered_twice_at_once_imports_once(tmp_path):
     assert (StatementImport.objects.count(), StatementLine.objects.count()) == (1, 500)
 
 
-def test_two_statements_in_one_file_import_each_booking_once(tmp_path, bank):
+def test_two_statements_in_one_file_store_every_booking_and_flag_the_repeats(tmp_path, bank):
     """Given one file with two statements of the account that share a booking (the bank's reference)
-    and a booking reported twice inside the first, when it is imported, every booking is stored once,
-    the first report of it wins, and each statement counts its own lines."""
+    and a booking reported twice inside the first, when it is imported, every entry is a line (none
+    is lost to "already known"), the repeats are flagged for a person, and each statement counts its
+    own lines."""
     path = tmp_path / "two.xml"
     write_camt053(
         path,
@@ -225,13 +226,19 @@ def test_two_statements_in_one_file_import_each_booking_once(tmp_path, bank):
         ],
     )
     result = statement_import(source=path, filename=path.name, origin="command", match=False)
-    assert (result.new_lines, result.duplicate_lines) == (3, 2)
-    lines = {line.entry_reference: line for line in StatementLine.objects.select_related("statement")}
-    assert sorted(lines) == ["REF-1", "REF-2", "REF-3"]
-    assert lines["REF-1"].remittance == "first" and lines["REF-1"].statement.statement_id == "STMT-A"
-    assert lines["REF-3"].statement.statement_id == "STMT-B"
-    assert (lines["REF-3"].end_to_end_id, lines["REF-3"].amount_minor, lines["REF-3"].status) == ("E-3", 300, "new")
-    assert lines["REF-3"].details[0]["end_to_end_id"] == "E-3"
+    assert (result.new_lines, result.duplicate_lines, result.possible_duplicates) == (5, 0, 2)
+    lines = list(StatementLine.objects.select_related("statement").order_by("pk"))
+    assert [(line.statement.statement_id, line.entry_reference, line.possible_duplicate) for line in lines] == [
+        ("STMT-A", "REF-1", False),
+        ("STMT-A", "REF-1", True),
+        ("STMT-A", "REF-2", False),
+        ("STMT-B", "REF-2", True),
+        ("STMT-B", "REF-3", False),
+    ]
+    assert lines[0].remittance == "first"
+    assert (lines[4].end_to_end_id, lines[4].amount_minor, lines[4].status) == ("E-3", 300, "new")
+    assert lines[4].details[0]["end_to_end_id"] == "E-3"
+    assert [s.lines.count() for s in result.statements] == [3, 2]
 
 
 def test_after_a_refused_file_the_next_import_works(tmp_path, bank):

@@ -31,6 +31,13 @@ class Command(BaseCommand):
             f"Imported {len(result.statements)} statement(s), {result.new_lines} new line(s), "
             f"{result.duplicate_lines} already known; skipped statements: {result.skipped_statements or 'none'}."
         )
+        if result.possible_duplicates:
+            self.stdout.write(
+                self.style.WARNING(
+                    f"  {result.possible_duplicates} line(s) repeat another booking of this file: stored and "
+                    "flagged for a person to confirm."
+                )
+            )
         for statement in result.balance_mismatches:
             self.stdout.write(
                 self.style.WARNING(
