@@ -7,7 +7,10 @@ minor unit, applied once, at the point where a Decimal becomes minor units.
 from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from babel.numbers import format_decimal
 from django.conf import settings
+from djmoney.money import Money as DjangoMoney
+from djmoney.money import get_current_locale
 from moneyed import Money, get_currency
 from moneyed.classes import CurrencyDoesNotExist
 
@@ -72,8 +75,16 @@ def minor_to_decimal(amount_minor: int, currency: str) -> Decimal:
     return Decimal(amount_minor).scaleb(-exp).quantize(Decimal(1).scaleb(-exp))
 
 
-def format_minor(amount_minor: int, currency: str) -> str:
-    return f"{minor_to_decimal(amount_minor, currency):,} {currency}"
+def format_minor(amount_minor: int, currency: str, *, with_currency: bool = True) -> str:
+    """Minor units as people read them, in the active language (django-money, with babel's
+    locale data): €1,234.56 in English, 1.234,56 € in Italian. ``with_currency=False`` gives the
+    number alone (chart axes, where the unit is said once)."""
+    money = DjangoMoney(minor_to_decimal(amount_minor, currency), currency)
+    if with_currency:
+        return str(money)
+    return format_decimal(
+        money.amount, format=f"#,##0.{'0' * currency_exponent(currency)}", locale=get_current_locale()
+    )
 
 
 def split_largest_remainder(total_minor: int, weights: Sequence[int | Decimal]) -> list[int]:

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from core.money import format_minor
+
 
 class PayoutStatus(models.TextChoices):
     CREATED = "created", "Created"
@@ -232,7 +234,7 @@ class Payout(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"payout {self.end_to_end_id} {self.amount_minor} {self.currency} {self.status}"
+        return f"payout {self.end_to_end_id} {format_minor(self.amount_minor, self.currency)} {self.status}"
 
 
 class PayoutItem(models.Model):

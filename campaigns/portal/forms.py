@@ -24,7 +24,8 @@ from campaigns.models.campaigns import validate_timezone
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
-MONEY = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal("0.01")}
+# localize: an amount is typed as people write it in their language (3,50 in Italian).
+MONEY = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal("0.01"), "localize": True}
 
 
 def _money_field(label: str, help_text: str = "") -> forms.DecimalField:

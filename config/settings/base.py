@@ -308,7 +308,7 @@ CLAIM_RATE_LIMIT_PER_CAMPAIGN = env_int("CLAIM_RATE_LIMIT_PER_CAMPAIGN", 600)  #
 CLAIM_LINK_MAX_AGE_DAYS = env_int("CLAIM_LINK_MAX_AGE_DAYS", 90)
 # The public address of the claim pages, for links sent by email/WhatsApp from background jobs.
 CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", "http://127.0.0.1:8000")
-TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "campaigns.portal.templatetags_money"}
+TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}
 # --- end of the portal / claim block ------------------------------------------------------------
 
 

@@ -56,12 +56,30 @@ def _campaign(brand_slug: str, campaign_slug: str) -> Campaign:
 
 
 def _language(request, campaign: Campaign) -> None:
-    """The person's own choice (the switch sets a cookie) wins; otherwise the campaign's language:
-    Italian for campaigns run in Italy's time zone, English elsewhere."""
+    """The person's own choice (the switch sets a cookie) wins, then their browser's language
+    (Accept-Language), then the campaign's: Italian for campaigns run in Italy's time zone,
+    English elsewhere."""
     chosen = request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME)
-    language = chosen if chosen in LANGUAGES else ("it" if campaign.timezone == "Europe/Rome" else "en")
+    if chosen not in LANGUAGES:
+        chosen = _browser_language(request.META.get("HTTP_ACCEPT_LANGUAGE", ""))
+    language = chosen or ("it" if campaign.timezone == "Europe/Rome" else "en")
     translation.activate(language)
     request.LANGUAGE_CODE = language
+
+
+def _browser_language(header: str) -> str:
+    """The supported language the browser ranks highest ("" when it names none of ours)."""
+    ranked = []
+    for position, part in enumerate(header.split(",")):
+        tag, _, weight = part.strip().partition(";q=")
+        try:
+            quality = float(weight) if weight else 1.0
+        except ValueError:
+            continue
+        primary = tag.strip().lower().split("-")[0]
+        if primary in LANGUAGES and quality > 0:
+            ranked.append((-quality, position, primary))
+    return min(ranked)[2] if ranked else ""
 
 
 def _rules(campaign: Campaign) -> dict[str, RewardRule]:

@@ -177,7 +177,7 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     person_enters_ibans(person, shots, "whatsapp", "checksum")
 
     # --- another person claims through TikTok ---------------------------------------------------
-    creator = new_page(locale="en-GB", mobile=True)
+    creator = new_page(locale="it-IT", mobile=True)
     creator.goto(claim_path)
     creator.click("[data-testid=tiktok-login]")
     creator.wait_for_selector("text=Fake TikTok")
@@ -186,7 +186,7 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     creator.click("#authorize")
     creator.wait_for_url(re.compile(r"/tiktok/$"))
     assert "Luca Creator" in creator.inner_text("main")
-    # this one stays in the campaign's language, Italian
+    # this one keeps the language of the browser, Italian
     person_enters_ibans(creator, shots, "tiktok", "cifre di controllo")
 
     # --- the worker pays; both see "paid" -------------------------------------------------------
@@ -202,7 +202,7 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     brand_page.goto(f"/portal/{slug}/")
     shots(brand_page, "dashboard-after-payouts")
     payouts_table = brand_page.inner_text("[data-testid=payouts-by-status]")
-    assert "Settled" in payouts_table and "8.00 EUR" in payouts_table
+    assert "Settled" in payouts_table and "€8.00" in payouts_table
     triggers = brand_page.inner_text("[data-testid=rewards-by-trigger]")
     assert "TikTok login" in triggers and "WhatsApp opt-in" in triggers
     brand_page.goto(f"/portal/{slug}/payouts/")

@@ -48,7 +48,7 @@ def test_changelists_load(client, ops, reviewed, name):
 
 def test_campaign_list_shows_budget_figures(client, ops, reviewed):
     response = client.get(reverse("admin:campaigns_campaign_changelist"))
-    assert "50.00 EUR" in response.text and "10.00 EUR" in response.text  # funded, held
+    assert "€50.00" in response.text and "€10.00" in response.text  # funded, held
 
 
 def test_campaign_change_page_explains_like_and_comment(client, ops, reviewed):

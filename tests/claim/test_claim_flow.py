@@ -177,3 +177,20 @@ def test_status_links_are_signed(campaign_a):
     assert client.get("/c/s/1:forged/").status_code == 404
     assert client.get(f"/c/s/{token_make('other-salt', 1)}/").status_code == 404
     assert client.get(f"/c/s/{token_make(STATUS_SALT, 999)}/").status_code == 404
+
+
+def test_amounts_read_as_people_write_them_in_their_language(client, campaign_a):
+    """django-money formats every amount shown (issue 16): 5,00 € in Italian, €5.00 in English."""
+    italian = client.get(f"/c/{campaign_a.brand.slug}/{campaign_a.slug}/", HTTP_ACCEPT_LANGUAGE="it").content.decode()
+    assert "5,00\xa0€" in italian and "EUR" not in italian
+
+
+def test_the_browser_language_is_used_until_the_person_switches(client, campaign_a):
+    page = f"/c/{campaign_a.brand.slug}/{campaign_a.slug}/"
+    assert (
+        client.get(page, HTTP_ACCEPT_LANGUAGE="de-DE, it;q=0.8, en;q=0.5")
+        .content.decode()
+        .startswith('<!doctype html>\n<html lang="it"')
+    )
+    client.cookies["django_language"] = "en"
+    assert '<html lang="en"' in client.get(page, HTTP_ACCEPT_LANGUAGE="it").content.decode()

@@ -1,6 +1,7 @@
 from decimal import Decimal
 
 import pytest
+from django.utils import translation
 from hypothesis import given
 from hypothesis import strategies as st
 from moneyed import Money
@@ -88,7 +89,12 @@ def test_from_minor_gives_money():
 def test_minor_to_decimal_and_format_keep_the_currency_places():
     assert minor_to_decimal(100, "EUR") == Decimal("1.00")
     assert str(minor_to_decimal(100, "EUR")) == "1.00"
-    assert format_minor(123456, "EUR") == "1,234.56 EUR"
+    assert format_minor(123456, "EUR") == "€1,234.56"
+    with translation.override("it"):
+        assert format_minor(123456, "EUR") == "1.234,56\xa0€"
+        assert format_minor(-350, "GBP") == "-3,50\xa0£"
+        assert format_minor(123456, "EUR", with_currency=False) == "1.234,56"
+    assert format_minor(100, "JPY") == "¥100"
 
 
 @given(amount_minor=st.integers(min_value=-(10**15), max_value=10**15))

@@ -52,9 +52,9 @@ def test_create_campaign_add_rule_with_preview_and_launch(owner, brand_a):
     # preview: nothing saved, the person's terms spelled out
     preview = owner.post(f"/portal/alpha/campaigns/{campaign.pk}/rules/new/", {**rule, "preview": "1"})
     lines = preview.context["preview"].lines
-    assert "10% of the purchase (at least 1.00 EUR, at most 20.00 EUR)" in lines[0]
+    assert "10% of the purchase (at least €1.00, at most €20.00)" in lines[0]
     assert any("paid 14 days later" in line for line in lines)
-    assert preview.context["preview"].examples[1][:2] == ("50.00 EUR", "5.00 EUR")
+    assert preview.context["preview"].examples[1][:2] == ("€50.00", "€5.00")
     assert not RewardRule.objects.filter(campaign=campaign).exists()
     # save, launch (no money needed to launch; the budget gates rewards)
     owner.post(f"/portal/alpha/campaigns/{campaign.pk}/rules/new/", {**rule, "save": "1"})

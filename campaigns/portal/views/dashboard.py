@@ -14,7 +14,7 @@ def dashboard(request, access):
         title=f"Paid out per day ({data.chart_currency})",
         days=data.days,
         values=data.paid_per_day_minor,
-        unit_format=lambda v: format_minor(v, data.chart_currency).split(" ")[0],
+        unit_format=lambda v: format_minor(v, data.chart_currency, with_currency=False),
     )
     return render(
         request,

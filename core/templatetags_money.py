@@ -1,0 +1,26 @@
+"""Template filters for money, registered in settings as the ``money`` library (no templatetags
+package needed): ``{{ amount_minor|money:currency }}`` for the ledger's integer minor units and
+``{{ amount|amount:currency }}`` for a bank's Decimal amount. Both format in the active language
+(``core.money.format_minor``): €1,234.50, or 1.234,50 € in Italian."""
+
+from decimal import Decimal
+
+from django import template
+
+from core.money import format_minor, round_to_minor
+
+register = template.Library()
+
+
+@register.filter
+def money(amount_minor, currency: str) -> str:
+    if amount_minor is None or amount_minor == "":
+        return "—"
+    return format_minor(int(amount_minor), currency)
+
+
+@register.filter
+def amount(value, currency: str) -> str:
+    if value is None or value == "":
+        return "—"
+    return format_minor(round_to_minor(Decimal(value), currency), currency)
