@@ -21,7 +21,12 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 
-OPEN = [StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED, StatementLineStatus.NEW]
+OPEN = [
+    StatementLineStatus.UNMATCHED,
+    StatementLineStatus.SUGGESTED,
+    StatementLineStatus.NEW,
+    StatementLineStatus.EXCEPTION,
+]
 AGING_BUCKETS = [
     (0, 1, "0–1 days"),
     (2, 3, "2–3 days"),
@@ -151,7 +156,27 @@ def open_exceptions() -> list[OpenException]:
             "Bank lines nobody explained yet",
             count,
             amount,
-            "reconciliation/statementline/?status__in=new,unmatched,suggested",
+            "reconciliation/statementline/?status__in=new,unmatched,suggested,exception",
+        )
+    )
+    count, amount = _count_and_gross(StatementLine.objects.exclude(matching_error="").filter(status__in=OPEN))
+    rows.append(
+        OpenException(
+            "matching_failed",
+            "Bank lines a matcher failed on (parked with the error)",
+            count,
+            amount,
+            "reconciliation/statementline/?matching_failed=1",
+        )
+    )
+    count, amount = _count_and_gross(StatementLine.objects.filter(possible_duplicate=True))
+    rows.append(
+        OpenException(
+            "possible_duplicates",
+            "Bookings a file repeats: confirm or set aside",
+            count,
+            amount,
+            "reconciliation/statementline/?possible_duplicate__exact=1",
         )
     )
     mismatched = Match.objects.filter(status=MatchStatus.ACTIVE).exclude(line__amount_minor=F("amount_minor"))
@@ -202,3 +227,4 @@ def dashboard(*, today: date | None = None) -> dict:
         "positions": account_positions(),
         "exceptions": open_exceptions(),
     }
+

@@ -158,6 +158,17 @@ class BalanceMismatchFilter(admin.SimpleListFilter):
         return queryset
 
 
+class MatchingFailedFilter(admin.SimpleListFilter):
+    title = "matching failed"
+    parameter_name = "matching_failed"
+
+    def lookups(self, request, model_admin):
+        return [("1", "A matcher failed on it")]
+
+    def queryset(self, request, queryset):
+        return queryset.exclude(matching_error="") if self.value() == "1" else queryset
+
+
 @admin.register(BankStatement)
 class BankStatementAdmin(ReadOnlyAdmin):
     list_display = [
@@ -221,6 +232,7 @@ class StatementLineAdmin(ReadOnlyAdmin):
     list_filter = [
         "status",
         "possible_duplicate",
+        MatchingFailedFilter,
         "credit_debit",
         "bank_account",
         "reversal",

@@ -104,6 +104,7 @@ class StatementLineStatus(models.TextChoices):
     UNMATCHED = "unmatched", "Unmatched (in suspense)"
     WRITTEN_OFF = "written_off", "Written off"
     IGNORED = "ignored", "Ignored (not booked)"
+    EXCEPTION = "exception", "Exception (could not be matched or parked)"
 
 
 class StatementLine(models.Model):
@@ -141,6 +142,8 @@ class StatementLine(models.Model):
     # The entry that parks an unexplained line in suspense; reversed when the line is explained.
     suspense_entry = models.ForeignKey(JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     status_note = models.CharField(max_length=255, blank=True, default="")
+    # Set when a matcher raised on this line alone: the line was parked instead of jamming its chunk.
+    matching_error = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -18,7 +18,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from core.bulk import rows_copy
-from core.exceptions import Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
+from core.exceptions import ApplicationError, Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from reconciliation.db import is_deadlock
 from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
 from reconciliation.models import (
@@ -44,7 +44,12 @@ from reconciliation.services.ledger import (
 from reconciliation.services.statements import ledger_minor
 
 NEW = StatementLineStatus.NEW.value
-OPEN_STATUSES = (StatementLineStatus.NEW, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED)
+OPEN_STATUSES = (
+    StatementLineStatus.NEW,
+    StatementLineStatus.UNMATCHED,
+    StatementLineStatus.SUGGESTED,
+    StatementLineStatus.EXCEPTION,
+)
 ZERO_AMOUNT_NOTE = "0.00: the bank booked no money, so there is nothing to book or match."
 
 
@@ -60,8 +65,8 @@ class MatchRunResult:
     unmatched: int = 0
     ignored: int = 0  # 0.00 bookings set aside (``ZERO_AMOUNT_NOTE``)
     proposals: list[Proposal] = field(default_factory=list)
-
-    failed_chunks: int = 0
+    failed_chunks: int = 0  # chunks that failed whole and were then matched line by line
+    failed_lines: int = 0  # lines a matcher failed on alone: parked with the error (``matching_error``)
 
     @property
     def matched_total(self) -> int:
@@ -76,6 +81,7 @@ class MatchRunResult:
         self.ignored += other.ignored
         self.proposals.extend(other.proposals)
         self.failed_chunks += other.failed_chunks
+        self.failed_lines += other.failed_lines
 
 
 def suspense_account(currency: str):
@@ -265,7 +271,9 @@ def statement_lines_match(
 
     Idempotent and re-runnable: only lines in status ``new`` are taken, under a row lock, and each
     chunk commits on its own, so a crash loses at most the chunk in flight (it stays ``new``). A
-    chunk that fails does not stop the ones after it; the first failure is raised at the end.
+    chunk that fails is matched again line by line; a line that fails alone is parked in suspense
+    with the error (``matching_error``), so no line jams the others or the next run. Only an error
+    that stops even the parking is raised, at the end.
     ``dry_run`` runs the same proposals and rolls everything back; the result lists them.
     Must not be called inside another transaction (each chunk is durable).
     """
@@ -283,15 +291,63 @@ def statement_lines_match(
         chunk = ids[start : start + chunk_size]
         try:
             result.add(_match_chunk(chunk, dry_run=dry_run))
-        except Exception as exc:
-            # Its lines stay new (the chunk rolled back) and the next run tries them again; the
-            # chunks after it must not wait behind it, or one bad line would stop every run.
-            logger.exception("matching lines %s–%s failed; going on with the next chunk", chunk[0], chunk[-1])
+        except Exception:
+            # One bad line must not hold back the thousand beside it: the chunk rolled back whole,
+            # so its lines are tried again one by one, and only the line that fails alone is parked.
+            logger.exception("matching lines %s–%s failed; matching them one by one", chunk[0], chunk[-1])
             result.failed_chunks += 1
-            failure = failure or exc
+            failure = _match_one_by_one(chunk, dry_run=dry_run, result=result) or failure
     if failure is not None:
         raise failure  # after the others: the task is marked failed, and its log says why
     return result
+
+
+def _match_one_by_one(ids: Sequence[int], *, dry_run: bool, result: MatchRunResult) -> Exception | None:
+    """Returns the first error that even parking a line could not get past (the database itself,
+    most likely): those lines stay new for the next run."""
+    failure = None
+    for line_id in ids:
+        try:
+            result.add(_match_chunk([line_id], dry_run=dry_run))
+        except Exception as exc:
+            logger.exception("matching line %s failed on its own", line_id)
+            result.failed_lines += 1
+            if dry_run:
+                continue
+            try:
+                _line_park_failed(line_id, exc)
+            except Exception as park_exc:
+                logger.exception("line %s could not be parked either; it stays new", line_id)
+                failure = failure or park_exc
+    return failure
+
+
+def _line_park_failed(line_id: int, error: Exception) -> None:
+    """A line a matcher fails on is parked in suspense with the error, so the books still mirror
+    the bank and staff see it; when even the suspense entry fails it is set aside as ``exception``
+    (no entry) instead of being retried for ever."""
+    reason = f"Matching failed: {type(error).__name__}: {error}"[:255]
+    with transaction.atomic(durable=True):
+        line = (
+            StatementLine.objects.select_for_update(of=("self",))
+            .select_related("bank_account__ledger_account")
+            .filter(pk=line_id, status=StatementLineStatus.NEW)
+            .first()
+        )
+        if line is None:
+            return  # matched or parked by another run meanwhile
+        try:
+            with transaction.atomic():
+                line.suspense_entry = ledger_entry_post(
+                    **_spec_kwargs(_suspense_spec(line, f"line:{line.pk}:suspense:0"))
+                ).entry
+            line.status = StatementLineStatus.UNMATCHED
+        except ApplicationError as exc:
+            line.suspense_entry = None
+            line.status = StatementLineStatus.EXCEPTION
+            reason = f"{reason[:150]}; not parked: {exc}"[:255]
+        line.matching_error = reason
+        line.save(update_fields=["status", "suspense_entry", "matching_error"])
 
 
 # --- staff actions -------------------------------------------------------------------------------

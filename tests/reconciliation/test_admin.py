@@ -29,7 +29,7 @@ def test_account_list_shows_stored_balances(admin_client, books):
     assert response.status_code == 200
     body = response.content.decode()
     assert "budget:EUR" in body
-    assert "10.00 EUR" in body and "2.50 EUR" in body and "7.50 EUR" in body
+    assert "€10.00" in body and "€2.50" in body and "€7.50" in body
 
 
 def test_ledger_admin_is_read_only(admin_client, books):

@@ -9,8 +9,9 @@ from django.contrib.auth.models import Permission
 from django.db import OperationalError, connection
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
-from core.exceptions import InvalidTransition, PermissionDenied
+from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from reconciliation import matching
+from reconciliation.bank_selectors import open_exceptions
 from reconciliation.matching import Applied, Proposal
 from reconciliation.models import (
     AccountKind,
@@ -334,7 +335,7 @@ def test_lines_named_again_after_they_were_matched_are_left_alone(tmp_path, bank
 
 
 @pytest.mark.django_db
-def test_a_failing_chunk_does_not_stop_the_chunks_after_it(tmp_path, bank, invoice_matcher, monkeypatch):
+def test_a_chunk_that_fails_whole_is_matched_line_by_line(tmp_path, bank, invoice_matcher, monkeypatch):
     lines = imported(
         tmp_path, [GenLine(amount=Decimal("1.00"), credit_debit="CRDT", remittance=f"INV-{i}") for i in range(1, 5)]
     )
@@ -343,18 +344,66 @@ def test_a_failing_chunk_does_not_stop_the_chunks_after_it(tmp_path, bank, invoi
     def first_chunk_fails(ids, result):
         chunks.append(list(ids))
         if len(chunks) == 1:
-            raise RuntimeError("a line no matcher can take")
+            raise RuntimeError("the database hiccuped")
         real(ids, result)
 
     monkeypatch.setattr(matching_service, "_match_chunk_once", first_chunk_fails)
-    with pytest.raises(RuntimeError, match="no matcher can take"):
-        statement_lines_match(chunk_size=2)  # raised after the other chunks ran
+    result = statement_lines_match(chunk_size=2)
 
-    statuses = [line.status for line in StatementLine.objects.order_by("sequence")]
-    assert statuses[:2] == [StatementLineStatus.NEW] * 2  # rolled back: the next run tries them again
-    assert statuses[2:] == [StatementLineStatus.MATCHED] * 2
-    assert [len(c) for c in chunks] == [2, 2] and len(lines) == 4
+    assert [line.status for line in StatementLine.objects.order_by("sequence")] == [StatementLineStatus.MATCHED] * 4
+    assert [len(c) for c in chunks] == [2, 1, 1, 2] and len(lines) == 4
+    assert (result.failed_chunks, result.failed_lines, result.matched_total) == (1, 0, 4)
     assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_a_line_a_matcher_fails_on_is_parked_with_the_error_and_jams_nothing(tmp_path, bank, invoice_matcher):
+    """Given a chunk with one line the matcher raises on (an odd code it cannot read), the others of
+    the chunk are matched, the bad one is parked in suspense with the error, and nothing stays new."""
+    real_apply = invoice_matcher.apply
+
+    def apply(proposals, *, lines):
+        if any(p.target_id == "BAD" for p in proposals):
+            raise ValueError("invoice BAD has a code I cannot read")
+        return real_apply(proposals, lines=lines)
+
+    invoice_matcher.apply = apply
+    paid, bad, other = imported(
+        tmp_path,
+        [
+            GenLine(amount=Decimal("1.00"), credit_debit="CRDT", remittance="INV-1"),
+            GenLine(amount=Decimal("2.00"), credit_debit="CRDT", remittance="INV-BAD"),
+            GenLine(amount=Decimal("4.00"), credit_debit="CRDT", remittance="INV-3"),
+        ],
+    )
+    result = statement_lines_match()
+    for line in (paid, bad, other):
+        line.refresh_from_db()
+    assert [paid.status, bad.status, other.status] == ["matched", "unmatched", "matched"]
+    assert bad.matching_error.startswith("Matching failed: ValueError: invoice BAD") and bad.suspense_entry_id
+    assert (result.failed_chunks, result.failed_lines) == (1, 1)
+    assert account_balance(account_id=bank.ledger_account_id).posted_minor == 700
+    assert account_balance(account_id=suspense_account("EUR").pk).posted_minor == 200
+    assert ledger_verify_report().ok
+    # A second run finds nothing to do: the parked line is no longer new.
+    assert statement_lines_match().lines_seen == 0
+
+
+@pytest.mark.django_db
+def test_a_line_that_cannot_even_be_parked_is_set_aside_as_an_exception(tmp_path, bank, invoice_matcher, monkeypatch):
+    (line,) = imported(tmp_path, [GenLine(amount=Decimal("2.00"), credit_debit="CRDT", remittance="INV-1")])
+
+    def refuse(*args, **kwargs):
+        raise InvalidInput("the suspense account is closed", code="account_inactive")
+
+    monkeypatch.setattr(invoice_matcher, "apply", lambda proposals, *, lines: refuse())
+    monkeypatch.setattr(matching_service, "ledger_entry_post", refuse)
+    statement_lines_match()
+    line.refresh_from_db()
+    assert (line.status, line.suspense_entry_id) == (StatementLineStatus.EXCEPTION, None)
+    assert "not parked: the suspense account is closed" in line.matching_error
+    exceptions = {row.kind: row.count for row in open_exceptions()}
+    assert exceptions["matching_failed"] == 1 and exceptions["unmatched_lines"] == 1
 
 
 @pytest.mark.django_db
