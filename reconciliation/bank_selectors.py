@@ -2,12 +2,14 @@
 columns (status, booking date, account), so the page stays fast on millions of lines."""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
+from django_q.models import OrmQ
 
 from core.money import minor_to_decimal
 from reconciliation.models import (
@@ -228,3 +230,57 @@ def dashboard(*, today: date | None = None) -> dict:
         "exceptions": open_exceptions(),
     }
 
+
+# --- the bank side of ledger_verify ----------------------------------------------------------------
+
+# The sweep matches new lines every 5 minutes; a line still new after three sweeps is stuck.
+STUCK_AFTER = timedelta(seconds=getattr(settings, "STATEMENT_MATCH_STUCK_AFTER_SECONDS", 900))
+_MATCH_TASKS = (
+    "reconciliation.tasks.statement_import_match_task",
+    "reconciliation.tasks.statement_lines_match_sweep_task",
+)
+
+
+@dataclass
+class BankVerifyReport:
+    stale_new_lines: list[str] = field(default_factory=list)
+    short_statements: list[str] = field(default_factory=list)
+    stuck_match_tasks: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.stale_new_lines or self.short_statements or self.stuck_match_tasks)
+
+
+def bank_verify_report(*, now=None, limit: int = 100) -> BankVerifyReport:
+    """What the bank side must satisfy besides the ledger: no line stays ``new`` past the sweeps
+    (``STUCK_AFTER``), every statement page stored a line for each entry it did not already know,
+    and no match task waits in the queue past the same limit."""
+    now = now or timezone.now()
+    cutoff = now - STUCK_AFTER
+    report = BankVerifyReport()
+    stale = StatementLine.objects.filter(status=StatementLineStatus.NEW, created_at__lt=cutoff)
+    stale_count = stale.count()
+    if stale_count:
+        oldest = stale.order_by("created_at").values_list("pk", "created_at").first()
+        report.stale_new_lines.append(
+            f"{stale_count} line(s) still new after {STUCK_AFTER}; the oldest is line {oldest[0]} "
+            f"from {oldest[1]:%Y-%m-%d %H:%M}"
+        )
+    short = (
+        BankStatement.objects.annotate(stored=Count("lines"))
+        .exclude(stored=F("entry_count") - F("known_count"))
+        .values_list("pk", "statement_id", "page_number", "part", "entry_count", "known_count", "stored")
+        .order_by("pk")[:limit]
+    )
+    for pk, statement_id, page, part, entries, known, stored in short:
+        report.short_statements.append(
+            f"statement {statement_id} (#{pk}, page {page}, part {part}): {entries} entries, {known} known "
+            f"from earlier files, but {stored} line(s) stored"
+        )
+    for queued in OrmQ.objects.filter(lock__lt=cutoff).order_by("lock")[: limit * 10]:
+        if queued.func() in _MATCH_TASKS:
+            report.stuck_match_tasks.append(
+                f"{queued.name() or queued.func()} queued since {queued.lock:%Y-%m-%d %H:%M}"
+            )
+    return report

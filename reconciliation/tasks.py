@@ -2,6 +2,7 @@
 
 import logging
 
+from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import ledger_holds_expire
 
@@ -13,11 +14,11 @@ def holds_expire_task() -> int:
 
 
 def ledger_verify_task() -> bool:
-    report = ledger_verify_report()
-    if not report.ok:
+    report, bank = ledger_verify_report(), bank_verify_report()
+    if not (report.ok and bank.ok):
         # An error-level log line is what paging hooks on; the task result keeps the details.
-        logger.error("ledger_verify failed: %s", report)
-    return report.ok
+        logger.error("ledger_verify failed: %s %s", report, bank)
+    return report.ok and bank.ok
 
 
 def statement_import_match_task(import_id: int) -> int:

@@ -1,13 +1,15 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.money import format_minor
+from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 
 
 class Command(BaseCommand):
     help = (
         "Recompute every balance from the postings, check every entry balances per currency and the "
-        "trial balance is zero. Exits non-zero on any discrepancy."
+        "trial balance is zero; on the bank side, that no line stays new past the match sweeps, every "
+        "statement stored a line per entry and no match task is stuck. Exits non-zero on any discrepancy."
     )
 
     def handle(self, *args, **options):
@@ -35,6 +37,16 @@ class Command(BaseCommand):
                 f"{format_minor(row.debit_balances_minor, row.currency)}, credit side "
                 f"{format_minor(row.credit_balances_minor, row.currency)}, difference {row.difference_minor}"
             )
-        if not report.ok:
+        bank = bank_verify_report()
+        bank_checks = [
+            ("no bank line stays new past the match sweeps", bank.stale_new_lines),
+            ("every statement stored a line for each entry it did not already know", bank.short_statements),
+            ("no match task is stuck in the queue", bank.stuck_match_tasks),
+        ]
+        for label, problems in bank_checks:
+            out.write(f"  [{'ok' if not problems else 'FAIL'}] {label}")
+            for problem in problems:
+                out.write(f"        {problem}")
+        if not (report.ok and bank.ok):
             raise CommandError("The books do not verify: see the FAIL lines above.")
         out.write(self.style.SUCCESS("The books verify."))
