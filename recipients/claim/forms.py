@@ -1,4 +1,6 @@
+from babel import Locale
 from django import forms
+from django.utils import translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -24,9 +26,10 @@ class PayoutForm(forms.Form):
     consent = forms.BooleanField(label=_("I accept the terms and the privacy notice."), required=True)
     website = forms.CharField(required=False, label="Website")
 
-    def __init__(self, *args, needs_contact: bool = True, **kwargs):
+    def __init__(self, *args, needs_contact: bool = True, phone_region: str = "IT", **kwargs):
         super().__init__(*args, **kwargs)
         self.needs_contact = needs_contact
+        self.phone_region = phone_region  # numbers typed without +country are read as from here
         self.fields["iban"].widget.attrs.update(
             {
                 "autocomplete": "off",
@@ -52,9 +55,16 @@ class PayoutForm(forms.Form):
         if not value:
             return ""
         try:
-            return phone_normalise(value)
+            return phone_normalise(value, region=self.phone_region)
         except InvalidInput as exc:
-            raise forms.ValidationError(exc.message) from exc
+            country = Locale.parse(translation.get_language() or "en").territories.get(self.phone_region, "")
+            raise forms.ValidationError(
+                gettext(
+                    "%(number)s is not a valid WhatsApp number for %(country)s. A number from another country"
+                    " starts with + and its country code, e.g. +44 7700 900123."
+                )
+                % {"number": value, "country": country or self.phone_region}
+            ) from exc
 
     def clean_email(self):
         value = self.cleaned_data.get("email", "").strip()

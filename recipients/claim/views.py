@@ -2,6 +2,7 @@
 (waiting pages have a "check again" button; ``static/js/claim.js`` adds the live IBAN check and
 auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot."""
 
+from babel.core import get_global
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, JsonResponse
@@ -17,6 +18,7 @@ from campaigns.models import (
     CampaignStatus,
     Reward,
     RewardRule,
+    RewardStatus,
     Trigger,
     TriggerEvent,
     VideoStatus,
@@ -41,6 +43,7 @@ from recipients.claim.status import reward_claim_status
 from recipients.claim.texts import reason_text
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.normalise import iban_normalise
+from recipients.selectors import person_cluster_ids
 from recipients.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem
 from recipients.whatsapp_link import click_to_chat_url
 
@@ -65,6 +68,12 @@ def _language(request, campaign: Campaign) -> None:
     language = chosen or ("it" if campaign.timezone == "Europe/Rome" else "en")
     translation.activate(language)
     request.LANGUAGE_CODE = language
+
+
+def _phone_region(campaign: Campaign) -> str:
+    """Where a number typed without +country is from: the country of the campaign's time zone
+    (Europe/Rome → IT), else ``PHONE_DEFAULT_REGION``."""
+    return get_global("zone_territories").get(campaign.timezone) or settings.PHONE_DEFAULT_REGION
 
 
 def _browser_language(header: str) -> str:
@@ -162,7 +171,9 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
     if identity is None:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
-    form = PayoutForm(request.POST or None, initial={"name": identity.get("name", "")})
+    form = PayoutForm(
+        request.POST or None, initial={"name": identity.get("name", "")}, phone_region=_phone_region(campaign)
+    )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
             raise Http404
@@ -213,7 +224,9 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
     except TikTokUnavailable:
         videos = []
         messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
-    form = PayoutForm(request.POST or None, initial={"name": identity.get("name", "")})
+    form = PayoutForm(
+        request.POST or None, initial={"name": identity.get("name", "")}, phone_region=_phone_region(campaign)
+    )
     chosen = request.POST.get("video_id", "")
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -263,6 +276,15 @@ def _whatsapp_reward(row: WhatsAppOptInCode) -> tuple[str, Reward | None, str]:
     if event is None:
         return "waiting", None, ""  # redeemed, the event is being ingested right now
     reward = Reward.objects.filter(event=event).first()
+    if reward is None and event.person_id and event.reason.startswith("cap_person_"):
+        # The number already earned this campaign's reward (a claim left half-way and started
+        # again): the proven number leads back to that reward, not to a dead end.
+        reward = (
+            Reward.objects.filter(campaign=row.campaign, person_id__in=person_cluster_ids(person=event.person))
+            .exclude(status__in=[RewardStatus.VOIDED, RewardStatus.CLAWED_BACK])
+            .order_by("id")
+            .first()
+        )
     return "done", reward, event.reason
 
 
@@ -302,7 +324,11 @@ def payout_form(request, token: str):
     campaign = reward.campaign
     _language(request, campaign)
     event = reward.event
-    form = PayoutForm(request.POST or None, needs_contact=not (event.email or event.whatsapp))
+    form = PayoutForm(
+        request.POST or None,
+        needs_contact=not (event.email or event.whatsapp),
+        phone_region=_phone_region(reward.campaign),
+    )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
             raise Http404

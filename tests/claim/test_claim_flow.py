@@ -6,13 +6,16 @@ import re
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils import translation
 
-from campaigns.models import EventOutcome, Reward, TriggerEvent, VideoSubmission
+from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import event_ingest, rewards_mature
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
+from recipients.claim.forms import PayoutForm
 from recipients.claim.links import STATUS_SALT, token_make, token_read
 from recipients.claim.tasks import claim_links_send_due
+from recipients.claim.views import _phone_region
 from recipients.models import Consent
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.whatsapp import whatsapp_optin_redeem
@@ -194,3 +197,44 @@ def test_the_browser_language_is_used_until_the_person_switches(client, campaign
     )
     client.cookies["django_language"] = "en"
     assert '<html lang="en"' in client.get(page, HTTP_ACCEPT_LANGUAGE="it").content.decode()
+
+
+def test_a_whatsapp_claim_left_half_way_resumes_where_it_stopped(brand_a):
+    """The person got the reward, left the payout form, and starts again: the second opt-in is
+    refused by the once-per-person cap, and leads back to the first reward's form, not a dead end."""
+    rule = {"trigger": "whatsapp_optin", "fixed_minor": 300, "person_count_per_campaign": 1}
+    funded_campaign(brand=brand_a, amount_minor=10_000, rules=[rule], slug="again")
+    client = Client()
+    first = client.post("/c/alpha/again/whatsapp/")["Location"]
+    whatsapp_optin_redeem(code=first.rstrip("/").rsplit("/", 1)[1], wa_number="393471234567", message_id="wamid.a")
+    form_page = client.get(first)["Location"]
+    second = client.post("/c/alpha/again/whatsapp/")["Location"]
+    assert second != first
+    whatsapp_optin_redeem(code=second.rstrip("/").rsplit("/", 1)[1], wa_number="393471234567", message_id="wamid.b")
+    resumed = client.get(second)
+    assert resumed.status_code == 302 and resumed["Location"] == form_page
+    assert Reward.objects.count() == 1
+
+
+def test_a_rejected_video_offers_another_pick(brand_a, fake_tiktok, django_capture_on_commit_callbacks):
+    funded_campaign(brand=brand_a, amount_minor=10_000, slug="ugc2", rules=[UGC])
+    client = Client()
+    tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/ugc2/videos/", scope="video.list")
+    other = next(v for v in client.get("/c/alpha/ugc2/videos/").context["videos"] if not v.has_tag("#joyback"))
+    with django_capture_on_commit_callbacks(execute=True):
+        status_url = client.post("/c/alpha/ugc2/videos/", {**details(), "video_id": other.id})["Location"]
+    page = client.get(status_url).content.decode()
+    assert 'data-testid="pick-another-video"' in page and 'href="/c/alpha/ugc2/videos/"' in page
+
+
+def test_a_number_typed_without_its_country_code_is_read_as_from_the_campaigns_country():
+    assert _phone_region(Campaign(timezone="Europe/Rome")) == "IT"
+    assert _phone_region(Campaign(timezone="Europe/London")) == "GB"
+    data = {"name": "Marco", "whatsapp": "347 123 4567", "iban": GOOD_IBAN, "consent": "on"}
+    form = PayoutForm(data, phone_region="IT")
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["whatsapp"] == "+393471234567"
+    with translation.override("it"):
+        refused = PayoutForm({**data, "whatsapp": "12"}, phone_region="IT")
+        assert not refused.is_valid()
+        assert "non è un numero WhatsApp valido per Italia" in refused.errors["whatsapp"][0]
