@@ -23,7 +23,7 @@ Nothing a bank booked is lost, and nothing is counted twice:
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -46,6 +46,9 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 from reconciliation.services.ledger import account_get_or_create
+from reconciliation.statements.camt import iter_camt_statements
+from reconciliation.statements.containers import describe, documents
+from reconciliation.statements.csv_import import parse_csv
 from reconciliation.statements.errors import StatementParseError
 from reconciliation.statements.types import ParsedEntry, ParsedStatement
 
@@ -115,19 +118,6 @@ def _sha256(source: bytes | str | os.PathLike | BinaryIO) -> tuple[str, int]:
         size += len(chunk)
     source.seek(position)
     return digest.hexdigest(), size
-
-
-def _looks_like_xml(source) -> bool:
-    if isinstance(source, bytes | bytearray | memoryview):
-        head = bytes(source[:256])
-    elif isinstance(source, str | os.PathLike):
-        with open(source, "rb") as handle:
-            head = handle.read(256)
-    else:
-        position = source.tell()
-        head = source.read(256)
-        source.seek(position)
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<")
 
 
 def _exact_minor(amount: Decimal, currency: str) -> int | None:
@@ -339,16 +329,20 @@ class _LineWriter:
 _STAGING = "reconciliation_statementline_incoming"
 
 
-def _parse(source, *, csv_mapping, csv_account_iban: str, max_bytes: int) -> Iterable[ParsedStatement]:
-    if _looks_like_xml(source):
-        from reconciliation.statements.camt import iter_camt_statements
-
-        return iter_camt_statements(source, max_bytes=max_bytes)
-    if csv_mapping is None:
-        raise StatementParseError("unsupported_document", "not XML; a CSV file needs a bank column mapping")
-    from reconciliation.statements.csv_import import parse_csv
-
-    return [parse_csv(source, mapping=csv_mapping, account_iban=csv_account_iban, max_bytes=max_bytes)]
+def _parse(source, *, csv_mapping, csv_account_iban: str, max_bytes: int) -> Iterator[ParsedStatement]:
+    """Every statement of the upload: a plain file, UTF-16/32 with a BOM, gzip, or a zip of many."""
+    for document in documents(source, max_bytes=max_bytes):
+        if document.is_xml:
+            yield from iter_camt_statements(document.stream, max_bytes=max_bytes)
+        elif csv_mapping is not None:
+            yield parse_csv(document.stream, mapping=csv_mapping, account_iban=csv_account_iban, max_bytes=max_bytes)
+        else:
+            head = document.stream.read(512)
+            raise StatementParseError(
+                "unsupported_document",
+                f"{document.description} is {describe(head)}, not a camt.053/054 XML statement; a CSV file "
+                "needs a bank column mapping",
+            )
 
 
 def statement_import(
