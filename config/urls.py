@@ -2,11 +2,13 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from core.demo_views import demo_statement_import_view
 from reconciliation.admin.bank import dashboard_view
 
 urlpatterns = [
     # The reconciliation dashboard is an admin page; it sits before the admin's catch-all routes.
     path("admin/reconciliation/dashboard/", admin.site.admin_view(dashboard_view), name="reconciliation_dashboard"),
+    path("admin/demo/statement/", admin.site.admin_view(demo_statement_import_view), name="demo_statement_import"),
     path("admin/", admin.site.urls),
     path("api/", include("config.api_urls")),
     path("accounts/", include("allauth.urls")),

@@ -10,16 +10,15 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from core.demo_bank import PLATFORM_IBAN, demo_funding_import
 from core.roles import ROLES
-from reconciliation.models import AccountKind
-from reconciliation.services import Leg, account_get_or_create, ledger_entry_post, ledger_hold_create
+from reconciliation.models import JournalEntry
 
 DEMO_USERS = [
     # username, password, superuser
     ("admin", "admin-demo-password", True),
     ("ops", "ops-demo-password", False),
 ]
-PLATFORM_IBAN = "NL91ABNA0417164300"
 DEMO_BRAND_USER = ("brand@demo.joyback.example", "brand-demo-password")
 # Two live campaigns of the brand "Sole Shoes": what the claim pages at /c/sole-shoes/<slug>/ show.
 DEMO_CAMPAIGNS = [
@@ -64,7 +63,6 @@ class Command(BaseCommand):
             raise CommandError("seed_demo creates well-known passwords; it runs only with DEBUG on (or --force).")
         with transaction.atomic():
             self._users()
-            self._books()
         # Outside the block above: the money services open their own durable transactions.
         self._brand()
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
@@ -84,66 +82,6 @@ class Command(BaseCommand):
             if not is_superuser:
                 user.groups.add(*roles)
 
-    def _books(self) -> None:
-        bank = account_get_or_create(
-            code=f"platform:bank:{PLATFORM_IBAN}:EUR",
-            name="Operating account (demo bank)",
-            kind=AccountKind.ASSET,
-            currency="EUR",
-            allow_overdraft=True,
-            owner_type="platform",
-        )
-        account_get_or_create(
-            code="platform:fees:EUR",
-            name="Platform fees",
-            kind=AccountKind.INCOME,
-            currency="EUR",
-            owner_type="platform",
-        )
-        account_get_or_create(
-            code="payouts:in_transit:EUR", name="Payouts in transit", kind=AccountKind.LIABILITY, currency="EUR"
-        )
-        account_get_or_create(
-            code="suspense:EUR",
-            name="Suspense (unexplained bank lines)",
-            kind=AccountKind.LIABILITY,
-            currency="EUR",
-            allow_overdraft=True,
-        )
-        demo_funds = account_get_or_create(
-            code="demo:brand-funds:EUR",
-            name="Demo brand funds",
-            kind=AccountKind.LIABILITY,
-            currency="EUR",
-            owner_type="demo",
-        )
-        demo_budget = account_get_or_create(
-            code="demo:campaign-budget:EUR",
-            name="Demo campaign budget",
-            kind=AccountKind.LIABILITY,
-            currency="EUR",
-            owner_type="demo",
-        )
-        ledger_entry_post(
-            idempotency_key="demo:topup:1",
-            kind="topup",
-            memo="Demo brand top-up by bank transfer",
-            legs=[Leg.debit(bank, 500_000), Leg.credit(demo_funds, 500_000)],
-        )
-        ledger_entry_post(
-            idempotency_key="demo:allocate:1",
-            kind="allocate",
-            memo="Allocate to the demo campaign",
-            legs=[Leg.debit(demo_funds, 200_000), Leg.credit(demo_budget, 200_000)],
-        )
-        ledger_hold_create(
-            idempotency_key="demo:hold:1",
-            account=demo_budget,
-            amount_minor=1_500,
-            currency="EUR",
-            memo="A reward waiting for its return window",
-        )
-
     def _brand(self) -> None:
         """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
         from allauth.account.models import EmailAddress
@@ -152,7 +90,6 @@ class Command(BaseCommand):
         from campaigns.services import (
             brand_create,
             brand_membership_set,
-            brand_topup_record,
             campaign_allocate,
             campaign_create,
             campaign_launch,
@@ -171,14 +108,12 @@ class Command(BaseCommand):
             user.save(update_fields=["password"])
         EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
         brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
-        brand_topup_record(
-            brand=brand,
-            amount_minor=500_000,
-            currency="EUR",
-            bank_account_code=PLATFORM_IBAN,
-            idempotency_key="demo:sole-shoes:topup:1",
-            reference=brand.funding_reference,
-        )
+        # The brand's money arrives as it would in production: on the bank statement, matched by
+        # its funding reference (a demo seeded before this kept its directly booked top-up).
+        if not JournalEntry.objects.filter(idempotency_key="demo:sole-shoes:topup:1").exists():
+            demo_funding_import(
+                funding_reference=brand.funding_reference, amount_minor=500_000, today=timezone.localdate()
+            )
         for slug, name, mode, rules in DEMO_CAMPAIGNS:
             campaign = Campaign.objects.filter(brand=brand, slug=slug).first()
             if campaign is None:
