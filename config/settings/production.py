@@ -1,4 +1,8 @@
-"""Production: safe by default. Anything missing that would make it unsafe stops the start-up."""
+"""Production: safe by default. Anything missing that would make it unsafe stops the start-up:
+SECRET_KEY here, everything else in the system checks of ``core.checks`` (errors that say what
+to set), which ``manage.py check --deploy``, ``migrate`` and the WSGI start-up all run."""
+
+import os
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -27,6 +31,9 @@ EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 MIDDLEWARE = [*MIDDLEWARE, "campaigns.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
 ADMIN_REQUIRES_TWO_FACTOR = True
 
-# Webhooks leave only over https and only for public addresses (campaigns.webhook_targets).
-if WEBHOOK_ALLOW_HTTP or WEBHOOK_ALLOW_PRIVATE_TARGETS:  # noqa: F405
-    raise ImproperlyConfigured("Outgoing webhooks must use https to public addresses in production")
+PRODUCTION_CHECKS = True
+# Unset here, the checks refuse the in-memory fake; a real sender is a dotted path.
+PAYOUT_WHATSAPP_SENDER = os.environ.get("PAYOUT_WHATSAPP_SENDER", "payouts.notifications.FakeWhatsAppSender")
+# The one way to run production settings without paying anyone (staging, a public demo): the
+# value must be exactly "nobody-is-paid", and every check prints a warning while it is set.
+SANDBOXED_DEPLOYMENT = os.environ.get("SANDBOXED_DEPLOYMENT", "")
