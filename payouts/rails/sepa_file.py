@@ -13,6 +13,7 @@ own Decimal sum of the payments after the file is built.
 """
 
 import re
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -20,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 import sepaxml
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from lxml import etree
 from sepaxml import SepaTransfer
@@ -56,7 +58,12 @@ _NOT_SEPA_TEXT = re.compile(r"[^A-Za-z0-9/\-?:().,'+ ]+")
 @dataclass(frozen=True, kw_only=True)
 class DebtorAccount:
     """The platform's bank account the file is paid from. With ``account_code`` set, every
-    payment's ``debtor_account_code`` must equal it (one file never mixes debtor accounts)."""
+    payment's ``debtor_account_code`` must equal it (one file never mixes debtor accounts).
+
+    ``name`` is the account's label: the file names the debtor and the initiating party by the
+    configured legal name (``SEPA_DEBTOR_NAME``) and falls back to it only when none is set.
+    Without ``bic`` the configured ``SEPA_DEBTOR_BIC`` is used when it belongs to this IBAN, else
+    the agent is ``Othr/Id`` NOTPROVIDED, as the EPC guidelines ask (never an empty FinInstnId)."""
 
     name: str
     iban: str
@@ -83,6 +90,21 @@ def pain001_schema() -> etree.XMLSchema:
     return etree.XMLSchema(etree.parse(str(path), parser))
 
 
+def _configured(name: str) -> str:
+    """A SEPA debtor setting: ``settings.SEPA_DEBTOR_<NAME>``, else the file rail's OPTIONS."""
+    options = getattr(settings, "PAYOUT_RAILS", {}).get("sepa_file", {}).get("OPTIONS", {})
+    return (getattr(settings, f"SEPA_DEBTOR_{name.upper()}", None) or options.get(f"debtor_{name}") or "").strip()
+
+
+def debtor_party(debtor: DebtorAccount) -> tuple[str, str | None]:
+    """The debtor's legal name and its agent's BIC (None: NOTPROVIDED) as the file states them."""
+    name = _configured("name") or debtor.name
+    bic = (debtor.bic or "").strip().upper()
+    if not bic and _configured("iban") and normalise_iban(_configured("iban")) == normalise_iban(debtor.iban):
+        bic = _configured("bic").upper()
+    return name, bic or None
+
+
 class _BatchTransfer(SepaTransfer):
     """sepaxml's SepaTransfer with our identifiers instead of its random ones (sepaxml 2.7 has no
     parameter for MsgId/PmtInfId, so the two hooks that create them are overridden)."""
@@ -100,6 +122,10 @@ class _BatchTransfer(SepaTransfer):
         for pmt_inf in self._xml.find(self.root_el).iter("PmtInf"):
             execution_date = pmt_inf.find("ReqdExctnDt/Dt").text
             pmt_inf.find("PmtInfId").text = f"{self._fixed_msg_id}-{execution_date.replace('-', '')}"
+            agent = pmt_inf.find("DbtrAgt/FinInstnId")
+            if agent is not None and len(agent) == 0:
+                # sepaxml leaves FinInstnId empty without a BIC; the EPC wants Othr/Id NOTPROVIDED.
+                ET.SubElement(ET.SubElement(agent, "Othr"), "Id").text = "NOTPROVIDED"
 
 
 def _check_inputs(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPayment]) -> None:
@@ -185,9 +211,10 @@ def build_pain001(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPa
     ``pain001_invalid``, ``pain001_control_sum``). Pure: no database, no I/O besides reading the XSD.
     """
     _check_inputs(batch_id=batch_id, debtor=debtor, payments=payments)
-    config = {"name": sepa_text(debtor.name, 70), "IBAN": normalise_iban(debtor.iban), "batch": True, "currency": "EUR"}
-    if debtor.bic:
-        config["BIC"] = debtor.bic.strip().upper()
+    name, bic = debtor_party(debtor)
+    config = {"name": sepa_text(name, 70), "IBAN": normalise_iban(debtor.iban), "batch": True, "currency": "EUR"}
+    if bic:
+        config["BIC"] = bic
     transfer = _BatchTransfer(config, msg_id=batch_id)
     dates: dict[str, str] = {}
     for payment in payments:
@@ -207,7 +234,85 @@ def build_pain001(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPa
         transfer.add_payment(entry)
     xml = transfer.export(validate=False)
     _check_document(xml, payments=payments, dates=dates)
+    epc_usage_problems = epc_usage_rule_problems(xml)
+    if epc_usage_problems:
+        raise InvalidInput(
+            "The pain.001 file breaks the EPC usage rules.",
+            code="pain001_epc_rules",
+            details={"problems": epc_usage_problems[:20]},
+        )
     return xml
+
+
+_EPC_TEXT = re.compile(r"^[A-Za-z0-9/\-?:().,'+ ]*$")
+_EPC_ID = re.compile(r"^(?!/)(?!.*//)[A-Za-z0-9/\-?:().,'+ ]{1,35}$")
+_BIC = re.compile(r"^[A-Z]{6}[A-Z2-9][A-NP-Z0-9]([A-Z0-9]{3})?$")
+
+
+def epc_usage_rule_problems(xml: bytes) -> list[str]:
+    """The EPC SCT implementation guidelines' usage rules the ISO XSD does not enforce (EPC132-08):
+    names present and in the Latin set, agent BIC or ``Othr/Id`` NOTPROVIDED, TRF / SEPA / SLEV, EUR
+    amounts of 0.01-999,999,999.99 with two decimals, identifiers of at most 35 characters that
+    neither start with nor contain "//", creditor IBANs, and at most 140 characters of remittance."""
+    document = etree.fromstring(xml, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
+    ns = {"p": PAIN001_NAMESPACE}
+    problems: list[str] = []
+
+    def text(node, path: str) -> str | None:
+        return node.findtext(path, namespaces=ns)
+
+    def check_name(where: str, value: str | None) -> None:
+        if not value or len(value) > 70 or not _EPC_TEXT.match(value):
+            problems.append(f"{where}: a name of 1-70 characters in the EPC Latin set is required, got {value!r}")
+
+    def check_id(where: str, value: str | None) -> None:
+        if value is None or not _EPC_ID.match(value):
+            problems.append(f"{where}: {value!r} is not an EPC identifier (1-35, no leading or double slash)")
+
+    def check_agent(where: str, node) -> None:
+        bic, other = text(node, "p:FinInstnId/p:BICFI"), text(node, "p:FinInstnId/p:Othr/p:Id")
+        if not ((bic and _BIC.match(bic)) or (bic is None and other == "NOTPROVIDED")):
+            problems.append(f"{where}: needs BICFI or Othr/Id NOTPROVIDED, got BICFI={bic!r} Othr/Id={other!r}")
+
+    root = document.find("p:CstmrCdtTrfInitn", ns)
+    check_id("GrpHdr/MsgId", text(root, "p:GrpHdr/p:MsgId"))
+    check_name("GrpHdr/InitgPty/Nm", text(root, "p:GrpHdr/p:InitgPty/p:Nm"))
+    for block in root.iterfind("p:PmtInf", ns):
+        where = f"PmtInf {text(block, 'p:PmtInfId')}"
+        check_id(f"{where}/PmtInfId", text(block, "p:PmtInfId"))
+        if text(block, "p:PmtMtd") != "TRF":
+            problems.append(f"{where}: PmtMtd must be TRF")
+        if text(block, "p:PmtTpInf/p:SvcLvl/p:Cd") != "SEPA":
+            problems.append(f"{where}: PmtTpInf/SvcLvl/Cd must be SEPA")
+        if text(block, "p:ChrgBr") not in (None, "SLEV"):
+            problems.append(f"{where}: ChrgBr must be SLEV")
+        check_name(f"{where}/Dbtr/Nm", text(block, "p:Dbtr/p:Nm"))
+        if not text(block, "p:DbtrAcct/p:Id/p:IBAN"):
+            problems.append(f"{where}: DbtrAcct/Id/IBAN is required")
+        agent = block.find("p:DbtrAgt", ns)
+        if agent is None:
+            problems.append(f"{where}: DbtrAgt is required")
+        else:
+            check_agent(f"{where}/DbtrAgt", agent)
+        for tx in block.iterfind("p:CdtTrfTxInf", ns):
+            e2e = text(tx, "p:PmtId/p:EndToEndId")
+            check_id(f"transaction {e2e}/EndToEndId", e2e)
+            amount = tx.find("p:Amt/p:InstdAmt", ns)
+            value = Decimal(amount.text) if amount is not None else None
+            if amount is None or amount.get("Ccy") != "EUR":
+                problems.append(f"transaction {e2e}: InstdAmt must be in EUR")
+            elif not (Decimal("0.01") <= value <= Decimal("999999999.99")) or value.as_tuple().exponent < -2:
+                problems.append(f"transaction {e2e}: amount {amount.text} outside 0.01-999999999.99 or over 2 decimals")
+            check_name(f"transaction {e2e}/Cdtr/Nm", text(tx, "p:Cdtr/p:Nm"))
+            if not text(tx, "p:CdtrAcct/p:Id/p:IBAN"):
+                problems.append(f"transaction {e2e}: CdtrAcct/Id/IBAN is required")
+            creditor_agent = tx.find("p:CdtrAgt", ns)
+            if creditor_agent is not None:
+                check_agent(f"transaction {e2e}/CdtrAgt", creditor_agent)
+            remittance = tx.findall("p:RmtInf/p:Ustrd", ns)
+            if len(remittance) > 1 or any(len(r.text or "") > 140 for r in remittance):
+                problems.append(f"transaction {e2e}: one RmtInf/Ustrd of at most 140 characters")
+    return problems
 
 
 class SepaFileRail(Rail):

@@ -13,6 +13,7 @@ from payouts.rails.sepa_file import (
     SepaFileRail,
     _check_document,
     build_pain001,
+    epc_usage_rule_problems,
     pain001_schema,
 )
 from tests.payouts.rail_builders import TODAY, gbp_payment, rail_payment
@@ -192,3 +193,67 @@ def test_file_rail_refuses_non_sepa_payments():
         SepaFileRail().submit(gbp_payment())
 
     assert raised.value.reason_code == "AG01"
+
+
+# --- EPC usage rules (issue 15): debtor agent and names -------------------------------------------
+
+
+def _block(xml: bytes):
+    return _parse(xml).find("p:CstmrCdtTrfInitn/p:PmtInf", namespaces=NS)
+
+
+def test_an_account_without_bic_gets_the_configured_bic_of_its_iban(settings):
+    settings.SEPA_DEBTOR_NAME = "JoyBack Payouts B.V."
+    settings.SEPA_DEBTOR_IBAN = "NL91ABNA0417164300"
+    settings.SEPA_DEBTOR_BIC = "ABNANL2A"
+    # The services pass the platform account as stored: its label, no BIC (the demo's account).
+    debtor = DebtorAccount(name="Operating", iban="NL91ABNA0417164300")
+
+    xml = build_pain001(batch_id="B-1", debtor=debtor, payments=[rail_payment()], execution_date=TODAY)
+
+    block = _block(xml)
+    assert block.findtext("p:DbtrAgt/p:FinInstnId/p:BICFI", namespaces=NS) == "ABNANL2A"
+    assert block.findtext("p:Dbtr/p:Nm", namespaces=NS) == "JoyBack Payouts B.V."
+    assert _parse(xml).findtext("p:CstmrCdtTrfInitn/p:GrpHdr/p:InitgPty/p:Nm", namespaces=NS) == "JoyBack Payouts B.V."
+    assert epc_usage_rule_problems(xml) == []
+
+
+def test_an_account_of_another_bank_without_bic_says_notprovided(settings):
+    settings.SEPA_DEBTOR_IBAN = "NL91ABNA0417164300"
+    settings.SEPA_DEBTOR_BIC = "ABNANL2A"
+    debtor = DebtorAccount(name="Second account", iban="DE89370400440532013000")
+
+    xml = build_pain001(batch_id="B-2", debtor=debtor, payments=[rail_payment()], execution_date=TODAY)
+
+    agent = _block(xml).find("p:DbtrAgt/p:FinInstnId", namespaces=NS)
+    assert [etree.QName(child).localname for child in agent] == ["Othr"]
+    assert agent.findtext("p:Othr/p:Id", namespaces=NS) == "NOTPROVIDED"
+    assert pain001_schema().validate(_parse(xml)) and epc_usage_rule_problems(xml) == []
+
+
+def test_without_a_configured_name_the_account_label_is_used(settings):
+    settings.SEPA_DEBTOR_NAME = ""
+    settings.PAYOUT_RAILS = {}
+    xml = build_pain001(batch_id="B-3", debtor=DEBTOR, payments=[rail_payment()], execution_date=TODAY)
+    assert _block(xml).findtext("p:Dbtr/p:Nm", namespaces=NS) == "JoyBack S.r.l."
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda x: x.replace(b"<BICFI>COBADEFFXXX</BICFI>", b"", 1), "DbtrAgt: needs BICFI or Othr/Id NOTPROVIDED"),
+        (lambda x: x.replace(b"<ChrgBr>SLEV</ChrgBr>", b"<ChrgBr>DEBT</ChrgBr>"), "ChrgBr must be SLEV"),
+        (lambda x: x.replace(b"<Cd>SEPA</Cd>", b"<Cd>NURG</Cd>"), "SvcLvl/Cd must be SEPA"),
+        (lambda x: x.replace(b"<MsgId>B-4</MsgId>", b"<MsgId>B//4</MsgId>"), "GrpHdr/MsgId: 'B//4'"),
+        (lambda x: x.replace(b">12.34</InstdAmt>", b">12.345</InstdAmt>"), "over 2 decimals"),
+        (lambda x: x.replace(b"<Nm>JoyBack S.r.l.</Nm>", b"<Nm>JoyBack \xc3\x9f</Nm>", 1), "InitgPty/Nm"),
+        (lambda x: x.replace(b"</Ustrd>", b"</Ustrd><Ustrd>second</Ustrd>"), "one RmtInf/Ustrd"),
+    ],
+    ids=["empty-agent", "charges", "service-level", "double-slash", "decimals", "charset", "two-ustrd"],
+)
+def test_the_epc_rules_the_xsd_lets_through_are_caught(settings, change, problem):
+    settings.SEPA_DEBTOR_NAME = "JoyBack S.r.l."
+    xml = build_pain001(batch_id="B-4", debtor=DEBTOR, payments=[rail_payment(amount_minor=1234)], execution_date=TODAY)
+    broken = change(xml)
+    assert broken != xml and pain001_schema().validate(_parse(broken))  # the XSD is fine with it
+    assert any(problem in p for p in epc_usage_rule_problems(broken))
