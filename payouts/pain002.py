@@ -3,7 +3,9 @@ bank returns for a pain.001 file.
 
 The result lists, per EndToEndId, the bank's transaction status (ACCP, ACSC, RJCT, ...) with its
 reason code, plus the group and payment-information statuses, which apply to every transaction
-of the original message or block when the bank reports no transaction details.
+of the original message or block when the bank reports no transaction details. Verification of
+Payee codes (RCVC, RVMC, RVNM, RVNA, RVCM, RVNC, PN01/PN02) are read as each payment's VoP result
+(``vop_results``) and decide nothing about payment.
 
 Safety: the parser refuses DTDs (so no entity expansion, no external entities), never touches the
 network, and refuses files over a size limit. A malformed or ambiguous report raises
@@ -17,6 +19,7 @@ from lxml import etree
 
 from core.exceptions import InvalidInput
 from payouts.iso import reason_text
+from payouts.rails.base import PayeeMatch
 
 SUPPORTED_NAMESPACES = {
     "urn:iso:std:iso:20022:tech:xsd:pain.002.001.03": "pain.002.001.03",
@@ -24,10 +27,25 @@ SUPPORTED_NAMESPACES = {
 }
 MAX_REPORT_BYTES = 20 * 1024 * 1024
 
+# Verification of Payee (EPC VOP scheme, from October 2025): the group codes of
+# ExternalPaymentGroupStatus1Code (RCVC, RVCM, RVNC), the per-payment results German banks send in
+# pain.002.001.10 (and .03) as a status or a reason (RCVC, RVMC, RVNM, RVNA), and the ISO
+# ExternalVerificationReason1Code results (PN01, PN02). A VoP code decides nothing about payment.
+VOP_CODES: dict[str, tuple[PayeeMatch | None, str]] = {
+    "RCVC": (PayeeMatch.MATCH, "Verification of Payee: the name matches the account."),
+    "RVMC": (PayeeMatch.CLOSE_MATCH, "Verification of Payee: the name is a close match for the account."),
+    "PN02": (PayeeMatch.CLOSE_MATCH, "Verification of Payee: the name is a close match for the account."),
+    "RVNM": (PayeeMatch.NO_MATCH, "Verification of Payee: the name does not match the account."),
+    "PN01": (PayeeMatch.NO_MATCH, "Verification of Payee: the name does not match the account."),
+    "RVNA": (PayeeMatch.NOT_POSSIBLE, "Verification of Payee was not possible for this account."),
+    "RVCM": (None, "Verification of Payee completed; some names do not match (see each payment)."),
+    "RVNC": (None, "Verification of Payee is not complete yet."),
+}
+
 # ExternalPaymentTransactionStatus1Code / ExternalPaymentGroupStatus1Code values banks send.
 KNOWN_STATUSES = frozenset(
     {"ACCC", "ACCP", "ACFC", "ACSC", "ACSP", "ACTC", "ACWC", "ACWP", "PART", "PATC", "PDNG", "RCVD", "RJCT"}
-)
+) | frozenset(code for code in VOP_CODES if not code.startswith("PN"))
 
 
 class Pain002Error(InvalidInput):
@@ -58,6 +76,7 @@ _OUTCOMES = {
     "ACCC": Outcome.SETTLED,
     "RJCT": Outcome.REJECTED,
     "PART": Outcome.PARTIAL,
+    **{code: Outcome.RECEIVED for code in KNOWN_STATUSES if code in VOP_CODES},
 }
 
 
@@ -70,6 +89,14 @@ class StatusLine:
     @property
     def outcome(self) -> Outcome:
         return _OUTCOMES[self.status]
+
+    @property
+    def vop_result(self) -> PayeeMatch | None:
+        """The Verification of Payee result this line states (by its reason, else its status)."""
+        for code in (self.reason_code, self.status):
+            if code in VOP_CODES and VOP_CODES[code][0] is not None:
+                return VOP_CODES[code][0]
+        return None
 
 
 @dataclass(frozen=True)
@@ -94,6 +121,18 @@ class Pain002Report:
 
     def by_end_to_end_id(self) -> dict[str, TransactionStatus]:
         return {tx.end_to_end_id: tx for tx in self.transactions}
+
+    def vop_results(self) -> dict[str, PayeeMatch]:
+        """Each reported payment's Verification of Payee result, for ``Payout.vop_result``: its own
+        code, else its block's, else the group's (RCVC there means every name matched)."""
+        blocks = {b.original_payment_information_id: b.vop_result for b in self.payment_informations}
+        group = self.group.vop_result if self.group else None
+        results = {}
+        for tx in self.transactions:
+            result = tx.vop_result or blocks.get(tx.original_payment_information_id or "") or group
+            if result is not None:
+                results[tx.end_to_end_id] = result
+        return results
 
 
 def _parser() -> etree.XMLParser:
@@ -124,8 +163,9 @@ def _status_line(element, status_tag: str, ns: dict, where: str) -> tuple[str, s
     if status == "RJCT" and reason is None:
         reason = "NARR" if extra else "MS03"
     text = None
-    if reason or extra:
-        text = " — ".join(part for part in (reason_text(reason) if reason else None, extra or None) if part)
+    if reason or extra or status in VOP_CODES:
+        known = VOP_CODES.get(reason or status, (None, None))[1] or (reason_text(reason) if reason else None)
+        text = " — ".join(part for part in (known, extra or None) if part)
     return status, reason, text
 
 
