@@ -150,9 +150,13 @@ def _transition_or_raise(*, campaign: Campaign, from_statuses: tuple[str, ...], 
 
 
 def campaign_launch(*, campaign: Campaign, actor=None) -> Campaign:
-    """draft → active. Requires at least one active rule. Raises InvalidTransition."""
+    """draft → active. Requires at least one active rule and a budget that covers the smallest
+    reward (``budget_insufficient``, as for resuming: a campaign that can pay nobody would pause
+    at its first event). Raises InvalidTransition."""
     if not RewardRule.objects.filter(campaign=campaign, is_active=True).exists():
         raise InvalidTransition("Add a reward rule before launching.", code="no_rules")
+    if campaign.status == CampaignStatus.DRAFT:  # any other status is refused as a transition
+        _budget_covers_smallest_reward(campaign)
     return _transition_or_raise(
         campaign=campaign,
         from_statuses=(CampaignStatus.DRAFT,),
@@ -174,17 +178,22 @@ def campaign_pause(*, campaign: Campaign, actor=None, reason: str = "") -> Campa
     )
 
 
-def campaign_resume(*, campaign: Campaign, actor=None) -> Campaign:
-    """paused → active. Refused (``budget_insufficient``) while the budget cannot cover the
-    smallest reward, which would pause it again at once."""
+def _budget_covers_smallest_reward(campaign: Campaign) -> None:
     need = smallest_reservation_minor(campaign=campaign)
     available = Account.objects.get(pk=campaign.budget_account_id).available_minor
     if need is not None and available < need:
         raise InvalidTransition(
-            "The budget cannot cover the smallest reward; allocate more money first.",
+            "The budget cannot cover the smallest reward; allocate money to the campaign first.",
             code="budget_insufficient",
             details={"available_minor": available, "needed_minor": need},
         )
+
+
+def campaign_resume(*, campaign: Campaign, actor=None) -> Campaign:
+    """paused → active. Refused (``budget_insufficient``) while the budget cannot cover the
+    smallest reward, which would pause it again at once."""
+    if campaign.status == CampaignStatus.PAUSED:  # any other status is refused as a transition
+        _budget_covers_smallest_reward(campaign)
     return _transition_or_raise(
         campaign=campaign,
         from_statuses=(CampaignStatus.PAUSED,),

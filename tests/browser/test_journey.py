@@ -149,10 +149,10 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     shots(brand_page, "funding-instructions-qr")
     fund_by_statement(reference=reference, amount="100.00")
     brand_page.goto(f"/portal/{slug}/campaigns/{campaign_id}/")
-    assert brand_page.inner_text("[data-testid=unallocated]").startswith("100.00")
+    assert brand_page.inner_text("[data-testid=unallocated]").startswith("€100.00")
     brand_page.fill("input[name=amount]", "100.00")
     brand_page.click("text=Move to this campaign")
-    assert brand_page.inner_text("[data-testid=funded]").startswith("100.00")
+    assert brand_page.inner_text("[data-testid=funded]").startswith("€100.00")
     brand_page.click("button:has-text('Launch')")
     assert brand_page.inner_text("[data-testid=campaign-status]") == "Active"
     shots(brand_page, "campaign-launched")

@@ -10,7 +10,7 @@ from django.test import Client
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
 from campaigns.portal.qr import epc_payload
-from campaigns.services import event_ingest
+from campaigns.services import brand_topup_record, campaign_allocate, event_ingest
 from tests.campaigns.conftest import event
 from tests.portal.conftest import make_user
 
@@ -56,9 +56,15 @@ def test_create_campaign_add_rule_with_preview_and_launch(owner, brand_a):
     assert any("paid 14 days later" in line for line in lines)
     assert preview.context["preview"].examples[1][:2] == ("€50.00", "€5.00")
     assert not RewardRule.objects.filter(campaign=campaign).exists()
-    # save, launch (no money needed to launch; the budget gates rewards)
+    # save; launching with no budget is refused with a word (it would pause at its first event)
     owner.post(f"/portal/alpha/campaigns/{campaign.pk}/rules/new/", {**rule, "save": "1"})
     assert RewardRule.objects.filter(campaign=campaign, percent_bps=1000).exists()
+    refused = owner.post(f"/portal/alpha/campaigns/{campaign.pk}/launch/", follow=True)
+    assert "allocate money to the campaign first" in refused.content.decode()
+    campaign.refresh_from_db()
+    assert campaign.status == "draft"
+    brand_topup_record(brand=brand_a, amount_minor=5_000, currency="EUR", bank_account_code="NL00", idempotency_key="w-topup")
+    campaign_allocate(campaign=campaign, amount_minor=5_000, idempotency_key="w-alloc")
     owner.post(f"/portal/alpha/campaigns/{campaign.pk}/launch/")
     campaign.refresh_from_db()
     assert campaign.status == "active"
