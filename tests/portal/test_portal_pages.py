@@ -205,3 +205,11 @@ def test_webhook_endpoint_secret_shown_once_and_rotated(owner, brand_a):
     rotated = owner.post(f"/portal/alpha/webhooks/{endpoint.pk}/rotate/")
     assert rotated.context["secret"] != first
     assert first.encode() not in owner.get(f"/portal/alpha/webhooks/{endpoint.pk}/").content
+
+
+def test_campaign_history_reads_in_words(owner, campaign_a):
+    page = owner.get(f"/portal/alpha/campaigns/{campaign_a.pk}/").content.decode()
+    history = page.split("<h2>History</h2>", 1)[1]
+    assert "Launched: the claim page is live" in history
+    assert "€1,000.00 added to the budget (now €1,000.00)" in history
+    assert "campaign.launched" not in history and "amount_minor" not in history and "{" not in history

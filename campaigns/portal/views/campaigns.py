@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from campaigns.models import BrandRole, Campaign, CampaignStatus, RewardRule
 from campaigns.portal.access import brand_view
 from campaigns.portal.forms import AllocateForm, CampaignForm, RuleForm, aware
+from campaigns.portal.history import campaign_history
 from campaigns.portal.preview import rule_preview
 from campaigns.portal.selectors import brand_campaigns, brand_unallocated_minor, cost_per_action_minor
 from campaigns.portal.services import campaign_update, rule_replace, rule_retire
@@ -129,7 +130,7 @@ def campaign_detail(request, access, campaign_id: int):
             "claim_url": claim_url,
             "allocate_form": AllocateForm(),
             "allocate_key": uuid.uuid4().hex,
-            "events": campaign.events.select_related("actor").order_by("-id")[:20],
+            "history": campaign_history(campaign=campaign),
         },
     )
 

@@ -1,0 +1,69 @@
+"""A campaign's history as a brand reads it: each audit row (``CampaignEvent``) in words, amounts
+formatted, instead of event names and raw data (issue 16)."""
+
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+
+from campaigns.models import CampaignEvent
+from core.money import format_minor
+
+_TITLES = {
+    "campaign.created": lambda e, cur: _("Created as a draft"),
+    "campaign.updated": lambda e, cur: (
+        _("Settings changed: %(fields)s") % {"fields": ", ".join(e.data.get("fields", []))}
+    ),
+    "campaign.launched": lambda e, cur: _("Launched: the claim page is live"),
+    "campaign.paused": lambda e, cur: (
+        _("Paused automatically: the budget cannot pay another reward") if e.data.get("automatic") else _("Paused")
+    ),
+    "campaign.resumed": lambda e, cur: _("Resumed"),
+    "campaign.ended": lambda e, cur: _("Ended: no new rewards"),
+    "campaign.closed": lambda e, cur: (
+        _("Closed: %(amount)s went back to your funds") % {"amount": format_minor(e.data.get("released_minor", 0), cur)}
+    ),
+    "campaign.budget_allocated": lambda e, cur: (
+        _("%(amount)s added to the budget (now %(funded)s)")
+        % {
+            "amount": format_minor(e.data.get("amount_minor", 0), cur),
+            "funded": format_minor(e.data.get("funded_minor", 0), cur),
+        }
+    ),
+    "campaign.budget_threshold": lambda e, cur: (
+        _("%(pct)s%% of the budget spent (%(spent)s of %(funded)s)")
+        % {
+            "pct": e.data.get("threshold_pct", "?"),
+            "spent": format_minor(e.data.get("spent_minor", 0), cur),
+            "funded": format_minor(e.data.get("funded_minor", 0), cur),
+        }
+    ),
+    "campaign.rule_replaced": lambda e, cur: (
+        _("A rule was changed (rule %(old)s replaced by %(new)s)")
+        % {"old": e.data.get("old_rule", "?"), "new": e.data.get("new_rule", "?")}
+    ),
+    "campaign.rule_retired": lambda e, cur: (
+        _("Rule %(rule)s retired: it pays no new rewards") % {"rule": e.data.get("rule", "?")}
+    ),
+}
+
+
+@dataclass(frozen=True)
+class HistoryLine:
+    when: object
+    what: str
+    who: str
+    why: str
+
+
+def campaign_history(*, campaign, limit: int = 20) -> list[HistoryLine]:
+    """The newest ``limit`` rows of the campaign's audit trail, in words."""
+    rows = CampaignEvent.objects.filter(campaign=campaign).select_related("actor").order_by("-id")[:limit]
+    return [
+        HistoryLine(
+            when=row.created_at,
+            what=_TITLES[row.kind](row, campaign.currency) if row.kind in _TITLES else row.kind,
+            who=(row.actor.email or row.actor.get_username()) if row.actor_id else _("JoyBack (automatic)"),
+            why=row.reason.replace("_", " ") if row.reason else "",
+        )
+        for row in rows
+    ]
