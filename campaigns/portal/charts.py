@@ -19,9 +19,21 @@ class Bar:
     label: str
 
 
+def axis_top(largest: int) -> int:
+    """The y axis's top: the smallest of 2, 4, 6, 8, 10 × 10^k at or above ``largest``, so the
+    middle grid line is a whole number too (counts, minor units) — a top of 1 or 3 labelled its
+    middle line 0 or 2."""
+    scale = 1
+    while True:
+        for m in (2, 4, 6, 8, 10):
+            if m * scale >= largest:
+                return m * scale
+        scale *= 10
+
+
 def bar_chart_svg(*, title: str, days: list[date], values: list[int], unit_format=str) -> str:
-    """A bar per day, the y axis from 0 to the largest value (at least 1), three grid lines."""
-    top = max([*values, 1])
+    """A bar per day, the y axis from 0 to ``axis_top`` of the largest value, three grid lines."""
+    top = axis_top(max([*values, 1]))
     plot_w, plot_h = WIDTH - PAD_LEFT - 4, HEIGHT - PAD_BOTTOM - PAD_TOP
     step = plot_w / max(len(values), 1)
     bars = []
@@ -48,9 +60,9 @@ def bar_chart_svg(*, title: str, days: list[date], values: list[int], unit_forma
                 f"{PAD_TOP + plot_h * (1 - f):.1f}",
                 PAD_LEFT - 4,
                 f"{PAD_TOP + plot_h * (1 - f) + 4:.1f}",
-                unit_format(round(top * f)),
+                unit_format(top * n // 2),
             )
-            for f in (0, 0.5, 1)
+            for f, n in ((0, 0), (0.5, 1), (1, 2))
         ),
     )
     rects = format_html_join(

@@ -3,12 +3,14 @@ once per form, launch/pause, funding instructions with the SEPA QR payload, the 
 team (invitations and the last owner), API keys shown once."""
 
 import re
+from datetime import date, timedelta
 
 import pytest
 from django.core import mail
 from django.test import Client
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
+from campaigns.portal.charts import axis_top, bar_chart_svg
 from campaigns.portal.qr import epc_payload
 from campaigns.services import brand_topup_record, campaign_allocate, event_ingest
 from tests.campaigns.conftest import event
@@ -63,7 +65,9 @@ def test_create_campaign_add_rule_with_preview_and_launch(owner, brand_a):
     assert "allocate money to the campaign first" in refused.content.decode()
     campaign.refresh_from_db()
     assert campaign.status == "draft"
-    brand_topup_record(brand=brand_a, amount_minor=5_000, currency="EUR", bank_account_code="NL00", idempotency_key="w-topup")
+    brand_topup_record(
+        brand=brand_a, amount_minor=5_000, currency="EUR", bank_account_code="NL00", idempotency_key="w-topup"
+    )
     campaign_allocate(campaign=campaign, amount_minor=5_000, idempotency_key="w-alloc")
     owner.post(f"/portal/alpha/campaigns/{campaign.pk}/launch/")
     campaign.refresh_from_db()
@@ -213,3 +217,10 @@ def test_campaign_history_reads_in_words(owner, campaign_a):
     assert "Launched: the claim page is live" in history
     assert "€1,000.00 added to the budget (now €1,000.00)" in history
     assert "campaign.launched" not in history and "amount_minor" not in history and "{" not in history
+
+
+def test_chart_axes_are_whole_numbers():
+    assert [axis_top(n) for n in (1, 3, 7, 9, 11, 450, 999)] == [2, 4, 8, 10, 20, 600, 1000]
+    days = [date(2026, 11, 1) + timedelta(days=i) for i in range(3)]
+    svg = bar_chart_svg(title="t", days=days, values=[0, 1, 0])
+    assert [label for label in ("0", "1", "2") if f'text-anchor="end">{label}<' in svg] == ["0", "1", "2"]
