@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from core.demo_views import demo_statement_import_view
+from core.demo_views import demo_statement_import_view, demo_webhook_receiver
 from reconciliation.admin.bank import dashboard_view
 
 urlpatterns = [
@@ -15,5 +15,6 @@ urlpatterns = [
     path("portal/", include("config.portal_urls")),
     path("c/", include("config.claim_urls")),
     path("fake/tiktok/", include("campaigns.platforms.fake_urls")),
+    path("fake/webhooks/", demo_webhook_receiver, name="demo_webhook_receiver"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

@@ -33,6 +33,8 @@ TIKTOK_API_BASE_URL = os.environ.get("TIKTOK_API_BASE_URL", f"{_ORIGIN}/fake/tik
 CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", _ORIGIN)
 # The demo may deliver webhooks to a receiver on this machine (the guard stays on in production).
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", True)
+# ... over plain http, as a local receiver speaks (e.g. the demo's own /fake/webhooks/).
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", True)
 # The worker's own INFO lines (every task, every process stopping) drown the demo's e-mails.
 LOGGING = {  # noqa: F405
     **LOGGING,  # noqa: F405

@@ -3,6 +3,10 @@ statement, and the dashboard's "Import the demo statement" brings the payouts th
 two lines nobody explained — every line stored and matched or parked, the ledger's bank account
 equal to the statement."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.management import call_command
 
@@ -77,3 +81,24 @@ def test_the_demo_statement_is_off_outside_the_demo(client, admin_user, settings
     settings.DEMO_BANK_ENABLED = False
     client.force_login(admin_user)
     assert client.post("/admin/demo/statement/").status_code == 404
+
+
+def test_the_demo_receiver_shows_what_webhooks_delivered(client, settings):
+    settings.DEMO_BANK_ENABLED = True
+    client.post("/fake/webhooks/", b'{"type": "reward.held"}', content_type="application/json")
+    shown = client.get("/fake/webhooks/").json()["received"]
+    assert shown[0]["body"] == '{"type": "reward.held"}'
+    settings.DEMO_BANK_ENABLED = False
+    assert client.get("/fake/webhooks/").status_code == 404
+
+
+def test_the_demo_settings_let_webhooks_go_to_the_local_receiver():
+    """make run's settings accept the receiver the README points at (http, loopback)."""
+    script = (
+        "import django; django.setup(); from campaigns.webhook_targets import webhook_url_validate; "
+        "print(webhook_url_validate('http://127.0.0.1:8000/fake/webhooks/'))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.local"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("http://127.0.0.1:8000/fake/webhooks/")
