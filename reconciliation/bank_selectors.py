@@ -121,7 +121,7 @@ def account_positions() -> list[AccountPosition]:
     """Per bank account: the newest statement's closing balance against the ledger's bank account
     on that day; the open (unexplained) lines are the first explanation of a difference."""
     positions = []
-    for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban"):
+    for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban", "other_id", "currency"):
         statement = (
             BankStatement.objects.filter(bank_account=bank, closing_balance__isnull=False)
             .order_by("-closing_balance_date", "-pk")
@@ -192,11 +192,13 @@ def open_exceptions() -> list[OpenException]:
             "reconciliation/match/?amount_mismatch=1",
         )
     )
-    bad_statements = BankStatement.objects.exclude(balance_difference=0).exclude(balance_difference__isnull=True)
+    bad_statements = BankStatement.objects.filter(
+        (~Q(balance_difference=0) & Q(balance_difference__isnull=False)) | ~Q(balance_note="")
+    )
     rows.append(
         OpenException(
             "statement_balance",
-            "Statements whose opening balance + entries ≠ closing balance",
+            "Statements whose opening balance + entries ≠ closing balance, or that cannot be checked",
             bad_statements.count(),
             bad_statements.aggregate(t=Sum("balance_difference"))["t"] or Decimal(0),
             "reconciliation/bankstatement/?balance_mismatch=1",

@@ -8,7 +8,7 @@ import csv
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -53,23 +53,31 @@ def _require(request: HttpRequest, perm: str) -> None:
 class PlatformBankAccountForm(forms.ModelForm):
     class Meta:
         model = PlatformBankAccount
-        fields = ["name", "iban", "bic", "currency"]
+        fields = ["name", "iban", "other_id", "other_scheme", "bic", "currency"]
+        help_texts = {"other_id": "Only for an account without IBAN (camt Acct/Id/Othr/Id), e.g. a USD account."}
 
 
 @admin.register(PlatformBankAccount)
 class PlatformBankAccountAdmin(admin.ModelAdmin):
-    list_display = ["name", "iban", "currency", "ledger_account", "is_active"]
+    list_display = ["name", "identifier", "currency", "ledger_account", "is_active"]
     list_select_related = ["ledger_account"]
     form = PlatformBankAccountForm
 
     def get_readonly_fields(self, request, obj=None):
-        return ["iban", "currency"] if obj else []
+        return ["iban", "other_id", "other_scheme", "currency"] if obj else []
 
     def save_model(self, request, obj, form, change):
         if change:
             super().save_model(request, obj, form, change)
             return
-        created = platform_bank_account_create(name=obj.name, iban=obj.iban, currency=obj.currency, bic=obj.bic)
+        created = platform_bank_account_create(
+            name=obj.name,
+            iban=obj.iban,
+            other_id=obj.other_id,
+            other_scheme=obj.other_scheme,
+            currency=obj.currency,
+            bic=obj.bic,
+        )
         obj.pk = created.pk
 
     def has_delete_permission(self, request, obj=None):
@@ -130,8 +138,7 @@ class StatementImportAdmin(ReadOnlyAdmin):
                     for statement in result.balance_mismatches:
                         messages.warning(
                             request,
-                            f"Statement {statement.statement_id}: opening balance + entries differs from the "
-                            f"closing balance by {statement.balance_difference}.",
+                            f"Statement {statement.statement_id}: {statement.balance_problem}.",
                         )
                 return HttpResponseRedirect(reverse("reconciliation_dashboard"))
         context = {
@@ -152,7 +159,9 @@ class BalanceMismatchFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "1":
-            return queryset.exclude(balance_difference=0).exclude(balance_difference__isnull=True)
+            return queryset.filter(
+                (~Q(balance_difference=0) & Q(balance_difference__isnull=False)) | ~Q(balance_note="")
+            )
         if self.value() == "0":
             return queryset.filter(balance_difference=0)
         return queryset
@@ -189,6 +198,8 @@ class BankStatementAdmin(ReadOnlyAdmin):
 
     @admin.display(description="adds up")
     def balance_check(self, obj: BankStatement) -> str:
+        if obj.balance_note:
+            return obj.balance_note
         if obj.balance_difference is None:
             return "—"
         return "yes" if obj.balance_difference == 0 else f"off by {obj.balance_difference}"
@@ -367,7 +378,7 @@ def lines_csv_response(queryset) -> StreamingHttpResponse:
                     line.counterparty_name,
                     line.counterparty_iban,
                     line.remittance,
-                    line.bank_account.iban,
+                    line.bank_account.identifier,
                 ]
             )
 

@@ -15,16 +15,45 @@ from reconciliation.models.ledger import Account, JournalEntry
 
 
 class PlatformBankAccount(models.Model):
+    """One currency of one of the platform's bank accounts, with the ledger account mirroring it.
+
+    The account is identified by its IBAN or, where the bank gives none (a USD account), by
+    ``other_id`` in ``other_scheme`` (camt ``Acct/Id/Othr``). An account held in several currencies
+    is one row per currency sharing the identifier, so each currency has its own ledger account.
+    """
+
     name = models.CharField(max_length=120)
-    iban = models.CharField(max_length=34, unique=True)
+    iban = models.CharField(max_length=34, blank=True, default="")
+    other_id = models.CharField(max_length=34, blank=True, default="")
+    other_scheme = models.CharField(max_length=35, blank=True, default="")
     bic = models.CharField(max_length=11, blank=True, default="")
     currency = models.CharField(max_length=3)
     ledger_account = models.OneToOneField(Account, on_delete=models.PROTECT, related_name="bank_account")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(iban="") & ~Q(other_id="")) | (~Q(iban="") & Q(other_id="")),
+                name="platform_account_one_identifier",
+            ),
+            models.UniqueConstraint(
+                fields=["iban", "currency"], condition=~Q(iban=""), name="platform_account_iban_currency_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["other_id", "currency"],
+                condition=~Q(other_id=""),
+                name="platform_account_other_currency_unique",
+            ),
+        ]
+
     def __str__(self) -> str:
-        return f"{self.name} ({self.iban})"
+        return f"{self.name} ({self.identifier} {self.currency})"
+
+    @property
+    def identifier(self) -> str:
+        return self.iban or self.other_id
 
 
 class StatementImport(models.Model):
@@ -78,6 +107,7 @@ class BankStatement(models.Model):
     debit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
     # Opening + booked entries must equal the closing balance; a difference is flagged, not hidden.
     balance_difference = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
+    balance_note = models.CharField(max_length=255, blank=True, default="")  # why it could not be checked
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -90,11 +120,17 @@ class BankStatement(models.Model):
     def __str__(self) -> str:
         page = f" p{self.page_number}" if self.page_number != 1 or self.last_page is False else ""
         part = f" part {self.part}" if self.part != 1 else ""
-        return f"{self.statement_id}{page}{part} ({self.bank_account.iban})"
+        return f"{self.statement_id}{page}{part} ({self.bank_account.identifier})"
 
     @property
     def balance_mismatch(self) -> bool:
-        return self.balance_difference is not None and self.balance_difference != 0
+        return (self.balance_difference is not None and self.balance_difference != 0) or bool(self.balance_note)
+
+    @property
+    def balance_problem(self) -> str:
+        if self.balance_note:
+            return self.balance_note
+        return f"opening balance + entries differs from the closing balance by {self.balance_difference}"
 
 
 class StatementLineStatus(models.TextChoices):

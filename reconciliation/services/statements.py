@@ -32,6 +32,8 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from schwifty import IBAN
+from schwifty.exceptions import SchwiftyException
 
 from core.exceptions import Conflict, InvalidInput
 from core.money import currency_exponent, validate_currency
@@ -70,34 +72,84 @@ class ImportResult:
         return [s for s in self.statements if s.balance_mismatch]
 
 
-def platform_bank_account_create(*, name: str, iban: str, currency: str, bic: str = "") -> PlatformBankAccount:
-    """The platform's bank account and the ledger asset account that mirrors it. Idempotent by IBAN."""
-    from schwifty import IBAN
-    from schwifty.exceptions import SchwiftyException
+def platform_bank_account_create(
+    *,
+    name: str,
+    currency: str,
+    iban: str = "",
+    other_id: str = "",
+    other_scheme: str = "",
+    bic: str = "",
+) -> PlatformBankAccount:
+    """One currency of a platform bank account, and the ledger asset account that mirrors it.
 
+    The account is named by ``iban`` or, for one without an IBAN, by ``other_id`` (camt
+    ``Acct/Id/Othr/Id``) in ``other_scheme``. The same identifier in another currency is a second
+    account with its own ledger account. Idempotent by (identifier, currency). Raises InvalidInput
+    (``invalid_iban``, ``account_identifier``)."""
     currency = validate_currency(currency)
-    try:
-        iban = IBAN(iban).compact
-    except SchwiftyException as exc:
-        raise InvalidInput(f"{iban!r} is not a valid IBAN: {exc}", code="invalid_iban") from exc
-    existing = PlatformBankAccount.objects.filter(iban=iban).first()
+    if bool(iban.strip()) == bool(other_id.strip()):
+        raise InvalidInput("Give the account's IBAN or its other identifier, one of them.", code="account_identifier")
+    if iban.strip():
+        try:
+            iban = IBAN(iban).compact
+        except SchwiftyException as exc:
+            raise InvalidInput(f"{iban!r} is not a valid IBAN: {exc}", code="invalid_iban") from exc
+        existing = PlatformBankAccount.objects.filter(iban=iban, currency=currency).first()
+    else:
+        other_id = other_id.strip()
+        existing = PlatformBankAccount.objects.filter(other_id=other_id, currency=currency).first()
     if existing:
-        if existing.currency != currency:
-            raise InvalidInput(f"{iban} is registered in {existing.currency}.", code="account_conflict")
         return existing
+    identifier = iban or f"othr:{other_id}"
     with transaction.atomic():
         ledger_account = account_get_or_create(
-            code=f"platform:bank:{iban}:{currency}",
-            name=f"Bank {name}",
+            code=f"platform:bank:{identifier}:{currency}",
+            name=f"Bank {name} {currency}",
             kind=AccountKind.ASSET,
             currency=currency,
             allow_overdraft=True,
             owner_type="platform_bank",
-            owner_id=iban,
+            owner_id=iban or other_id,
         )
         return PlatformBankAccount.objects.create(
-            name=name, iban=iban, bic=bic, currency=currency, ledger_account=ledger_account
+            name=name,
+            iban=iban,
+            other_id=other_id if not iban else "",
+            other_scheme=other_scheme.strip() if not iban else "",
+            bic=bic,
+            currency=currency,
+            ledger_account=ledger_account,
         )
+
+
+def _account_for(accounts: dict[tuple[str, str], PlatformBankAccount], parsed: ParsedStatement) -> PlatformBankAccount:
+    """The registered account (identifier and currency) a statement is for. A statement that names
+    no currency is for the identifier's only account; with several it must say which."""
+    identifiers = [i for i in (parsed.account_iban, parsed.account_other_id) if i]
+    held = [a for (identifier, _), a in accounts.items() if identifier in identifiers]
+    if not held:
+        raise InvalidInput(
+            f"Statement {parsed.statement_id} is for account {parsed.account_id}, which is not a "
+            "registered platform bank account.",
+            code="unknown_bank_account",
+            details={"account": parsed.account_id, "statement_id": parsed.statement_id},
+        )
+    currency = (parsed.currency or "").upper()
+    if not currency and len(held) > 1:
+        raise InvalidInput(
+            f"Statement {parsed.statement_id} names no currency, and account {parsed.account_id} is held in "
+            f"{', '.join(sorted(a.currency for a in held))}.",
+            code="currency_ambiguous",
+        )
+    matching = [a for a in held if a.currency == currency] if currency else held
+    if not matching:
+        raise InvalidInput(
+            f"Statement {parsed.statement_id} is in {currency}; account {parsed.account_id} is kept in "
+            f"{', '.join(sorted(a.currency for a in held))}.",
+            code="currency_mismatch",
+        )
+    return matching[0]
 
 
 def _sha256(source: bytes | str | os.PathLike | BinaryIO) -> tuple[str, int]:
@@ -219,7 +271,8 @@ def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_
     if currency != statement.bank_account.currency:
         raise StatementParseError(
             "invalid_value",
-            f"entry in {currency} on account {statement.bank_account.iban} kept in {statement.bank_account.currency}",
+            f"entry in {currency} on account {statement.bank_account.identifier} kept in "
+            f"{statement.bank_account.currency}",
             entry.line,
         )
     first = entry.details[0] if entry.details else None
@@ -434,7 +487,7 @@ class _FileBookings:
 def _import_once(
     *, source, filename, origin, actor, csv_mapping, csv_account_iban, max_bytes, match, sha, size
 ) -> ImportResult:
-    accounts = {a.iban: a for a in PlatformBankAccount.objects.select_related("ledger_account")}
+    accounts = {(a.identifier, a.currency): a for a in PlatformBankAccount.objects.select_related("ledger_account")}
     with transaction.atomic(durable=True):
         record = StatementImport.objects.create(
             sha256=sha, filename=filename[:255], size_bytes=size, kind="", source=origin, imported_by=actor
@@ -444,20 +497,7 @@ def _import_once(
         total_entries = 0
         for parsed in _parse(source, csv_mapping=csv_mapping, csv_account_iban=csv_account_iban, max_bytes=max_bytes):
             record.kind = parsed.kind
-            account = accounts.get(parsed.account_iban or "") or accounts.get(parsed.account_id or "")
-            if account is None:
-                raise InvalidInput(
-                    f"Statement {parsed.statement_id} is for account {parsed.account_id}, which is not a "
-                    "registered platform bank account.",
-                    code="unknown_bank_account",
-                    details={"account": parsed.account_id, "statement_id": parsed.statement_id},
-                )
-            if parsed.currency and parsed.currency.upper() != account.currency:
-                raise InvalidInput(
-                    f"Statement {parsed.statement_id} is in {parsed.currency}; account {account.iban} is "
-                    f"kept in {account.currency}.",
-                    code="currency_mismatch",
-                )
+            account = _account_for(accounts, parsed)
             page = parsed.page_number or 1
             part = seen.part(account.pk, parsed.statement_id, page)
             known = BankStatement.objects.filter(
@@ -507,6 +547,7 @@ def _statement_page_import(
     parsed: ParsedStatement, record: StatementImport, seen: _FileBookings, *, account, page: int, part: int
 ) -> tuple[BankStatement, int]:
     """Store one statement page and its lines; returns it with the number of possible duplicates."""
+    opening, closing, notes = _usable_balances(parsed, account)
     statement = BankStatement.objects.create(
         statement_import=record,
         bank_account=account,
@@ -519,10 +560,11 @@ def _statement_page_import(
         last_page=parsed.last_page,
         part=part,
         created_at_bank=parsed.created_at,
-        opening_balance=parsed.opening_balance,
+        opening_balance=opening,
         opening_balance_date=parsed.opening_balance_date,
-        closing_balance=parsed.closing_balance,
+        closing_balance=closing,
         closing_balance_date=parsed.closing_balance_date,
+        balance_note=("Not checked: " + "; ".join(notes) + ".")[:255] if notes else "",
     )
     credits = debits = Decimal(0)
     count = repeats = 0
@@ -554,6 +596,23 @@ def _statement_page_import(
     return statement, flagged
 
 
+def _usable_balances(parsed: ParsedStatement, account) -> tuple[Decimal | None, Decimal | None, list[str]]:
+    """A balance in another currency than the account's says nothing about it: the bookings are
+    imported, that balance is not used, and the notes say why the statement cannot be checked."""
+    opening, closing, notes = parsed.opening_balance, parsed.closing_balance, []
+    if parsed.opening_balance_currency and parsed.opening_balance_currency.upper() != account.currency:
+        opening = None
+        notes.append(
+            f"the opening balance is in {parsed.opening_balance_currency}, not the account's {account.currency}"
+        )
+    if parsed.closing_balance_currency and parsed.closing_balance_currency.upper() != account.currency:
+        closing = None
+        notes.append(
+            f"the closing balance is in {parsed.closing_balance_currency}, not the account's {account.currency}"
+        )
+    return opening, closing, notes
+
+
 def _skip_known_page(
     known: BankStatement, parsed: ParsedStatement, seen: _FileBookings, *, account, page: int, part: int
 ) -> int:
@@ -570,7 +629,8 @@ def _skip_known_page(
                 credits += entry.amount
             else:
                 debits += entry.amount
-    same = (count, credits, debits, parsed.opening_balance, parsed.closing_balance) == (
+    opening, closing, _ = _usable_balances(parsed, account)
+    same = (count, credits, debits, opening, closing) == (
         known.entry_count,
         known.credit_total,
         known.debit_total,

@@ -300,7 +300,8 @@ def statement_header(
         opening_balance_date=opening_date,
         closing_balance=closing_amount,
         closing_balance_date=closing_date,
-        balance_currencies=frozenset(c for c in (opening_ccy, closing_ccy) if c),
+        opening_balance_currency=opening_ccy,
+        closing_balance_currency=closing_ccy,
         line=node.line,
         entries=(),
     )

@@ -112,7 +112,8 @@ def parse_csv(
         opening_balance_date=None,
         closing_balance=closing_balance,
         closing_balance_date=None,
-        balance_currencies=frozenset(),
+        opening_balance_currency=None,
+        closing_balance_currency=None,
         line=None,
         entries=entries,
     )

@@ -144,8 +144,9 @@ class ParsedStatement:
     opening_balance_date: date | None
     closing_balance: Decimal | None  # signed; CLBD
     closing_balance_date: date | None
-    # Every currency the balances were given in: the importer refuses one that is not the statement's.
-    balance_currencies: frozenset[str]
+    # The currencies the balances were given in: one that is not the account's is not used.
+    opening_balance_currency: str | None
+    closing_balance_currency: str | None
     line: int | None
     entries: Iterable[ParsedEntry]
 

@@ -39,12 +39,7 @@ class Command(BaseCommand):
                 )
             )
         for statement in result.balance_mismatches:
-            self.stdout.write(
-                self.style.WARNING(
-                    f"  Statement {statement.statement_id}: opening + entries differs from the closing balance "
-                    f"by {statement.balance_difference}."
-                )
-            )
+            self.stdout.write(self.style.WARNING(f"  Statement {statement.statement_id}: {statement.balance_problem}."))
         if no_match:
             return
         ids = [line.pk for s in result.statements for line in s.lines.all().only("pk")]
