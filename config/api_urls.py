@@ -4,10 +4,11 @@ inbound webhooks (/api/webhooks/<provider>/)."""
 from django.http import JsonResponse
 from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from campaigns import api as campaigns_api
 from campaigns.tiktok import TikTokWebhookView
+from core.api.schema import SchemaView
 from payouts import api as payouts_api
 from payouts.wise_webhooks import WiseWebhookView
 from recipients import api as recipients_api
@@ -78,7 +79,7 @@ v1 = [
 ]
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("webhooks/whatsapp/", WhatsAppWebhookView.as_view(), name="webhook-in-whatsapp"),
     path("webhooks/tiktok/", TikTokWebhookView.as_view(), name="webhook-in-tiktok"),

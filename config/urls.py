@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -16,5 +17,7 @@ urlpatterns = [
     path("c/", include("config.claim_urls")),
     path("fake/tiktok/", include("campaigns.platforms.fake_urls")),
     path("fake/webhooks/", demo_webhook_receiver, name="demo_webhook_receiver"),
+    # Browsers ask for /favicon.ico whatever the page says.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

@@ -4,6 +4,7 @@ operation can give, documented once here instead of on each view."""
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.views import SpectacularAPIView
 
 from core.api.errors import PROBLEM_CONTENT_TYPE, ProblemSerializer
 from core.api.fields import MAX_JSON_DEPTH
@@ -135,3 +136,21 @@ def describe_api(result, generator, request, public):
     codes = "\n".join(f"- `{code}`: {text}" for code, text in ERROR_CODES.items())
     result["info"]["description"] = API_GUIDE.replace("{codes}", codes).replace("{depth}", str(MAX_JSON_DEPTH)).strip()
     return result
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI document. A browser asking for a page gets the YAML shown as text instead of
+    a file download (the OpenAPI media type makes browsers save it); tools keep the OpenAPI
+    media type, and ``?format=json`` the JSON."""
+
+    def dispatch(self, request, *args, **kwargs):
+        response = super().dispatch(request, *args, **kwargs)
+        if (
+            response.status_code == 200
+            and "text/html" in request.headers.get("Accept", "")
+            and "format" not in request.GET
+        ):
+            response.render()
+            response["Content-Type"] = "text/plain; charset=utf-8"
+            response.headers.pop("Content-Disposition", None)
+        return response

@@ -73,3 +73,11 @@ def test_schemathesis_against_the_served_schema(live_server, brand, campaign, se
         env={**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"},
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def test_a_browser_is_shown_the_schema_and_tools_get_the_openapi_type(client):
+    shown = client.get("/api/schema/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert shown["Content-Type"].startswith("text/plain") and "Content-Disposition" not in shown
+    assert shown.content.startswith(b"openapi: 3")
+    tool = client.get("/api/schema/")
+    assert tool["Content-Type"].startswith("application/vnd.oai.openapi")

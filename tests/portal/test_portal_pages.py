@@ -224,3 +224,10 @@ def test_chart_axes_are_whole_numbers():
     days = [date(2026, 11, 1) + timedelta(days=i) for i in range(3)]
     svg = bar_chart_svg(title="t", days=days, values=[0, 1, 0])
     assert [label for label in ("0", "1", "2") if f'text-anchor="end">{label}<' in svg] == ["0", "1", "2"]
+
+
+def test_every_surface_has_a_favicon(client, admin_user, campaign_a):
+    assert client.get("/favicon.ico")["Location"].endswith("favicon.svg")
+    assert 'rel="icon"' in client.get(f"/c/alpha/{campaign_a.slug}/").content.decode()
+    client.force_login(admin_user)
+    assert 'rel="icon"' in client.get("/admin/").content.decode()
