@@ -231,3 +231,29 @@ def test_every_surface_has_a_favicon(client, admin_user, campaign_a):
     assert 'rel="icon"' in client.get(f"/c/alpha/{campaign_a.slug}/").content.decode()
     client.force_login(admin_user)
     assert 'rel="icon"' in client.get("/admin/").content.decode()
+
+
+def test_an_invitee_who_signs_up_finds_the_invitation_after_confirming(
+    owner, brand_a, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner.post("/portal/alpha/team/invite/", {"email": "fresh@alpha.example", "role": "analyst"})
+    link = re.search(r"https?://[^/]+(/portal/invitations/[^/\s]+/)", mail.outbox[-1].body).group(1)
+    invitee = Client()
+    signup = invitee.get(link)  # not signed in: to the login page, then on to sign up
+    assert signup.status_code == 302
+    invitee.post(
+        f"/accounts/signup/?next={link}",
+        {"email": "fresh@alpha.example", "password1": "a-long-new-password-1", "password2": "a-long-new-password-1"},
+    )
+    confirm = re.search(r"https?://[^/]+(/accounts/confirm-email/[^/\s]+/)", mail.outbox[-1].body).group(1)
+    # The confirmation link opened elsewhere (the phone's mail app): the invitation link is gone.
+    elsewhere = Client()
+    elsewhere.post(confirm)
+    landed = elsewhere.post(
+        "/accounts/login/", {"login": "fresh@alpha.example", "password": "a-long-new-password-1"}, follow=True
+    )
+    assert landed.request["PATH_INFO"] == "/portal/"
+    assert 'data-testid="pending-invitation"' in landed.content.decode()
+    elsewhere.post(link)
+    assert BrandMembership.objects.get(brand=brand_a, user__email="fresh@alpha.example").role == "analyst"

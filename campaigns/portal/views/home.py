@@ -1,11 +1,14 @@
 """Landing after sign-in: the user's brands, or a form to create the first one; invitations."""
 
+from allauth.account.models import EmailAddress
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from campaigns.models import BrandMembership
+from campaigns.models import BrandInvitation, BrandMembership, InvitationStatus
 from campaigns.portal.forms import BrandForm
 from campaigns.portal.services import brand_register, invitation_accept
 from campaigns.portal.views.common import report
@@ -27,9 +30,24 @@ def portal_home(request):
         else:
             messages.success(request, f"{brand.name} is ready. Create your first campaign.")
             return redirect("portal:dashboard", brand_slug=brand.slug)
-    if request.method == "GET" and len(memberships) == 1 and "all" not in request.GET:
+    invitations = _invitations_for(request.user)
+    if request.method == "GET" and len(memberships) == 1 and not invitations and "all" not in request.GET:
         return redirect("portal:dashboard", brand_slug=memberships[0].brand.slug)
-    return render(request, "portal/home.html", {"memberships": memberships, "form": form})
+    return render(request, "portal/home.html", {"memberships": memberships, "invitations": invitations, "form": form})
+
+
+def _invitations_for(user) -> list[BrandInvitation]:
+    """Pending invitations to the user's verified addresses: shown on the home page, so one is
+    not lost when the invitee signs up and the e-mail confirmation brings them here instead."""
+    addresses = EmailAddress.objects.filter(user=user, verified=True).values_list("email", flat=True)
+    to_them = Q(pk__in=[])
+    for address in addresses:
+        to_them |= Q(email__iexact=address)
+    return list(
+        BrandInvitation.objects.filter(to_them, status=InvitationStatus.PENDING, expires_at__gt=timezone.now())
+        .select_related("brand")
+        .order_by("id")
+    )
 
 
 @login_required
