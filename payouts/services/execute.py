@@ -109,8 +109,9 @@ def payouts_recover_stale(*, now: datetime | None = None) -> int:
             ).update(attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
             if won != 1:
                 continue
+            # The abandoned attempt gets its final state: it no longer reads "running" in the log.
             PayoutAttempt.objects.filter(payout_id=payout_id, number=attempts, outcome=AttemptOutcome.RUNNING).update(
-                finished_at=now, error_class="stale claim"
+                finished_at=now, outcome=AttemptOutcome.SUPERSEDED, error_class="stale claim: worker lost"
             )
             PayoutAttempt.objects.create(payout_id=payout_id, number=attempts + 1, started_at=now, recovered=True)
         _attempt(_Claim(payout_id, attempts + 1), recovered=True)

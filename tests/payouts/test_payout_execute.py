@@ -245,6 +245,11 @@ def test_crash_between_rail_accept_and_record_is_recovered_without_a_second_tran
     assert payout.status == PayoutStatus.SETTLED
     assert sandbox.transfer_count(payout.end_to_end_id) == 1 and sandbox.submission_count(payout.end_to_end_id) == 1
     assert payable_minor(payout.person_id) == 0 and bank_minor(debtor) == -500
+    # the attempt the dead worker left is closed, not "running" for ever in the admin's log
+    assert [(a.outcome, a.recovered) for a in payout.attempt_log.order_by("number")] == [
+        (AttemptOutcome.SUPERSEDED, False),
+        (AttemptOutcome.SETTLED, True),
+    ]
     assert_books_ok()
 
 
