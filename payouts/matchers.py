@@ -3,7 +3,8 @@
 records each match with the entry ``apply`` returns, and reverses that entry when a match is
 undone (``unapply`` only puts the payout back).
 
-* 10 ``payout_end_to_end``: a debit whose EndToEndId is a payout → settled (in transit → bank).
+* 10 ``payout_end_to_end``: a debit whose EndToEndId is a payout (or, without one, whose UETR is
+  the one the payout's pain.001 carried) → settled (in transit → bank).
   Also the matcher staff use by hand for ``payout`` targets (debits and returns).
 * 15 ``payout_return``: a credit with a return reason whose EndToEndId is a payout → returned.
 * 20 ``payout_batch``: a batch booking (PmtInfId or MsgId, count, control sum) → every payout of
@@ -18,6 +19,7 @@ from django.db.models import Q
 
 from core.exceptions import InvalidInput
 from payouts.models import Payout, PayoutBatch, PayoutStatus
+from payouts.rails.sepa_file import uetr_for
 from payouts.services.actions import (
     payout_bank_debit_record,
     payout_bank_debit_undo,
@@ -64,6 +66,22 @@ def _by_e2e(lines: Sequence[StatementLine]) -> dict[str, Payout]:
     return {p.end_to_end_id: p for p in Payout.objects.filter(end_to_end_id__in=ids).only(*_MATCH_FIELDS)}
 
 
+def _by_uetr(lines: Sequence[StatementLine]) -> dict[str, Payout]:
+    """Lines whose bank dropped the EndToEndId but kept the UETR our pain.001 gave the payment
+    (``uetr_for``): it is derived, not stored, so the payouts of the same amounts still waiting
+    for their debit are the candidates."""
+    wanted = [line for line in lines if line.uetr and not line.end_to_end_id]
+    if not wanted:
+        return {}
+    candidates = Payout.objects.filter(
+        amount_minor__in={line.amount_minor for line in wanted},
+        status__in=(PayoutStatus.SUBMITTED, PayoutStatus.SETTLED, PayoutStatus.RETURNED),
+        bank_debit_line_id__isnull=True,
+    ).only(*_MATCH_FIELDS)
+    by_uetr = {uetr_for(p.end_to_end_id): p for p in candidates}
+    return {line.uetr: by_uetr[line.uetr] for line in wanted if line.uetr in by_uetr}
+
+
 class _PayoutLineMatcher:
     """Shared by the end-to-end and return matchers: a proposal ties a line to one payout; debits
     settle it, credits return it."""
@@ -100,10 +118,10 @@ class _PayoutLineMatcher:
 
     def _propose_by_e2e(self, lines: Sequence[StatementLine], *, is_open, reason) -> list[Proposal]:
         """Lines whose EndToEndId names a payout that can still take them, for the same amount."""
-        payouts = _by_e2e(lines)
+        payouts, by_uetr = _by_e2e(lines), _by_uetr(lines)
         proposals = []
         for line in lines:
-            payout = payouts.get(line.end_to_end_id)
+            payout = payouts.get(line.end_to_end_id) if line.end_to_end_id else by_uetr.get(line.uetr)
             # Same amount *and* currency: a USD line for a EUR payout of equal minor units would
             # settle it across currencies (the books refuse the entry and the chunk fails).
             if (
@@ -195,9 +213,13 @@ class EndToEndMatcher(_PayoutLineMatcher):
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         return self._propose_by_e2e(
-            [line for line in lines if not line.is_credit and line.end_to_end_id],
+            [line for line in lines if not line.is_credit and (line.end_to_end_id or line.uetr)],
             is_open=_debit_open,
-            reason=lambda line, payout: f"EndToEndId {payout.end_to_end_id}",
+            reason=lambda line, payout: (
+                f"EndToEndId {payout.end_to_end_id}"
+                if line.end_to_end_id
+                else f"UETR {line.uetr} of {payout.end_to_end_id}"
+            ),
         )
 
 

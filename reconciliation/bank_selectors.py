@@ -171,6 +171,16 @@ def open_exceptions() -> list[OpenException]:
             "reconciliation/statementline/?matching_failed=1",
         )
     )
+    count, amount = _count_and_gross(StatementLine.objects.filter(amount_mismatch=True, status__in=OPEN))
+    rows.append(
+        OpenException(
+            "detail_amount_mismatch",
+            "Bank lines whose transaction details do not add up to the booking",
+            count,
+            amount,
+            "reconciliation/statementline/?amount_mismatch__exact=1",
+        )
+    )
     count, amount = _count_and_gross(StatementLine.objects.filter(possible_duplicate=True))
     rows.append(
         OpenException(

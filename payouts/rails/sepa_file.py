@@ -6,13 +6,16 @@ execution date. Identifiers are ours, never random and never ``NOTPROVIDED``:
 
 - ``MsgId`` = the batch id; ``PmtInfId`` = ``<batch id>-<YYYYMMDD>`` of the block's date;
 - ``EndToEndId`` = the payout's ``end_to_end_id``, which the pain.002 report and the bank
-  statement echo back, so each line finds its payout.
+  statement echo back, so each line finds its payout; ``UETR`` = ``uetr_for`` of it, for banks
+  that keep only the UETR.
 
 Amounts are integer minor units in, exact decimals out; every control sum is checked against our
 own Decimal sum of the payments after the file is built.
 """
 
+import hashlib
 import re
+import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import date
@@ -90,6 +93,14 @@ def pain001_schema() -> etree.XMLSchema:
     return etree.XMLSchema(etree.parse(str(path), parser))
 
 
+def uetr_for(end_to_end_id: str) -> str:
+    """The UETR a payment's pain.001 carries (PmtId/UETR): derived from its EndToEndId, so it needs
+    no storage and a statement that keeps only the UETR still finds the payout. Shaped as the
+    UUIDv4 the schema requires."""
+    digest = hashlib.sha256(f"joyback-uetr:{end_to_end_id}".encode()).digest()[:16]
+    return str(uuid.UUID(bytes=digest, version=4))
+
+
 def _configured(name: str) -> str:
     """A SEPA debtor setting: ``settings.SEPA_DEBTOR_<NAME>``, else the file rail's OPTIONS."""
     options = getattr(settings, "PAYOUT_RAILS", {}).get("sepa_file", {}).get("OPTIONS", {})
@@ -122,6 +133,8 @@ class _BatchTransfer(SepaTransfer):
         for pmt_inf in self._xml.find(self.root_el).iter("PmtInf"):
             execution_date = pmt_inf.find("ReqdExctnDt/Dt").text
             pmt_inf.find("PmtInfId").text = f"{self._fixed_msg_id}-{execution_date.replace('-', '')}"
+            for payment_id in pmt_inf.iter("PmtId"):
+                ET.SubElement(payment_id, "UETR").text = uetr_for(payment_id.find("EndToEndId").text)
             agent = pmt_inf.find("DbtrAgt/FinInstnId")
             if agent is not None and len(agent) == 0:
                 # sepaxml leaves FinInstnId empty without a BIC; the EPC wants Othr/Id NOTPROVIDED.

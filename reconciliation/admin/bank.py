@@ -53,7 +53,7 @@ def _require(request: HttpRequest, perm: str) -> None:
 class PlatformBankAccountForm(forms.ModelForm):
     class Meta:
         model = PlatformBankAccount
-        fields = ["name", "iban", "other_id", "other_scheme", "bic", "currency"]
+        fields = ["name", "iban", "other_id", "other_scheme", "bic", "currency", "time_zone"]
         help_texts = {"other_id": "Only for an account without IBAN (camt Acct/Id/Othr/Id), e.g. a USD account."}
 
 
@@ -77,6 +77,7 @@ class PlatformBankAccountAdmin(admin.ModelAdmin):
             other_scheme=obj.other_scheme,
             currency=obj.currency,
             bic=obj.bic,
+            time_zone=obj.time_zone,
         )
         obj.pk = created.pk
 
@@ -243,6 +244,7 @@ class StatementLineAdmin(ReadOnlyAdmin):
     list_filter = [
         "status",
         "possible_duplicate",
+        "amount_mismatch",
         MatchingFailedFilter,
         "credit_debit",
         "bank_account",

@@ -29,6 +29,8 @@ class PlatformBankAccount(models.Model):
     bic = models.CharField(max_length=11, blank=True, default="")
     currency = models.CharField(max_length=3)
     ledger_account = models.OneToOneField(Account, on_delete=models.PROTECT, related_name="bank_account")
+    # Where the bank's clock runs: a booking at 2014-01-04T23:00Z is booked on the 5th in Amsterdam.
+    time_zone = models.CharField(max_length=64, default="Europe/Amsterdam")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -154,6 +156,8 @@ class StatementLine(models.Model):
     dedupe_key = models.CharField(max_length=128)
     # A second booking with the same identity in one file: stored, and a person confirms it.
     possible_duplicate = models.BooleanField(default=False)
+    # The transaction details add up to another amount than the booking: a person checks which.
+    amount_mismatch = models.BooleanField(default=False)
     review_note = models.CharField(max_length=255, blank=True, default="")
     entry_reference = models.CharField(max_length=64, blank=True, default="")
     amount = models.DecimalField(max_digits=22, decimal_places=5)
@@ -166,6 +170,7 @@ class StatementLine(models.Model):
     reversal = models.BooleanField(default=False)
     bank_tx_code = models.CharField(max_length=40, blank=True, default="")
     end_to_end_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    uetr = models.CharField(max_length=36, blank=True, default="")  # Refs/UETR, lower case
     batch_message_id = models.CharField(max_length=64, blank=True, default="")
     batch_payment_information_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     batch_count = models.PositiveIntegerField(null=True, blank=True)

@@ -25,9 +25,12 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
+from zoneinfo import ZoneInfo, available_timezones
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -80,13 +83,15 @@ def platform_bank_account_create(
     other_id: str = "",
     other_scheme: str = "",
     bic: str = "",
+    time_zone: str = "",
 ) -> PlatformBankAccount:
     """One currency of a platform bank account, and the ledger asset account that mirrors it.
 
     The account is named by ``iban`` or, for one without an IBAN, by ``other_id`` (camt
     ``Acct/Id/Othr/Id``) in ``other_scheme``. The same identifier in another currency is a second
     account with its own ledger account. Idempotent by (identifier, currency). Raises InvalidInput
-    (``invalid_iban``, ``account_identifier``)."""
+    (``invalid_iban``, ``account_identifier``, ``invalid_time_zone``). ``time_zone`` is where the
+    bank books (default ``TIME_ZONE``): booking days and times without offset are read there."""
     currency = validate_currency(currency)
     if bool(iban.strip()) == bool(other_id.strip()):
         raise InvalidInput("Give the account's IBAN or its other identifier, one of them.", code="account_identifier")
@@ -101,6 +106,9 @@ def platform_bank_account_create(
         existing = PlatformBankAccount.objects.filter(other_id=other_id, currency=currency).first()
     if existing:
         return existing
+    time_zone = time_zone or settings.TIME_ZONE
+    if time_zone not in available_timezones():
+        raise InvalidInput(f"{time_zone!r} is not a time zone.", code="invalid_time_zone")
     identifier = iban or f"othr:{other_id}"
     with transaction.atomic():
         ledger_account = account_get_or_create(
@@ -119,6 +127,7 @@ def platform_bank_account_create(
             other_scheme=other_scheme.strip() if not iban else "",
             bic=bic,
             currency=currency,
+            time_zone=time_zone,
             ledger_account=ledger_account,
         )
 
@@ -185,11 +194,11 @@ def ledger_minor(line: StatementLine) -> int:
     return int(Decimal(line.amount).scaleb(currency_exponent(line.currency)).quantize(Decimal(1), ROUND_HALF_UP))
 
 
-def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: int, part: int) -> str:
+def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: int, part: int, zone: ZoneInfo) -> str:
     """The key two sightings of one booking share (module docstring); at most 120 characters, so
     an occurrence suffix still fits the 128 of ``dedupe_key``."""
     direction = f"{entry.credit_debit}{'-R' if entry.reversal else ''}"
-    day = _booking_day(entry)
+    day = _local_day(entry.booking_date, entry.booking_datetime, zone)
     values = f"{direction}|{entry.amount:.5f}|{day.isoformat() if day else '-'}"
     if entry.entry_reference:
         readable = f"{entry.status}:ref:{entry.entry_reference}|{values}"
@@ -200,8 +209,36 @@ def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: in
     return f"{entry.status}:pos:{hashlib.sha256(raw.encode()).hexdigest()[:48]}"
 
 
-def _booking_day(entry: ParsedEntry):
-    return entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None)
+def _local_day(day: date | None, moment: datetime | None, zone: ZoneInfo) -> date | None:
+    """A DtTm is an instant: its day is the date where the account is kept, not the date as
+    written (2014-01-04T23:00Z is the 5th in Amsterdam). A DtTm without offset is taken as written."""
+    if moment is not None and moment.tzinfo is not None:
+        return moment.astimezone(zone).date()
+    return day or (moment.date() if moment else None)
+
+
+def _aware(moment: datetime | None, zone: ZoneInfo) -> datetime | None:
+    """A bank time without offset (CreDtTm) is the bank's local time, the account's zone."""
+    return moment.replace(tzinfo=zone) if moment is not None and moment.tzinfo is None else moment
+
+
+@lru_cache(maxsize=32)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def _amount_mismatch_note(entry: ParsedEntry) -> str:
+    """The transaction details should add up to the booking; when every detail gives an amount in
+    the booking's currency and they do not, the line is flagged for a person."""
+    amounts = [
+        d.amount for d in entry.details if d.amount is not None and (d.currency or entry.currency) == entry.currency
+    ]
+    if not entry.details or len(amounts) != len(entry.details):
+        return ""
+    total = sum(amounts, Decimal(0))
+    if total == entry.amount:
+        return ""
+    return f"The transaction details add up to {total}, the booking is {entry.amount}: check which is right."
 
 
 DUPLICATE_NOTE = "Same reference, amount, date and direction as line {first} of this file: confirm it is a booking."
@@ -213,6 +250,7 @@ def _detail_json(entry: ParsedEntry) -> list[dict]:
             "end_to_end_id": d.end_to_end_id,
             "instruction_id": d.instruction_id,
             "tx_id": d.tx_id,
+            "uetr": d.uetr,
             "payment_information_id": d.payment_information_id,
             "amount": str(d.amount) if d.amount is not None else None,
             "currency": d.currency,
@@ -246,6 +284,7 @@ _LINE_COLUMNS = (
     "reversal",
     "bank_tx_code",
     "end_to_end_id",
+    "uetr",
     "batch_message_id",
     "batch_payment_information_id",
     "batch_count",
@@ -257,13 +296,16 @@ _LINE_COLUMNS = (
     "status_note",
     "matching_error",
     "possible_duplicate",
+    "amount_mismatch",
     "review_note",
     "created_at",
     "details",
 )
 
 
-def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_of: int | None, now) -> tuple:
+def _line_row(
+    statement: BankStatement, entry: ParsedEntry, key: str, duplicate_of: int | None, now, zone: ZoneInfo
+) -> tuple:
     """One line's values in ``_LINE_COLUMNS`` order: a plain tuple, because building a model instance
     per line cost more than the database spent storing it. ``duplicate_of`` is the sequence of the
     first booking of this file with the same identity, if any."""
@@ -279,6 +321,8 @@ def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_
     single = first if len(entry.details) == 1 else None
     batch = entry.batch
     remittances = [d.remittance or d.structured_reference or "" for d in entry.details]
+    mismatch = _amount_mismatch_note(entry)
+    notes = [DUPLICATE_NOTE.format(first=duplicate_of) if duplicate_of is not None else "", mismatch]
     return (
         statement.pk,
         statement.bank_account_id,
@@ -290,11 +334,12 @@ def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_
         currency,
         entry.credit_debit,
         entry.status[:8],
-        entry.booking_date or (entry.booking_datetime.date() if entry.booking_datetime else None),
-        entry.value_date or (entry.value_datetime.date() if entry.value_datetime else None),
+        _local_day(entry.booking_date, entry.booking_datetime, zone),
+        _local_day(entry.value_date, entry.value_datetime, zone),
         entry.reversal,
         (entry.bank_tx_code or "")[:40],
         ((single.end_to_end_id if single else None) or "")[:64],
+        ((single.uetr if single else None) or "")[:36],
         ((batch.message_id if batch else None) or (first.message_id if first else None) or "")[:64],
         ((batch.payment_information_id if batch else None) or (first.payment_information_id if first else None) or "")[
             :64
@@ -309,7 +354,8 @@ def _line_row(statement: BankStatement, entry: ParsedEntry, key: str, duplicate_
         "",
         "",
         duplicate_of is not None,
-        DUPLICATE_NOTE.format(first=duplicate_of) if duplicate_of is not None else "",
+        bool(mismatch),
+        " ".join(n for n in notes if n)[:255],
         now,
         _detail_json(entry),
     )
@@ -548,6 +594,7 @@ def _statement_page_import(
 ) -> tuple[BankStatement, int]:
     """Store one statement page and its lines; returns it with the number of possible duplicates."""
     opening, closing, notes = _usable_balances(parsed, account)
+    zone = _zone(account.time_zone)
     statement = BankStatement.objects.create(
         statement_import=record,
         bank_account=account,
@@ -559,7 +606,7 @@ def _statement_page_import(
         page_number=page,
         last_page=parsed.last_page,
         part=part,
-        created_at_bank=parsed.created_at,
+        created_at_bank=_aware(parsed.created_at, zone),
         opening_balance=opening,
         opening_balance_date=parsed.opening_balance_date,
         closing_balance=closing,
@@ -578,10 +625,10 @@ def _statement_page_import(
                     credits += entry.amount
                 else:
                     debits += entry.amount
-            identity = booking_identity(parsed, entry, page=page, part=part)
+            identity = booking_identity(parsed, entry, page=page, part=part, zone=zone)
             key, duplicate_of = seen.key(account.pk, identity, entry.sequence)
             repeats += duplicate_of is not None
-            writer.add(_line_row(statement, entry, key, duplicate_of, now))
+            writer.add(_line_row(statement, entry, key, duplicate_of, now, zone))
     except BaseException as exc:
         writer.abort(exc)
         raise
@@ -623,7 +670,8 @@ def _skip_known_page(
     count = 0
     for entry in parsed.entries:
         count += 1
-        seen.key(account.pk, booking_identity(parsed, entry, page=page, part=part), entry.sequence)
+        identity = booking_identity(parsed, entry, page=page, part=part, zone=_zone(account.time_zone))
+        seen.key(account.pk, identity, entry.sequence)
         if entry.status == "BOOK":
             if entry.credit_debit == "CRDT":
                 credits += entry.amount

@@ -405,6 +405,7 @@ def _detail(tx: Node, entry_direction: CreditDebit, reversal: bool, own_iban: st
         end_to_end_id=end_to_end,
         instruction_id=refs.text("InstrId"),
         tx_id=refs.text("TxId"),
+        uetr=(refs.text("UETR") or "").lower() or None,
         message_id=refs.text("MsgId"),
         payment_information_id=refs.text("PmtInfId"),
         account_servicer_reference=refs.text("AcctSvcrRef"),

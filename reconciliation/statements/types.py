@@ -50,6 +50,7 @@ class ParsedTxDetail:
     end_to_end_id: str | None  # None when missing or NOTPROVIDED
     instruction_id: str | None
     tx_id: str | None
+    uetr: str | None  # Refs/UETR (SWIFT gpi / SEPA), lower case
     message_id: str | None
     payment_information_id: str | None
     account_servicer_reference: str | None

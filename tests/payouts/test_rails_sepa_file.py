@@ -5,6 +5,8 @@ import pytest
 from lxml import etree
 
 from core.exceptions import InvalidInput
+from payouts.matchers import EndToEndMatcher
+from payouts.models import Payout
 from payouts.rails import get_rail
 from payouts.rails.base import RailStatus, SubmitStatus
 from payouts.rails.sepa_file import (
@@ -15,7 +17,12 @@ from payouts.rails.sepa_file import (
     build_pain001,
     epc_usage_rule_problems,
     pain001_schema,
+    uetr_for,
 )
+from payouts.services import payout_execute, payouts_create_for_payable
+from reconciliation.models import StatementLine
+from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
+from tests.payouts.payout_fixtures import iban, payable_reward
 from tests.payouts.rail_builders import TODAY, gbp_payment, rail_payment
 
 NS = {"p": PAIN001_NAMESPACE}
@@ -257,3 +264,31 @@ def test_the_epc_rules_the_xsd_lets_through_are_caught(settings, change, problem
     broken = change(xml)
     assert broken != xml and pain001_schema().validate(_parse(broken))  # the XSD is fine with it
     assert any(problem in p for p in epc_usage_rule_problems(broken))
+
+
+# --- UETR (issue 15) -------------------------------------------------------------------------------
+
+
+def test_every_payment_carries_a_schema_valid_uetr_derived_from_its_end_to_end_id():
+    payments = [rail_payment(end_to_end_id="PO-A"), rail_payment(end_to_end_id="PO-B")]
+    xml = build_pain001(batch_id="B-U", debtor=DEBTOR, payments=payments, execution_date=TODAY)
+    doc = _parse(xml)
+    assert pain001_schema().validate(doc)
+    assert doc.xpath("//p:PmtId/p:UETR/text()", namespaces=NS) == [uetr_for("PO-A"), uetr_for("PO-B")]
+    assert uetr_for("PO-A") == uetr_for("PO-A") != uetr_for("PO-B")
+
+
+@pytest.mark.django_db
+def test_a_statement_line_with_only_the_uetr_finds_its_payout(sandbox, debtor, brand, campaign):
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+    payout = Payout.objects.get(pk=payout_id)
+    # The bank dropped the EndToEndId (NOTPROVIDED) but kept the UETR of our file.
+    line = StatementLine(
+        pk=1, uetr=uetr_for(payout.end_to_end_id), amount_minor=payout.amount_minor, currency="EUR", credit_debit="DBIT"
+    )
+    (proposal,) = EndToEndMatcher().propose([line])
+    assert proposal.target_id == str(payout_id) and proposal.reason.startswith("UETR ")
+    line.uetr = uetr_for("someone-else")
+    assert EndToEndMatcher().propose([line]) == []
