@@ -106,3 +106,27 @@ def test_the_demo_on_another_port_pays_a_tiktok_login_claim(browser, shots, demo
         shots(page, "paid")
     finally:
         context.close()
+
+    # The demo ops login reconciles what was just paid: the dashboard offers the demo statement.
+    staff = browser.new_context(base_url=demo, locale="en-GB", viewport={"width": 1280, "height": 900})
+    ops = staff.new_page()
+    ops.set_default_timeout(20_000)
+    shots.pages.append(ops)
+    try:
+        ops.goto("/admin/login/?next=/admin/reconciliation/dashboard/")
+        ops.fill("input[name=username]", "ops")
+        ops.fill("input[name=password]", "ops-demo-password")
+        ops.click("input[type=submit]")
+        ops.wait_for_url(re.compile(r"/admin/reconciliation/dashboard/$"))
+        shots(ops, "ops-dashboard-before")
+        ops.click("[data-testid=demo-statement]")
+        ops.wait_for_selector(".messagelist")
+        message = ops.inner_text(".messagelist")
+        shots(ops, "ops-dashboard-after-demo-statement")
+        assert "1 payout(s)" in message and "Matched 1" in message, message
+        for page_path in ("/admin/campaigns/rewardinreview/", "/admin/payouts/payout/", "/admin/recipients/person/"):
+            ops.goto(page_path)
+            assert "not part of your role" not in ops.content(), page_path
+        shots(ops, "ops-people")
+    finally:
+        staff.close()
