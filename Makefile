@@ -46,8 +46,10 @@ run: demo
 	    echo "  Web server stopped."; echo "  Worker stopped."; exit 0; }; \
 	  trap stop INT TERM; wait
 
+# On PostgreSQL whenever one can be had (DATABASE_URL, a local server, or a throwaway cluster),
+# SQLite otherwise: tests/run.py says which. ARGS go to pytest.
 test: install
-	$(PY) -m pytest
+	$(PY) -m tests.run $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
