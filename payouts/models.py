@@ -16,18 +16,19 @@ until the debit line is matched. The CHECK constraints below make status and ent
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from core.money import format_minor
 
 
 class PayoutStatus(models.TextChoices):
-    CREATED = "created", "Created"
-    SUBMITTING = "submitting", "Submitting"
-    SUBMITTED = "submitted", "Submitted"
-    SETTLED = "settled", "Settled"
-    FAILED = "failed", "Failed"
-    RETURNED = "returned", "Returned"
-    CANCELLED = "cancelled", "Cancelled"
+    CREATED = "created", _("Created")
+    SUBMITTING = "submitting", _("Submitting")
+    SUBMITTED = "submitted", _("Submitted")
+    SETTLED = "settled", _("Settled")
+    FAILED = "failed", _("Failed")
+    RETURNED = "returned", _("Returned")
+    CANCELLED = "cancelled", _("Cancelled")
 
 
 # A payout in one of these still owns its rewards (their items are active).

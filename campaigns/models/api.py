@@ -1,12 +1,13 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 
 class ApiScope(models.TextChoices):
-    READ = "read", "Read everything of the brand"
-    WRITE = "write", "Create and change campaigns, rules, people, rewards, webhook endpoints"
-    EVENTS = "events", "Send trigger events"
+    READ = "read", _("Read everything of the brand")
+    WRITE = "write", _("Create and change campaigns, rules, people, rewards, webhook endpoints")
+    EVENTS = "events", _("Send trigger events")
 
 
 class ApiKey(models.Model):

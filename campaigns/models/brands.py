@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from core.money import format_minor
 
@@ -52,9 +53,9 @@ class Brand(models.Model):
 
 
 class BrandRole(models.TextChoices):
-    OWNER = "owner", "Owner"
-    ADMIN = "admin", "Admin"
-    ANALYST = "analyst", "Analyst"
+    OWNER = "owner", _("Owner")
+    ADMIN = "admin", _("Admin")
+    ANALYST = "analyst", _("Analyst")
 
 
 class BrandMembership(models.Model):

@@ -4,26 +4,28 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from campaigns.models.brands import Brand
 
 
 class CampaignMode(models.TextChoices):
-    CASHBACK = "cashback", "Cashback (after a purchase)"
-    JOYBACK = "joyback", "JoyBack (for a social action)"
+    CASHBACK = "cashback", _("Cashback (after a purchase)")
+    JOYBACK = "joyback", _("JoyBack (for a social action)")
 
 
 class CampaignStatus(models.TextChoices):
-    DRAFT = "draft", "Draft"
-    ACTIVE = "active", "Active"
-    PAUSED = "paused", "Paused"
-    ENDED = "ended", "Ended"
-    CLOSED = "closed", "Closed"
+    DRAFT = "draft", pgettext_lazy("campaign status", "Draft")
+    ACTIVE = "active", pgettext_lazy("campaign status", "Active")
+    PAUSED = "paused", pgettext_lazy("campaign status", "Paused")
+    ENDED = "ended", pgettext_lazy("campaign status", "Ended")
+    CLOSED = "closed", pgettext_lazy("campaign status", "Closed")
 
 
 class PayoutMode(models.TextChoices):
-    INSTANT = "instant", "Instant (one payout per reward)"
-    AGGREGATE = "aggregate", "Aggregate (one payout per person every N minutes)"
+    INSTANT = "instant", _("Instant (one payout per reward)")
+    AGGREGATE = "aggregate", _("Aggregate (one payout per person every N minutes)")
 
 
 def validate_timezone(value: str) -> None:

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.brands import Brand
 from campaigns.models.campaigns import Campaign
@@ -91,12 +92,12 @@ class TriggerEvent(models.Model):
 
 
 class RewardStatus(models.TextChoices):
-    REVIEW = "review", "In review (reserved)"
-    HELD = "held", "Held (reserved, maturing)"
-    PAYABLE = "payable", "Payable"
-    PAID = "paid", "Paid"
-    VOIDED = "voided", "Voided"
-    CLAWED_BACK = "clawed_back", "Clawed back"
+    REVIEW = "review", _("In review (reserved)")
+    HELD = "held", _("Held (reserved, maturing)")
+    PAYABLE = "payable", _("Payable")
+    PAID = "paid", _("Paid")
+    VOIDED = "voided", _("Voided")
+    CLAWED_BACK = "clawed_back", _("Clawed back")
 
 
 LIVE_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE, RewardStatus.PAID)

@@ -4,15 +4,16 @@ people submit for UGC and view-threshold rewards."""
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.brands import Brand, BrandRole
 from campaigns.models.campaigns import Campaign
 
 
 class InvitationStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    ACCEPTED = "accepted", "Accepted"
-    REVOKED = "revoked", "Revoked"
+    PENDING = "pending", _("Pending")
+    ACCEPTED = "accepted", _("Accepted")
+    REVOKED = "revoked", _("Revoked")
 
 
 class BrandInvitation(models.Model):

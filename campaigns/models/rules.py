@@ -1,36 +1,37 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.campaigns import Campaign
 
 
 class Trigger(models.TextChoices):
-    PURCHASE = "purchase", "Confirmed purchase"
-    TIKTOK_LOGIN = "tiktok_login", "TikTok login"
-    WHATSAPP_OPTIN = "whatsapp_optin", "WhatsApp opt-in"
-    UGC_SHARE = "ugc_share", "UGC video shared on TikTok"
-    LIKE = "like", "Like on brand content"
-    COMMENT = "comment", "Comment on brand content"
-    VIEW_THRESHOLD = "view_threshold", "Video passed a view count"
-    CUSTOM = "custom", "Custom (named) trigger"
+    PURCHASE = "purchase", _("Confirmed purchase")
+    TIKTOK_LOGIN = "tiktok_login", _("TikTok login")
+    WHATSAPP_OPTIN = "whatsapp_optin", _("WhatsApp opt-in")
+    UGC_SHARE = "ugc_share", _("UGC video shared on TikTok")
+    LIKE = "like", _("Like on brand content")
+    COMMENT = "comment", _("Comment on brand content")
+    VIEW_THRESHOLD = "view_threshold", _("Video passed a view count")
+    CUSTOM = "custom", _("Custom (named) trigger")
 
 
 class AmountType(models.TextChoices):
-    FIXED = "fixed", "Fixed amount"
-    PERCENT = "percent", "Percent of the purchase"
+    FIXED = "fixed", _("Fixed amount")
+    PERCENT = "percent", _("Percent of the purchase")
 
 
 class ApprovalPolicy(models.TextChoices):
-    AUTO = "auto", "Automatic"
-    REVIEW_ABOVE = "review_above", "Review above an amount"
-    ALWAYS_REVIEW = "always_review", "Always review"
+    AUTO = "auto", _("Automatic")
+    REVIEW_ABOVE = "review_above", _("Review above an amount")
+    ALWAYS_REVIEW = "always_review", _("Always review")
 
 
 class Verification(models.TextChoices):
-    FIRST_PARTY = "first_party", "First-party (we verified it through the platform)"
-    PARTNER_ATTESTED = "partner_attested", "Partner-attested (the brand's system says so)"
-    MANUAL = "manual", "Manual review"
+    FIRST_PARTY = "first_party", _("First-party (we verified it through the platform)")
+    PARTNER_ATTESTED = "partner_attested", _("Partner-attested (the brand's system says so)")
+    MANUAL = "manual", _("Manual review")
 
 
 UNVERIFIABLE_FIRST_PARTY = (Trigger.LIKE, Trigger.COMMENT)

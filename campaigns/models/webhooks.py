@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 WEBHOOK_EVENT_TYPES = (
     "reward.held",
@@ -101,10 +102,10 @@ class WebhookEvent(models.Model):
 
 
 class DeliveryStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    SENDING = "sending", "Sending"
-    DELIVERED = "delivered", "Delivered"
-    FAILED = "failed", "Failed (gave up)"
+    PENDING = "pending", _("Pending")
+    SENDING = "sending", _("Sending")
+    DELIVERED = "delivered", _("Delivered")
+    FAILED = "failed", _("Failed (gave up)")
 
 
 class WebhookDelivery(models.Model):
