@@ -88,3 +88,7 @@ class InboundWebhook(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.dedupe_key[:40]} {self.status}"
+
+
+# The audit trail's models (their own module; imported here so Django finds them).
+from core.audit_models import AuditSeal, AuditTrail  # noqa: E402, F401

@@ -31,6 +31,11 @@ EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 MIDDLEWARE = [*MIDDLEWARE, "campaigns.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
 ADMIN_REQUIRES_TWO_FACTOR = True
 
+# Webhooks leave only over https and only for public addresses (campaigns.webhook_targets); the
+# checks say the same (core.E130/E131) for settings changed after import.
+if WEBHOOK_ALLOW_HTTP or WEBHOOK_ALLOW_PRIVATE_TARGETS:  # noqa: F405
+    raise ImproperlyConfigured("Outgoing webhooks must use https to public addresses in production")
+
 PRODUCTION_CHECKS = True
 # Unset here, the checks refuse the in-memory fake; a real sender is a dotted path.
 PAYOUT_WHATSAPP_SENDER = os.environ.get("PAYOUT_WHATSAPP_SENDER", "payouts.notifications.FakeWhatsAppSender")
