@@ -1,14 +1,35 @@
-"""Consent and erasure: what a person agreed to, and wiping what we hold about them."""
+"""Consent and erasure: what a person agreed to, and wiping what we hold about them.
+
+Erasure reaches every table a person's data lands in, not only this app's: the trigger events
+(identifiers, IP, device, evidence), payouts (creditor name, VoP suggestion, masked IBAN) and the
+pain.001 files that carry them, raw inbound webhook bodies, finished django-q task records and
+the free-form columns of audit rows. Those tables belong to apps that import recipients, so they
+are reached through the app registry (``apps.get_model``), never imported.
+
+Audit rows are append-only and hash-chained in PostgreSQL (``core.audit_sql``): their one
+allowed UPDATE removes personal keys from ``data`` and blanks a ``reason`` that names the
+person, forgets the row's salt and sets ``erased_at``; the chain still verifies because a row's
+hash covers a salted digest of those columns, not the columns themselves.
+"""
 
 import ipaddress
+import json
+from datetime import timedelta
 
-from django.db.models import F, Value
+from django.apps import apps
+from django.conf import settings
+from django.db import connection
+from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, InvalidTransition
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
+
+ERASED = "(erased)"
+# Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion).
+PERSONAL_DATA_KEYS = ("suggested", "name", "email", "whatsapp", "iban", "ip", "open_id")
 
 
 def consent_record(*, person: Person, terms_version: str, channel: str, ip: str = "") -> Consent:
@@ -35,7 +56,12 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     """Pseudonymise the human behind ``person`` (the root and everyone merged into it).
 
     Wiped: names, language, clear identifier values (emails, numbers, social ids), IBAN
-    ciphertexts, consent IPs; masked IBANs are reduced to the country. Kept: every row (ledger
+    ciphertexts, consent IPs; masked IBANs are reduced to the country. Beyond this app: the
+    person's trigger events (and those of the brand carrying their identifiers), payouts'
+    creditor names (unless ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps recent ones for the
+    bookkeeping: the retention purge blanks them later), the person's name and IBAN inside
+    pain.001 files, inbound webhook bodies and finished task records naming them, and personal
+    free-form content of audit rows (see the module docstring). Kept: every row (ledger
     accounts, rewards and payouts point at people and bank accounts) and the keyed IBAN
     fingerprints, so per-IBAN caps and fraud signals still count this money; fingerprints cannot be
     reversed without the fingerprint key. All identifiers become inactive: the person can no
@@ -51,6 +77,8 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
             return root
         now = timezone.now()
         cluster = cluster_ids(root)
+        values = _personal_values(cluster)
+        elsewhere = _erase_beyond_recipients(brand_id=root.brand_id, cluster=cluster, values=values, now=now)
         Person.objects.filter(id__in=cluster).update(display_name="", preferred_language="", erased_at=now)
         identifiers = Identifier.objects.filter(person_id__in=cluster, is_active=True)
         wiped = identifiers.exclude(kind=IdentifierKind.IBAN).update(value="", is_active=False)
@@ -69,6 +97,7 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
                 "identifiers_wiped": wiped,
                 "iban_fingerprints_kept": kept,
                 "bank_accounts": accounts,
+                **elsewhere,
             },
         )
         root.refresh_from_db()
@@ -82,3 +111,160 @@ def _lock_roots_allow_erased(root_id: int) -> list[Person]:
     if not roots or roots[0].merged_into_id:
         raise Retry
     return roots
+
+
+def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
+    """Every clear value we hold about the people in ``cluster``, by kind, read before wiping."""
+    values: dict[str, set[str]] = {"email": set(), "whatsapp": set(), "social": set(), "name": set(), "iban": set()}
+    for kind, value in (
+        Identifier.objects.filter(person_id__in=cluster).exclude(kind=IdentifierKind.IBAN).values_list("kind", "value")
+    ):
+        if value:
+            values[kind].add(value)
+    values["name"] |= {n for n in Person.objects.filter(id__in=cluster).values_list("display_name", flat=True) if n}
+    for account in BankAccount.objects.filter(person_id__in=cluster).exclude(iban_ciphertext=""):
+        values["iban"].add(account.iban())
+    Payout = apps.get_model("payouts", "Payout")
+    names = Payout.objects.filter(person_id__in=cluster).values_list("creditor_name", "vop_suggested_name")
+    for name, suggested in names:
+        values["name"] |= {n for n in (name, suggested) if n and n != ERASED}
+    return values
+
+
+def _needles(values: dict[str, set[str]]) -> list[str]:
+    """The strings whose presence in a raw body or a free-form column means "this is about them":
+    a number also without its +, a social id without its ``provider:`` prefix."""
+    found = set()
+    for kind, items in values.items():
+        for item in items:
+            found.add(item)
+            if kind == "whatsapp":
+                found.add(item.lstrip("+"))
+            if kind == "social" and ":" in item:
+                found.add(item.split(":", 1)[1])
+    return sorted(n for n in found if len(n) >= 4)
+
+
+def _mentions(value, needles: list[str]) -> bool:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return any(n.lower() in text.lower() for n in needles)
+
+
+def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, set[str]], now) -> dict[str, int]:
+    needles = _needles(values)
+    counts = {
+        "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),
+        "payouts": _payouts_erase(cluster=cluster, values=values, now=now),
+        "inbound_webhooks": _raw_rows_erase("core_inboundwebhook", "body", needles, {"body": b"", "headers": "{}"}),
+        "task_records": _task_records_erase(needles),
+        "audit_rows": _audit_rows_erase(cluster=cluster, needles=needles),
+    }
+    return counts
+
+
+def _trigger_events_erase(*, brand_id, cluster: list[int], values: dict[str, set[str]]) -> int:
+    TriggerEvent = apps.get_model("campaigns", "TriggerEvent")
+    theirs = Q(person_id__in=cluster)
+    uids = {v.split(":", 1)[1] for v in values["social"] if ":" in v}
+    if brand_id is not None and (values["email"] or values["whatsapp"] or uids):
+        # Rejected events may name no person but still carry their identifiers.
+        theirs |= Q(brand_id=brand_id) & (
+            Q(email__in=values["email"]) | Q(whatsapp__in=values["whatsapp"]) | Q(social_uid__in=uids)
+        )
+    return TriggerEvent.objects.filter(theirs).update(
+        email="", whatsapp="", social_uid="", ip=None, device_fingerprint="", evidence={}
+    )
+
+
+def _payouts_erase(*, cluster: list[int], values: dict[str, set[str]], now) -> int:
+    """Names out of payouts and their pain.001 files. A payout keeps its amount, status, ledger
+    entries and the masked IBAN's country; ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor
+    name of payouts younger than that where bookkeeping law requires it (purged when older)."""
+    Payout = apps.get_model("payouts", "Payout")
+    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
+    payouts = Payout.objects.filter(person_id__in=cluster)
+    keep_days = getattr(settings, "PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
+    erasable = payouts.filter(created_at__lt=now - timedelta(days=keep_days)) if keep_days else payouts
+    erased = erasable.update(
+        creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))
+    )
+    secrets = sorted(values["name"] | values["iban"], key=len, reverse=True)
+    batch_ids = set(erasable.exclude(batch_id=None).values_list("batch_id", flat=True))
+    for batch in PayoutBatch.objects.filter(id__in=batch_ids).only("file"):
+        text = batch.file
+        for secret in secrets:
+            text = text.replace(secret, ERASED)
+        if text != batch.file:
+            PayoutBatch.objects.filter(pk=batch.pk).update(file=text)
+    return erased
+
+
+def _task_records_erase(needles: list[str]) -> int:
+    """Finished task records (django-q keeps the last ``save_limit``, 250 by default) whose
+    arguments or result name the person: deleted. Their columns are pickles, so read in Python."""
+    if not needles:
+        return 0
+    Task = apps.get_model("django_q", "Task")
+    naming = [
+        task.pk
+        for task in Task.objects.only("args", "kwargs", "result").iterator()
+        if _mentions(repr((task.args, task.kwargs, task.result)), needles)
+    ]
+    return Task.objects.filter(pk__in=naming).delete()[0]
+
+
+def _raw_rows_erase(table: str, column: str, needles: list[str], blank: dict) -> int:
+    """Rows of ``table`` whose raw bytes contain a needle, blanked: inbound webhook bodies, which
+    no ORM lookup can search."""
+    if not needles:
+        return 0
+    quoted = connection.ops.quote_name(table)
+    columns = [column]
+    if connection.vendor == "postgresql":
+        match = " OR ".join(f"position(convert_to(%s, 'UTF8') in coalesce({c}, ''::bytea)) > 0" for c in columns)
+    else:
+        match = " OR ".join(f"instr(CAST({c} AS BLOB), CAST(%s AS BLOB)) > 0" for c in columns)
+    where = " OR ".join(f"({match})" for _ in needles)
+    params = [n for n in needles for _ in columns]
+    sets = ", ".join(f"{connection.ops.quote_name(k)} = %s" for k in blank)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {quoted} SET {sets} WHERE {where}", [*blank.values(), *params])
+        return cursor.rowcount
+
+
+def _audit_rows_erase(*, cluster: list[int], needles: list[str]) -> int:
+    """The one UPDATE the audit tables allow (``core.audit_sql``): personal keys out of ``data``
+    and a ``reason`` naming the person blanked; everything else stays and the chain verifies."""
+    streams = [
+        ("campaigns_rewardevent", "reward_id", "reason", "data", _ids("campaigns", "Reward", cluster)),
+        ("payouts_payoutevent", "payout_id", None, "data", _ids("payouts", "Payout", cluster)),
+        ("recipients_personevent", "person_id", None, "detail", cluster),
+    ]
+    erased = 0
+    with connection.cursor() as cursor:
+        for table, stream, reason_col, data_col, ids in streams:
+            if not ids:
+                continue
+            placeholders = ", ".join("%s" for _ in ids)
+            cursor.execute(
+                f"SELECT id, {reason_col or repr('')}, {data_col} FROM {table} WHERE {stream} IN ({placeholders})",
+                list(ids),
+            )
+            for row_id, reason, raw in cursor.fetchall():
+                data = (json.loads(raw) if isinstance(raw, str) else raw) or {}
+                kept = {k: v for k, v in data.items() if k not in PERSONAL_DATA_KEYS and not _mentions(v, needles)}
+                new_reason = "" if reason and _mentions(reason, needles) else reason
+                if kept == data and new_reason == reason:
+                    continue
+                sets = [f"{data_col} = %s"] + ([f"{reason_col} = %s"] if reason_col else [])
+                params = [json.dumps(kept)] + ([new_reason] if reason_col else [])
+                if connection.vendor == "postgresql":
+                    sets += ["personal_salt = NULL", "erased_at = now()"]
+                    sets[0] = f"{data_col} = %s::jsonb"
+                cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*params, row_id])
+                erased += 1
+    return erased
+
+
+def _ids(app: str, model: str, cluster: list[int]) -> list[int]:
+    return list(apps.get_model(app, model).objects.filter(person_id__in=cluster).values_list("id", flat=True))
