@@ -5,6 +5,7 @@ table follows it in the page for screen readers."""
 from dataclasses import dataclass
 from datetime import date
 
+from django.utils.dateformat import format as date_format
 from django.utils.html import format_html, format_html_join
 
 WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 640, 180, 44, 22, 10
@@ -45,7 +46,7 @@ def bar_chart_svg(*, title: str, days: list[date], values: list[int], unit_forma
                 y=PAD_TOP + plot_h - h,
                 w=step * 0.7,
                 h=h,
-                label=f"{day:%d %b}: {unit_format(value)}",
+                label=f"{date_format(day, 'j M')}: {unit_format(value)}",  # month in the active language
             )
         )
     grid = format_html_join(

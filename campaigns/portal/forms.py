@@ -9,6 +9,7 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext_lazy as _
 
 from campaigns.models import (
     AmountType,
@@ -28,27 +29,36 @@ from core.money import minor_to_decimal, to_minor
 MONEY = {"max_digits": 12, "decimal_places": 2, "min_value": Decimal("0.01"), "localize": True}
 
 
-def _money_field(label: str, help_text: str = "") -> forms.DecimalField:
+def _money_field(label, help_text="") -> forms.DecimalField:
     return forms.DecimalField(label=label, required=False, help_text=help_text, **MONEY)
 
 
 class BrandForm(forms.Form):
-    name = forms.CharField(label="Brand name", max_length=200)
-    default_currency = forms.ChoiceField(label="Currency", choices=[(c, c) for c in settings.CURRENCIES])
+    name = forms.CharField(label=_("Brand name"), max_length=200)
+    default_currency = forms.ChoiceField(label=_("Currency"), choices=[(c, c) for c in settings.CURRENCIES])
 
 
 class CampaignForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(label=_("Name"), max_length=200)
     slug = forms.SlugField(
-        max_length=80, required=False, help_text="Part of the claim link /c/<brand>/<slug>/; from the name if empty."
+        label=_("Slug"),
+        max_length=80,
+        required=False,
+        help_text=_("Part of the claim link /c/<brand>/<slug>/; from the name if empty."),
     )
-    mode = forms.ChoiceField(choices=CampaignMode.choices)
-    currency = forms.ChoiceField(choices=[(c, c) for c in settings.CURRENCIES])
-    starts_at = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    ends_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    timezone = forms.CharField(max_length=64, initial="Europe/Rome", validators=[validate_timezone])
-    payout_mode = forms.ChoiceField(choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
-    aggregate_minutes = forms.IntegerField(min_value=0, initial=0, required=False)
+    mode = forms.ChoiceField(label=_("Mode"), choices=CampaignMode.choices)
+    currency = forms.ChoiceField(label=_("Currency"), choices=[(c, c) for c in settings.CURRENCIES])
+    starts_at = forms.DateTimeField(label=_("Starts at"), widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    ends_at = forms.DateTimeField(
+        label=_("Ends at"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    timezone = forms.CharField(
+        label=_("Time zone"), max_length=64, initial="Europe/Rome", validators=[validate_timezone]
+    )
+    payout_mode = forms.ChoiceField(label=_("Payout mode"), choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
+    aggregate_minutes = forms.IntegerField(
+        label=_("Aggregate interval (minutes)"), min_value=0, initial=0, required=False
+    )
 
     def __init__(self, *args, live: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -63,9 +73,9 @@ class CampaignForm(forms.Form):
             data["slug"] = slugify(data["name"])[:80]
         starts, ends = data.get("starts_at"), data.get("ends_at")
         if starts and ends and ends <= starts:
-            self.add_error("ends_at", "The end must be after the start.")
+            self.add_error("ends_at", _("The end must be after the start."))
         if data.get("payout_mode") == PayoutMode.AGGREGATE and not data.get("aggregate_minutes"):
-            self.add_error("aggregate_minutes", "Aggregate payouts need an interval in minutes.")
+            self.add_error("aggregate_minutes", _("Aggregate payouts need an interval in minutes."))
         data["aggregate_minutes"] = data.get("aggregate_minutes") or 0
         return data
 
@@ -73,39 +83,55 @@ class CampaignForm(forms.Form):
 class RuleForm(forms.Form):
     """One reward rule. ``rule_fields()`` returns the keyword arguments of ``rule_create``."""
 
-    trigger = forms.ChoiceField(choices=Trigger.choices)
-    custom_name = forms.SlugField(max_length=60, required=False, help_text="Only for custom triggers.")
-    name = forms.CharField(max_length=200, required=False)
-    amount_type = forms.ChoiceField(choices=AmountType.choices, initial=AmountType.FIXED)
-    amount = _money_field("Fixed amount", "What the person receives, e.g. 5.00.")
+    trigger = forms.ChoiceField(label=_("Trigger"), choices=Trigger.choices)
+    custom_name = forms.SlugField(
+        label=_("Custom name"), max_length=60, required=False, help_text=_("Only for custom triggers.")
+    )
+    name = forms.CharField(label=_("Name"), max_length=200, required=False)
+    amount_type = forms.ChoiceField(label=_("Amount type"), choices=AmountType.choices, initial=AmountType.FIXED)
+    amount = _money_field(_("Fixed amount"), _("What the person receives, e.g. 5.00."))
     percent = forms.DecimalField(
-        label="Percent of the purchase",
+        label=_("Percent of the purchase"),
         required=False,
         max_digits=5,
         decimal_places=2,
         min_value=Decimal("0.01"),
         max_value=Decimal(100),
     )
-    min_amount = _money_field("At least", "Percent rules: the smallest reward.")
-    max_amount = _money_field("At most", "Percent rules: the largest reward.")
-    min_purchase = _money_field("Minimum purchase")
+    min_amount = _money_field(_("At least"), _("Percent rules: the smallest reward."))
+    max_amount = _money_field(_("At most"), _("Percent rules: the largest reward."))
+    min_purchase = _money_field(_("Minimum purchase"))
     hold_days = forms.IntegerField(
-        min_value=0, max_value=365, initial=0, help_text="Days before the reward is paid (a return window)."
+        label=_("Hold days"),
+        min_value=0,
+        max_value=365,
+        initial=0,
+        help_text=_("Days before the reward is paid (a return window)."),
     )
-    required_code = forms.CharField(max_length=60, required=False, help_text="Hashtag or code, e.g. #summerjoy.")
-    view_threshold = forms.IntegerField(min_value=1, required=False)
+    required_code = forms.CharField(
+        label=_("Required code"), max_length=60, required=False, help_text=_("Hashtag or code, e.g. #summerjoy.")
+    )
+    view_threshold = forms.IntegerField(label=_("View threshold"), min_value=1, required=False)
     allowed_iban_countries = forms.CharField(
-        required=False, help_text="Two-letter codes separated by commas, e.g. IT, NL. Empty: any SEPA country."
+        label=_("Allowed IBAN countries"),
+        required=False,
+        help_text=_("Two-letter codes separated by commas, e.g. IT, NL. Empty: any SEPA country."),
     )
-    new_people_only = forms.BooleanField(required=False)
-    person_count_per_campaign = forms.IntegerField(min_value=1, required=False, initial=1, label="Rewards per person")
-    person_count_per_day = forms.IntegerField(min_value=1, required=False, label="Rewards per person per day")
-    iban_count_per_campaign = forms.IntegerField(min_value=1, required=False, label="Rewards per IBAN")
-    campaign_count = forms.IntegerField(min_value=1, required=False, label="Rewards in total")
-    campaign_count_per_day = forms.IntegerField(min_value=1, required=False, label="Rewards in total per day")
-    approval_policy = forms.ChoiceField(choices=ApprovalPolicy.choices, initial=ApprovalPolicy.AUTO)
-    review_above = _money_field("Review above")
-    verification = forms.ChoiceField(choices=Verification.choices, initial=Verification.FIRST_PARTY)
+    new_people_only = forms.BooleanField(label=_("New people only"), required=False)
+    person_count_per_campaign = forms.IntegerField(
+        min_value=1, required=False, initial=1, label=_("Rewards per person")
+    )
+    person_count_per_day = forms.IntegerField(min_value=1, required=False, label=_("Rewards per person per day"))
+    iban_count_per_campaign = forms.IntegerField(min_value=1, required=False, label=_("Rewards per IBAN"))
+    campaign_count = forms.IntegerField(min_value=1, required=False, label=_("Rewards in total"))
+    campaign_count_per_day = forms.IntegerField(min_value=1, required=False, label=_("Rewards in total per day"))
+    approval_policy = forms.ChoiceField(
+        label=_("Approval policy"), choices=ApprovalPolicy.choices, initial=ApprovalPolicy.AUTO
+    )
+    review_above = _money_field(_("Review above"))
+    verification = forms.ChoiceField(
+        label=_("Verification"), choices=Verification.choices, initial=Verification.FIRST_PARTY
+    )
 
     def __init__(self, *args, currency: str = "EUR", **kwargs):
         super().__init__(*args, **kwargs)
@@ -208,20 +234,20 @@ class RuleForm(forms.Form):
 
 
 class AllocateForm(forms.Form):
-    amount = forms.DecimalField(label="Amount to move from your funds to this campaign", **MONEY)
+    amount = forms.DecimalField(label=_("Amount to move from your funds to this campaign"), **MONEY)
 
 
 class InviteForm(forms.Form):
-    email = forms.EmailField()
-    role = forms.ChoiceField(choices=BrandRole.choices, initial=BrandRole.ANALYST)
+    email = forms.EmailField(label=_("Email"))
+    role = forms.ChoiceField(label=_("Role"), choices=BrandRole.choices, initial=BrandRole.ANALYST)
 
 
 class RoleForm(forms.Form):
-    role = forms.ChoiceField(choices=BrandRole.choices)
+    role = forms.ChoiceField(label=_("Role"), choices=BrandRole.choices)
 
 
 class FundingForm(forms.Form):
-    amount = forms.DecimalField(label="Amount (optional, for the QR code)", required=False, **MONEY)
+    amount = forms.DecimalField(label=_("Amount (optional, for the QR code)"), required=False, **MONEY)
 
 
 class TableFilterForm(forms.Form):

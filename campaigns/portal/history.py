@@ -4,6 +4,7 @@ formatted, instead of event names and raw data (issue 16)."""
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from campaigns.models import CampaignEvent
 from core.money import format_minor
@@ -46,6 +47,11 @@ _TITLES = {
     ),
 }
 
+# Reasons the system writes; a reason a person typed (through the API) is shown as they wrote it.
+_REASONS = {
+    "budget_exhausted": gettext_lazy("the budget ran out"),
+}
+
 
 @dataclass(frozen=True)
 class HistoryLine:
@@ -63,7 +69,7 @@ def campaign_history(*, campaign, limit: int = 20) -> list[HistoryLine]:
             when=row.created_at,
             what=_TITLES[row.kind](row, campaign.currency) if row.kind in _TITLES else row.kind,
             who=(row.actor.email or row.actor.get_username()) if row.actor_id else _("JoyBack (automatic)"),
-            why=row.reason.replace("_", " ") if row.reason else "",
+            why=str(_REASONS.get(row.reason, row.reason.replace("_", " "))) if row.reason else "",
         )
         for row in rows
     ]

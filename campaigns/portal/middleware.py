@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 
 
 class StaffTwoFactorMiddleware:
@@ -20,6 +21,6 @@ class StaffTwoFactorMiddleware:
                 # The admin's own login form has no second factor: send everyone through allauth.
                 return redirect(f"{reverse('account_login')}?{urlencode({'next': request.get_full_path()})}")
             if user.is_staff and not is_mfa_enabled(user, types=["totp"]):
-                messages.warning(request, "Set up two-factor authentication before using the admin.")
+                messages.warning(request, _("Set up two-factor authentication before using the admin."))
                 return redirect("mfa_activate_totp")
         return self.get_response(request)

@@ -4,19 +4,24 @@ preview cannot promise anything the engine would not pay."""
 
 from dataclasses import dataclass
 
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
 from campaigns.evaluation import fee_for, reward_amount
 from campaigns.models import AmountType, ApprovalPolicy, Brand, PayoutMode, RewardRule, Trigger
 from core.money import format_minor
 
+# Each completes "A person who … receives": the sentence is translated whole, these are its middle.
 ACTION_WORDS = {
-    Trigger.PURCHASE: "buys from you (the purchase confirmed by your system)",
-    Trigger.TIKTOK_LOGIN: "logs in with TikTok on the claim page",
-    Trigger.WHATSAPP_OPTIN: "opts in on WhatsApp by sending the code from the claim page",
-    Trigger.UGC_SHARE: "posts a TikTok video with your hashtag and picks it on the claim page",
-    Trigger.LIKE: "likes your content (reported by your system or checked by hand)",
-    Trigger.COMMENT: "comments on your content (reported by your system or checked by hand)",
-    Trigger.VIEW_THRESHOLD: "posts a TikTok video that passes the view count",
-    Trigger.CUSTOM: "does the custom action your system reports",
+    Trigger.PURCHASE: gettext_lazy("buys from you (the purchase confirmed by your system)"),
+    Trigger.TIKTOK_LOGIN: gettext_lazy("logs in with TikTok on the claim page"),
+    Trigger.WHATSAPP_OPTIN: gettext_lazy("opts in on WhatsApp by sending the code from the claim page"),
+    Trigger.UGC_SHARE: gettext_lazy("posts a TikTok video with your hashtag and picks it on the claim page"),
+    Trigger.LIKE: gettext_lazy("likes your content (reported by your system or checked by hand)"),
+    Trigger.COMMENT: gettext_lazy("comments on your content (reported by your system or checked by hand)"),
+    Trigger.VIEW_THRESHOLD: gettext_lazy("posts a TikTok video that passes the view count"),
+    Trigger.CUSTOM: gettext_lazy("does the custom action your system reports"),
 }
 
 
@@ -27,6 +32,8 @@ class Preview:
 
 
 def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: str = PayoutMode.INSTANT) -> Preview:
+    """The lines in the active language; amounts and counts formatted for it."""
+
     def money(v: int) -> str:
         return format_minor(v, currency)
 
@@ -35,57 +42,80 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
     if rule.amount_type == AmountType.FIXED:
         amount = rule.fixed_minor or 0
         fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
-        lines.append(f"A person who {action} receives {money(amount)}.")
-        lines.append(f"Each reward uses {money(amount + fee)} of the budget ({money(fee)} platform fee).")
-    else:
-        pct = (rule.percent_bps or 0) / 100
-        bounds = []
-        if rule.min_minor:
-            bounds.append(f"at least {money(rule.min_minor)}")
-        if rule.max_minor:
-            bounds.append(f"at most {money(rule.max_minor)}")
-        extra = f" ({', '.join(bounds)})" if bounds else ""
-        lines.append(f"A person who {action} receives {pct:g}% of the purchase{extra}, rounded to the cent.")
-    if rule.min_purchase_minor:
-        lines.append(f"Only purchases of {money(rule.min_purchase_minor)} or more count.")
-    if rule.required_code:
-        lines.append(f"The event must carry {rule.required_code!s} (any capitalisation).")
-    if rule.trigger == Trigger.VIEW_THRESHOLD and rule.view_threshold:
-        lines.append(f"The video must reach {rule.view_threshold:,} views; we check its count through TikTok.")
-    if rule.trigger in (Trigger.LIKE, Trigger.COMMENT):
-        lines.append("TikTok cannot tell us who liked or commented: these rewards rely on your report or a review.")
-    if rule.hold_days:
+        lines.append(_("A person who %(action)s receives %(amount)s.") % {"action": action, "amount": money(amount)})
         lines.append(
-            f"The money is reserved at once and paid {rule.hold_days} days later, if the action was not undone "
-            "(a refunded order voids it)."
+            _("Each reward uses %(cost)s of the budget (%(fee)s platform fee).")
+            % {"cost": money(amount + fee), "fee": money(fee)}
         )
     else:
-        lines.append("The money is paid right away, as soon as the person has given their IBAN.")
-    if rule.approval_policy == ApprovalPolicy.ALWAYS_REVIEW:
-        lines.append("Every reward waits for a review by our team before it is paid.")
-    elif rule.approval_policy == ApprovalPolicy.REVIEW_ABOVE and rule.review_above_minor:
-        lines.append(f"Rewards above {money(rule.review_above_minor)} wait for a review before they are paid.")
-    if payout_mode == PayoutMode.AGGREGATE:
-        lines.append("Payouts are grouped: one transfer per person for all their rewards in the interval.")
+        pct = (rule.percent_bps or 0) / 100
+        pct = number_format(pct, decimal_pos=0 if pct.is_integer() else None)
+        bounds = []
+        if rule.min_minor:
+            bounds.append(_("at least %(amount)s") % {"amount": money(rule.min_minor)})
+        if rule.max_minor:
+            bounds.append(_("at most %(amount)s") % {"amount": money(rule.max_minor)})
+        extra = f" ({', '.join(bounds)})" if bounds else ""
+        lines.append(
+            _("A person who %(action)s receives %(pct)s%% of the purchase%(bounds)s, rounded to the cent.")
+            % {"action": action, "pct": pct, "bounds": extra}
+        )
+    if rule.min_purchase_minor:
+        lines.append(_("Only purchases of %(amount)s or more count.") % {"amount": money(rule.min_purchase_minor)})
+    if rule.required_code:
+        lines.append(_("The event must carry %(code)s (any capitalisation).") % {"code": rule.required_code})
+    if rule.trigger == Trigger.VIEW_THRESHOLD and rule.view_threshold:
+        lines.append(
+            _("The video must reach %(views)s views; we check its count through TikTok.")
+            % {"views": number_format(rule.view_threshold, force_grouping=True)}
+        )
+    if rule.trigger in (Trigger.LIKE, Trigger.COMMENT):
+        lines.append(_("TikTok cannot tell us who liked or commented: these rewards rely on your report or a review."))
+    if rule.hold_days:
+        lines.append(
+            ngettext(
+                "The money is reserved at once and paid %(days)s day later, if the action was not undone "
+                "(a refunded order voids it).",
+                "The money is reserved at once and paid %(days)s days later, if the action was not undone "
+                "(a refunded order voids it).",
+                rule.hold_days,
+            )
+            % {"days": rule.hold_days}
+        )
     else:
-        lines.append("Payment is an instant SEPA transfer: usually in the person's account within seconds.")
+        lines.append(_("The money is paid right away, as soon as the person has given their IBAN."))
+    if rule.approval_policy == ApprovalPolicy.ALWAYS_REVIEW:
+        lines.append(_("Every reward waits for a review by our team before it is paid."))
+    elif rule.approval_policy == ApprovalPolicy.REVIEW_ABOVE and rule.review_above_minor:
+        lines.append(
+            _("Rewards above %(amount)s wait for a review before they are paid.")
+            % {"amount": money(rule.review_above_minor)}
+        )
+    if payout_mode == PayoutMode.AGGREGATE:
+        lines.append(_("Payouts are grouped: one transfer per person for all their rewards in the interval."))
+    else:
+        lines.append(_("Payment is an instant SEPA transfer: usually in the person's account within seconds."))
     caps = []
     if rule.person_count_per_campaign:
-        caps.append(f"{rule.person_count_per_campaign} per person")
+        caps.append(_("%(n)s per person") % {"n": rule.person_count_per_campaign})
     if rule.person_count_per_day:
-        caps.append(f"{rule.person_count_per_day} per person per day")
+        caps.append(_("%(n)s per person per day") % {"n": rule.person_count_per_day})
     if rule.iban_count_per_campaign:
-        caps.append(f"{rule.iban_count_per_campaign} per IBAN")
+        caps.append(_("%(n)s per IBAN") % {"n": rule.iban_count_per_campaign})
     if rule.campaign_count:
-        caps.append(f"{rule.campaign_count} in total")
+        caps.append(_("%(n)s in total") % {"n": rule.campaign_count})
     if rule.campaign_count_per_day:
-        caps.append(f"{rule.campaign_count_per_day} in total per day")
+        caps.append(_("%(n)s in total per day") % {"n": rule.campaign_count_per_day})
     if caps:
-        lines.append("Limits: " + ", ".join(caps) + ". A person over a limit is told so on the claim page.")
+        lines.append(
+            _("Limits: %(limits)s. A person over a limit is told so on the claim page.") % {"limits": ", ".join(caps)}
+        )
     if rule.allowed_iban_countries:
-        lines.append("Only bank accounts from " + ", ".join(rule.allowed_iban_countries) + " are paid.")
+        lines.append(
+            _("Only bank accounts from %(countries)s are paid.") % {"countries": ", ".join(rule.allowed_iban_countries)}
+        )
     if rule.new_people_only:
-        lines.append("Only people you never rewarded before.")
+        lines.append(_("Only people you never rewarded before."))
 
     examples = []
     if rule.amount_type == AmountType.PERCENT:

@@ -10,6 +10,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 
 from campaigns.models import (
     Brand,
@@ -36,7 +37,7 @@ def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:
     Raises InvalidInput (name, currency)."""
     name = (name or "").strip()
     if not name or len(name) > 200:
-        raise InvalidInput("A brand needs a name of 1 to 200 characters.", code="invalid_name")
+        raise InvalidInput(_("A brand needs a name of 1 to 200 characters."), code="invalid_name")
     base = slugify(name)[:70] or "brand"
     with transaction.atomic(durable=True):
         slug, n = base, 1
@@ -49,14 +50,15 @@ def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:
 
 
 def invitation_create(*, brand: Brand, email: str, role: str, invited_by, accept_url_base: str) -> BrandInvitation:
-    """Invite ``email`` to the brand with ``role`` and email the link after the commit.
+    """Invite ``email`` to the brand with ``role`` and email the link after the commit, in the
+    active language (the inviter's: the invitee's is not known yet).
 
     Raises InvalidInput (role), Conflict (``already_member``, ``already_invited``)."""
     email = (email or "").strip().lower()
     if role not in BrandRole.values:
-        raise InvalidInput(f"Unknown role {role!r}.", code="invalid_role")
+        raise InvalidInput(_("Unknown role “%(role)s”.") % {"role": role}, code="invalid_role")
     if BrandMembership.objects.filter(brand=brand, user__email__iexact=email).exists():
-        raise Conflict(f"{email} is already in the team.", code="already_member")
+        raise Conflict(_("%(email)s is already in the team.") % {"email": email}, code="already_member")
     try:
         with transaction.atomic(durable=True):
             invitation = BrandInvitation.objects.create(
@@ -68,19 +70,30 @@ def invitation_create(*, brand: Brand, email: str, role: str, invited_by, accept
                 expires_at=timezone.now() + timedelta(days=INVITATION_DAYS),
             )
             link = f"{accept_url_base.rstrip('/')}/{invitation.token}/"
+            # Worded now, while the request's language is active; sent after the commit.
+            subject = _("[JoyBack] Join %(brand)s on JoyBack") % {"brand": brand.name}
+            body = _(
+                "%(inviter)s invited you to %(brand)s as %(role)s.\n\n"
+                "Accept: %(link)s\n\nThe link works for %(days)s days."
+            ) % {
+                "inviter": invited_by.email or invited_by.get_username(),
+                "brand": brand.name,
+                "role": BrandRole(role).label,
+                "link": link,
+                "days": INVITATION_DAYS,
+            }
             transaction.on_commit(
                 lambda: send_mail(
-                    subject=f"[JoyBack] Join {brand.name} on JoyBack",
-                    message=(
-                        f"{invited_by.email or invited_by.get_username()} invited you to {brand.name} as {role}.\n\n"
-                        f"Accept: {link}\n\nThe link works for {INVITATION_DAYS} days."
-                    ),
+                    subject=subject,
+                    message=body,
                     from_email=settings.DEFAULT_FROM_EMAIL,
                     recipient_list=[email],
                 )
             )
     except IntegrityError as exc:
-        raise Conflict(f"{email} has a pending invitation already.", code="already_invited") from exc
+        raise Conflict(
+            _("%(email)s has a pending invitation already.") % {"email": email}, code="already_invited"
+        ) from exc
     return invitation
 
 
@@ -92,18 +105,19 @@ def invitation_accept(*, token: str, user) -> BrandMembership:
 
     invitation = BrandInvitation.objects.select_related("brand").filter(token=token).first()
     if invitation is None or invitation.status != InvitationStatus.PENDING or invitation.expires_at < timezone.now():
-        raise InvalidTransition("This invitation is no longer valid.", code="invitation_invalid")
+        raise InvalidTransition(_("This invitation is no longer valid."), code="invitation_invalid")
     verified = EmailAddress.objects.filter(user=user, email__iexact=invitation.email, verified=True).exists()
     if not verified:
         raise PermissionDenied(
-            f"This invitation is for {invitation.email}; sign in with that address.", code="invitation_other_email"
+            _("This invitation is for %(email)s; sign in with that address.") % {"email": invitation.email},
+            code="invitation_other_email",
         )
     with transaction.atomic(durable=True):
         changed = BrandInvitation.objects.filter(pk=invitation.pk, status=InvitationStatus.PENDING).update(
             status=InvitationStatus.ACCEPTED, accepted_by=user, decided_at=timezone.now()
         )
         if changed != 1:
-            raise InvalidTransition("This invitation is no longer valid.", code="invitation_invalid")
+            raise InvalidTransition(_("This invitation is no longer valid."), code="invitation_invalid")
         existing = BrandMembership.objects.filter(brand=invitation.brand, user=user).first()
         if existing:
             return existing
@@ -115,7 +129,7 @@ def invitation_revoke(*, invitation: BrandInvitation) -> BrandInvitation:
         status=InvitationStatus.REVOKED, decided_at=timezone.now()
     )
     if changed != 1:
-        raise InvalidTransition("Only a pending invitation can be revoked.", code="invitation_not_pending")
+        raise InvalidTransition(_("Only a pending invitation can be revoked."), code="invitation_not_pending")
     invitation.refresh_from_db()
     return invitation
 
@@ -124,7 +138,7 @@ def membership_change(*, membership: BrandMembership, role: str | None, actor) -
     """Change a member's role, or remove them (``role=None``). The brand always keeps an owner:
     the last owner can be neither demoted nor removed (InvalidTransition ``last_owner``)."""
     if role is not None and role not in BrandRole.values:
-        raise InvalidInput(f"Unknown role {role!r}.", code="invalid_role")
+        raise InvalidInput(_("Unknown role “%(role)s”.") % {"role": role}, code="invalid_role")
     with transaction.atomic(durable=True):
         owners = list(
             BrandMembership.objects.select_for_update()
@@ -132,7 +146,7 @@ def membership_change(*, membership: BrandMembership, role: str | None, actor) -
             .values_list("pk", flat=True)
         )
         if owners == [membership.pk] and role != BrandRole.OWNER:
-            raise InvalidTransition("A brand needs at least one owner.", code="last_owner")
+            raise InvalidTransition(_("A brand needs at least one owner."), code="last_owner")
         if role is None:
             BrandMembership.objects.filter(pk=membership.pk).delete()
             return None
@@ -146,12 +160,12 @@ def campaign_update(*, campaign: Campaign, actor, **fields) -> Campaign:
     afterwards (InvalidTransition ``campaign_live``). Validated with ``full_clean`` (InvalidInput).
     Writes a ``campaign.updated`` audit row with the changed field names."""
     if campaign.status == CampaignStatus.CLOSED:
-        raise InvalidTransition("A closed campaign cannot change.", code="campaign_closed")
+        raise InvalidTransition(_("A closed campaign cannot change."), code="campaign_closed")
     if campaign.status != CampaignStatus.DRAFT:
         fixed = sorted(k for k, v in fields.items() if k not in LIVE_EDITABLE and getattr(campaign, k) != v)
         if fixed:
             raise InvalidTransition(
-                f"Once launched, these cannot change: {', '.join(fixed)}.",
+                _("Once launched, these cannot change: %(fields)s.") % {"fields": ", ".join(fixed)},
                 code="campaign_live",
                 details={"fields": fixed},
             )
@@ -176,7 +190,9 @@ def rule_replace(*, rule: RewardRule, actor, **fields) -> RewardRule:
     rule's caps count its own rewards, and restarting them would break a promise."""
     campaign = rule.campaign
     if campaign.status != CampaignStatus.DRAFT:
-        raise InvalidTransition("Rules of a launched campaign cannot change; retire one instead.", code="campaign_live")
+        raise InvalidTransition(
+            _("Rules of a launched campaign cannot change; retire one instead."), code="campaign_live"
+        )
     with transaction.atomic(durable=True):
         RewardRule.objects.filter(pk=rule.pk).update(is_active=False)
         new = rule_create(campaign=campaign, **fields)
@@ -197,9 +213,9 @@ def rule_retire(*, rule: RewardRule, actor) -> RewardRule:
     with transaction.atomic(durable=True):
         active = RewardRule.objects.select_for_update().filter(campaign=campaign, is_active=True)
         if campaign.status != CampaignStatus.DRAFT and list(active.values_list("pk", flat=True)) == [rule.pk]:
-            raise InvalidTransition("A live campaign needs one active rule; pause or end it.", code="last_rule")
+            raise InvalidTransition(_("A live campaign needs one active rule; pause or end it."), code="last_rule")
         if RewardRule.objects.filter(pk=rule.pk, is_active=True).update(is_active=False) != 1:
-            raise InvalidTransition("This rule is retired already.", code="rule_inactive")
+            raise InvalidTransition(_("This rule is retired already."), code="rule_inactive")
         CampaignEvent.objects.create(
             campaign=campaign,
             kind="campaign.rule_retired",

@@ -6,6 +6,8 @@ import uuid
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.models import BrandRole, Campaign, CampaignStatus, RewardRule
@@ -30,10 +32,10 @@ from core.exceptions import ApplicationError
 from core.money import to_minor
 
 TRANSITIONS = {
-    "launch": (campaign_launch, "Campaign launched: the claim page is live."),
-    "pause": (campaign_pause, "Campaign paused: no new rewards until you resume it."),
-    "resume": (campaign_resume, "Campaign resumed."),
-    "end": (campaign_end, "Campaign ended: no new rewards; reserved ones still mature."),
+    "launch": (campaign_launch, gettext_lazy("Campaign launched: the claim page is live.")),
+    "pause": (campaign_pause, gettext_lazy("Campaign paused: no new rewards until you resume it.")),
+    "resume": (campaign_resume, gettext_lazy("Campaign resumed.")),
+    "end": (campaign_end, gettext_lazy("Campaign ended: no new rewards; reserved ones still mature.")),
 }
 
 
@@ -79,7 +81,7 @@ def campaign_new(request, access):
                 for error in errors if isinstance(errors, list) else [errors]:
                     form.add_error(field if field in form.fields else None, error)
         else:
-            messages.success(request, "Campaign created as a draft. Add a reward rule next.")
+            messages.success(request, _("Campaign created as a draft. Add a reward rule next."))
             return redirect("portal:rule_new", brand_slug=access.brand.slug, campaign_id=campaign.pk)
     return render(request, "portal/campaign_form.html", {"access": access, "brand": access.brand, "form": form})
 
@@ -97,7 +99,7 @@ def campaign_edit(request, access, campaign_id: int):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, "Campaign saved.")
+            messages.success(request, _("Campaign saved."))
             return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
     return render(
         request,
@@ -147,7 +149,7 @@ def campaign_transition(request, access, campaign_id: int, action: str):
     except ApplicationError as exc:
         report(request, exc)
     else:
-        messages.success(request, message)
+        messages.success(request, str(message))
     return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
 
 
@@ -170,9 +172,9 @@ def campaign_allocate_view(request, access, campaign_id: int):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, "Money moved to the campaign budget.")
+            messages.success(request, _("Money moved to the campaign budget."))
     else:
-        messages.error(request, "Enter a positive amount.")
+        messages.error(request, _("Enter a positive amount."))
     return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
 
 
@@ -203,7 +205,7 @@ def rule_new(request, access, campaign_id: int):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, "Rule saved.")
+            messages.success(request, _("Rule saved."))
             return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
     return _rule_page(request, access, campaign, form)
 
@@ -220,7 +222,7 @@ def rule_edit(request, access, campaign_id: int, rule_id: int):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, "Rule saved.")
+            messages.success(request, _("Rule saved."))
             return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
     return _rule_page(request, access, campaign, form, rule=rule)
 
@@ -235,5 +237,5 @@ def rule_retire_view(request, access, campaign_id: int, rule_id: int):
     except ApplicationError as exc:
         report(request, exc)
     else:
-        messages.success(request, "Rule retired: it pays no new rewards.")
+        messages.success(request, _("Rule retired: it pays no new rewards."))
     return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)

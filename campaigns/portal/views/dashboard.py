@@ -1,4 +1,5 @@
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from campaigns.portal.access import brand_view
 from campaigns.portal.charts import bar_chart_svg
@@ -9,9 +10,9 @@ from core.money import format_minor
 @brand_view()
 def dashboard(request, access):
     data = brand_dashboard(brand=access.brand)
-    actions_chart = bar_chart_svg(title="Rewarded actions per day", days=data.days, values=data.actions_per_day)
+    actions_chart = bar_chart_svg(title=_("Rewarded actions per day"), days=data.days, values=data.actions_per_day)
     paid_chart = bar_chart_svg(
-        title=f"Paid out per day ({data.chart_currency})",
+        title=_("Paid out per day (%(currency)s)") % {"currency": data.chart_currency},
         days=data.days,
         values=data.paid_per_day_minor,
         unit_format=lambda v: format_minor(v, data.chart_currency, with_currency=False),

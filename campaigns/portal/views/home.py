@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from campaigns.models import BrandInvitation, BrandMembership, InvitationStatus
@@ -28,7 +29,7 @@ def portal_home(request):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, f"{brand.name} is ready. Create your first campaign.")
+            messages.success(request, _("%(brand)s is ready. Create your first campaign.") % {"brand": brand.name})
             return redirect("portal:dashboard", brand_slug=brand.slug)
     invitations = _invitations_for(request.user)
     if request.method == "GET" and len(memberships) == 1 and not invitations and "all" not in request.GET:
@@ -59,6 +60,6 @@ def invitation_accept_view(request, token: str):
         except ApplicationError as exc:
             report(request, exc)
             return redirect("portal:home")
-        messages.success(request, f"You joined {membership.brand.name}.")
+        messages.success(request, _("You joined %(brand)s.") % {"brand": membership.brand.name})
         return redirect("portal:dashboard", brand_slug=membership.brand.slug)
     return render(request, "portal/invitation_accept.html", {"token": token})

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.api_keys import api_key_create, api_key_revoke
@@ -23,20 +25,28 @@ from core.exceptions import ApplicationError
 
 
 class ApiKeyForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="Where the key is used, e.g. 'Shop backend'.")
+    name = forms.CharField(
+        label=gettext_lazy("Name"),
+        max_length=100,
+        help_text=gettext_lazy("Where the key is used, e.g. 'Shop backend'."),
+    )
     scopes = forms.MultipleChoiceField(
-        choices=ApiScope.choices, widget=forms.CheckboxSelectMultiple, initial=[ApiScope.values[0]]
+        label=gettext_lazy("Scopes"),
+        choices=ApiScope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[ApiScope.values[0]],
     )
 
 
 class WebhookForm(forms.Form):
-    url = forms.URLField(max_length=500, label="URL (https)", assume_scheme="https")
-    description = forms.CharField(max_length=200, required=False)
+    url = forms.URLField(max_length=500, label=gettext_lazy("URL (https)"), assume_scheme="https")
+    description = forms.CharField(label=gettext_lazy("Description"), max_length=200, required=False)
     event_types = forms.MultipleChoiceField(
+        label=gettext_lazy("Event types"),
         choices=[(t, t) for t in WEBHOOK_EVENT_TYPES],
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text="None ticked: every event.",
+        help_text=gettext_lazy("None ticked: every event."),
     )
 
 
@@ -73,7 +83,7 @@ def api_keys(request, access):
 def api_key_revoke_view(request, access, key_id: int):
     key = get_object_or_404(ApiKey, pk=key_id, brand=access.brand)
     api_key_revoke(key=key)
-    messages.success(request, f"Key {key.name} revoked: requests with it fail from now on.")
+    messages.success(request, _("Key %(name)s revoked: requests with it fail from now on.") % {"name": key.name})
     return redirect("portal:api_keys", brand_slug=access.brand.slug)
 
 
@@ -137,21 +147,25 @@ def webhook_action(request, access, endpoint_id: int, action: str):
             )
         if action == "delete":
             webhook_endpoint_delete(endpoint=endpoint)
-            messages.success(request, "Endpoint deleted: nothing more is sent to it.")
+            messages.success(request, _("Endpoint deleted: nothing more is sent to it."))
             return redirect("portal:webhooks", brand_slug=access.brand.slug)
         if action == "enable":
             enabled = webhook_endpoint_enable(endpoint=endpoint, channel="portal", actor=request.user)
             messages.success(
                 request,
-                f"Endpoint enabled again: {enabled.requeued} deliveries of the last "
-                f"{settings.WEBHOOK_RETRY_HOURS} hours are being sent again."
+                ngettext(
+                    "Endpoint enabled again: %(count)s delivery of the last %(hours)s hours is being sent again.",
+                    "Endpoint enabled again: %(count)s deliveries of the last %(hours)s hours are being sent again.",
+                    enabled.requeued,
+                )
+                % {"count": enabled.requeued, "hours": settings.WEBHOOK_RETRY_HOURS}
                 if enabled.requeued or enabled.expired
-                else "The endpoint is active.",
+                else _("The endpoint is active."),
             )
         if action == "redeliver":
             delivery = get_object_or_404(WebhookDelivery, pk=request.POST.get("delivery"), endpoint=endpoint)
             webhook_delivery_redeliver(delivery=delivery)
-            messages.success(request, "Delivery queued to be sent again.")
+            messages.success(request, _("Delivery queued to be sent again."))
     except ApplicationError as exc:
         report(request, exc)
     return redirect("portal:webhook", brand_slug=access.brand.slug, endpoint_id=endpoint.pk)

@@ -1,6 +1,7 @@
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from campaigns.models import BrandInvitation, BrandMembership, BrandRole, InvitationStatus
@@ -43,9 +44,9 @@ def team_invite(request, access):
         except ApplicationError as exc:
             report(request, exc)
         else:
-            messages.success(request, f"Invitation sent to {form.cleaned_data['email']}.")
+            messages.success(request, _("Invitation sent to %(email)s.") % {"email": form.cleaned_data["email"]})
     else:
-        messages.error(request, "Enter an email address and a role.")
+        messages.error(request, _("Enter an email address and a role."))
     return redirect("portal:team", brand_slug=access.brand.slug)
 
 
@@ -58,7 +59,7 @@ def team_invitation_revoke(request, access, invitation_id: int):
     except ApplicationError as exc:
         report(request, exc)
     else:
-        messages.success(request, "Invitation revoked.")
+        messages.success(request, _("Invitation revoked."))
     return redirect("portal:team", brand_slug=access.brand.slug)
 
 
@@ -70,7 +71,7 @@ def team_member_change(request, access, membership_id: int):
     if "remove" not in request.POST:
         form = RoleForm(request.POST)
         if not form.is_valid():
-            messages.error(request, "Choose a role.")
+            messages.error(request, _("Choose a role."))
             return redirect("portal:team", brand_slug=access.brand.slug)
         role = form.cleaned_data["role"]
     try:
@@ -78,5 +79,5 @@ def team_member_change(request, access, membership_id: int):
     except ApplicationError as exc:
         report(request, exc)
     else:
-        messages.success(request, "Team updated.")
+        messages.success(request, _("Team updated."))
     return redirect("portal:team", brand_slug=access.brand.slug)
