@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import translation
 
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
-from campaigns.services import event_ingest, rewards_mature
+from campaigns.services import EventInput, event_ingest, rewards_mature
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from recipients.claim.forms import PayoutForm
@@ -160,8 +160,20 @@ def test_honeypot_and_rate_limit_stop_bots(campaign_a, fake_tiktok, settings):
 
 
 def test_a_spent_budget_is_said_plainly(brand_a):
-    funded_campaign(
-        brand=brand_a, amount_minor=400, slug="tiny", rules=[{"trigger": "tiktok_login", "fixed_minor": 500}]
+    campaign = funded_campaign(
+        brand=brand_a, amount_minor=500, slug="tiny", rules=[{"trigger": "tiktok_login", "fixed_minor": 500}]
+    )
+    # the one reward the budget covers is taken: the campaign pauses itself, budget exhausted
+    event_ingest(
+        brand=brand_a,
+        payload=EventInput(
+            external_id="t-1",
+            campaign=campaign.slug,
+            type="tiktok_login",
+            source="tiktok",
+            social_provider="tiktok",
+            social_uid="u-1",
+        ),
     )
     page = Client().get("/c/alpha/tiny/", HTTP_ACCEPT_LANGUAGE="en")
     assert page.context["closed"] and b"budget has run out" in page.content
