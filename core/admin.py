@@ -8,6 +8,8 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import path
+from django_q.admin import FailAdmin
+from django_q.models import Failure, Success
 
 from core.audit_models import AuditTrail
 
@@ -60,3 +62,24 @@ class AuditTrailAdmin(admin.ModelAdmin):
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
         return response
+
+
+admin.site.unregister(Failure)
+
+
+@admin.register(Failure)
+class FailedTaskAdmin(FailAdmin):
+    """django-q2's failed tasks, saying for each whether a later run of the same task (same
+    function, same arguments) succeeded: after a dropped connection the sweeps redo the work, and
+    a failure with nothing left to do should not look like one that still needs a person."""
+
+    list_display = [*FailAdmin.list_display, "since_then"]
+
+    @admin.display(description="since then")
+    def since_then(self, obj: Failure) -> str:
+        later = (
+            Success.objects.filter(func=obj.func, args=obj.args, started__gt=obj.started).order_by("started").first()
+        )
+        if later is None:
+            return "not redone yet"
+        return f"redone: succeeded at {later.stopped:%Y-%m-%d %H:%M:%S}"

@@ -2,10 +2,13 @@
 page for the rest; the admin shows no link a role cannot follow; the demo ops user can work."""
 
 import logging
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
+from django.utils import timezone
+from django_q.models import Task
 
 from core.roles import ROLES
 
@@ -82,3 +85,15 @@ def test_the_demo_ops_user_holds_every_role_and_can_do_each_job(client, django_u
     client.force_login(ops)
     for page in [REVIEW_QUEUE, PAYOUTS, REWARDS, PEOPLE, UPLOAD, DASHBOARD, BATCHES]:
         assert client.get(_url(page)).status_code == 200, page
+
+
+def test_failed_tasks_say_whether_a_later_run_of_the_same_task_succeeded(client, admin_user):
+    now = timezone.now()
+    common = {"func": "payouts.tasks.payout_execute_task", "hook": None, "kwargs": {}, "group": None}
+    Task.objects.create(id="a" * 32, name="f1", args=(7,), started=now, stopped=now, success=False, **common)
+    Task.objects.create(id="b" * 32, name="f2", args=(8,), started=now, stopped=now, success=False, **common)
+    later = now + timedelta(minutes=1)
+    Task.objects.create(id="c" * 32, name="s1", args=(7,), started=later, stopped=later, success=True, **common)
+    client.force_login(admin_user)
+    page = client.get("/admin/django_q/failure/").content.decode()
+    assert page.count("redone: succeeded at") == 1 and page.count("not redone yet") == 1
