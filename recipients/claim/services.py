@@ -76,8 +76,16 @@ def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: P
     ``tiktok_login`` event, idempotent per (campaign, TikTok account) — a second claim by the same
     account returns the first outcome (``already_claimed``) whatever details it carries.
     Raises InvalidInput (details), NotFound (campaign)."""
-    external_id = f"claim:{campaign.pk}:tiktok_login:{social_uid}"
-    existing = TriggerEvent.objects.filter(brand_id=campaign.brand_id, external_id=external_id).first()
+    # A keyed fingerprint, not the open_id: the id is copied into append-only ledger keys, and
+    # erasing the person must leave nothing that names their TikTok account. (Claims stored with
+    # the open_id before are still found, so nobody claims twice.)
+    external_id = f"claim:{campaign.pk}:tiktok_login:{crypto.fingerprint('tiktok-claim', social_uid)[:32]}"
+    legacy_id = f"claim:{campaign.pk}:tiktok_login:{social_uid}"
+    existing = (
+        TriggerEvent.objects.filter(brand_id=campaign.brand_id, external_id__in=[external_id, legacy_id])
+        .order_by("id")
+        .first()
+    )
     if existing is not None:
         return ClaimOutcome(
             reward=Reward.objects.filter(event=existing).first(), reason=existing.reason, already_claimed=True

@@ -14,11 +14,13 @@ from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from recipients.claim.forms import PayoutForm
 from recipients.claim.links import STATUS_SALT, token_make, token_read
+from recipients.claim.services import PayoutDetails, claim_tiktok_login_submit
 from recipients.claim.tasks import claim_links_send_due
 from recipients.claim.views import _phone_region
 from recipients.models import Consent
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.whatsapp import whatsapp_optin_redeem
+from reconciliation.models import Hold
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
@@ -250,3 +252,20 @@ def test_a_number_typed_without_its_country_code_is_read_as_from_the_campaigns_c
         refused = PayoutForm({**data, "whatsapp": "12"}, phone_region="IT")
         assert not refused.is_valid()
         assert "non è un numero WhatsApp valido per Italia" in refused.errors["whatsapp"][0]
+
+
+def test_a_tiktok_claim_id_names_no_open_id_and_older_claims_are_still_found(campaign_a):
+    """The event id is a keyed fingerprint (it lands in append-only ledger keys, which erasure
+    cannot rewrite); a claim stored under the open_id before is found again, not claimed twice."""
+    first = claim_tiktok_login_submit(
+        campaign=campaign_a, social_uid="open-xyz", details=PayoutDetails("A", "a@example.com", "", GOOD_IBAN), ip=""
+    )
+    assert "open-xyz" not in first.reward.event.external_id
+    assert "open-xyz" not in str(Hold.objects.get(pk=first.reward.hold_id).idempotency_key)
+    TriggerEvent.objects.filter(pk=first.reward.event_id).update(
+        external_id=f"claim:{campaign_a.pk}:tiktok_login:open-xyz"  # as claims were stored before
+    )
+    again = claim_tiktok_login_submit(
+        campaign=campaign_a, social_uid="open-xyz", details=PayoutDetails("A", "a@example.com", "", GOOD_IBAN), ip=""
+    )
+    assert again.already_claimed and again.reward.pk == first.reward.pk and Reward.objects.count() == 1

@@ -148,11 +148,6 @@ def _count(table: str) -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the claim page's event id is claim:<campaign>:tiktok_login:<open_id> (recipients/claim/services.py), "
-    "and it is copied into the append-only ledger hold's key, memo and reference: the id must be a keyed hash",
-)
 def test_after_erasure_her_tiktok_open_id_is_nowhere(giulia):
     person, _, open_id = giulia
 
