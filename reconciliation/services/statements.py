@@ -455,16 +455,19 @@ def statement_import(
     max_bytes: int | None = None,
     match: bool = True,
 ) -> ImportResult:
-    """Import a bank file (bytes, a path or an open binary file).
+    """Import a bank file (bytes, a path or an open binary file; plain, UTF-16/32, gzip or zip).
 
     Preconditions: every statement's account is a registered PlatformBankAccount.
     Guarantees: all or nothing (one durable transaction); the same file twice → ``replayed=True``
-    and nothing changes; known statements and bookings are skipped; opening + booked entries is
-    compared with the closing balance and any difference stored on the statement. When ``match``,
-    the new lines are matched after the commit (task, at least once; the periodic sweep catches a
-    crash in between).
-    Raises StatementParseError (malformed, hostile or oversize file: codes in its docstring) and
-    InvalidInput (``unknown_bank_account``).
+    and nothing changes; every entry is a stored line unless an earlier file stored the same
+    booking (module docstring), and a page an earlier file brought with the same content is
+    skipped; opening + booked entries is compared with the closing balance over the pages and
+    any difference stored on the statement. When ``match``, the new lines are matched after the
+    commit (task, at least once; the periodic sweep catches a crash in between).
+    Raises StatementParseError (malformed, hostile, oversize or unreadable file: codes in its and
+    ``containers.documents``' docstrings), InvalidInput (``unknown_bank_account``,
+    ``currency_mismatch``, ``currency_ambiguous``) and Conflict (``statement_conflict``: a page
+    imported before with other content; ``import_conflict``: a concurrent import of it).
     """
     max_bytes = max_bytes or settings.STATEMENT_MAX_BYTES
     sha, size = _sha256(source)
