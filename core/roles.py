@@ -47,13 +47,14 @@ ROLES: dict[str, list[str]] = {
     ],
     # Imports bank statements and explains their lines.
     "Reconciler": [*_SEE_PEOPLE_AND_MONEY, *_SEE_THE_BOOKS, "reconciliation.reconcile_statement"],
-    # Answers people and brands: retries or stops a payout, erases a person on request.
+    # Answers people and brands: retries or stops a payout, exports or erases a person on request.
     "Support": [
         *_SEE_PEOPLE_AND_MONEY,
         "payouts.view_notification",
         "payouts.retry_payout",
         "payouts.cancel_payout",
         "recipients.erase_person",
+        "recipients.export_person",
         "campaigns.view_videosubmission",
     ],
     # Sends the money out and signs off what cannot be explained.

@@ -1,19 +1,20 @@
 """People in the admin: read-only (people change through services), IBANs masked unless the staff
 user holds ``recipients.view_full_iban``, search by any identifier typed in any human format, and
-erasure as a permissioned action."""
+export (an access request's answer) and erasure as permissioned actions."""
 
+import json
 import logging
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from core.exceptions import InvalidInput
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent
 from recipients.normalise import email_normalise, phone_normalise
 from recipients.selectors import iban_fingerprint
-from recipients.services import person_erase
+from recipients.services import person_erase, person_export
 
 security_log = logging.getLogger("security")
 
@@ -136,7 +137,7 @@ class PersonAdmin(admin.ModelAdmin):
         "erased_at",
     ]
     inlines = [IdentifierInline, BankAccountInline, ConsentInline, PersonEventInline]
-    actions = ["erase_selected"]
+    actions = ["export_selected", "erase_selected"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -149,6 +150,9 @@ class PersonAdmin(admin.ModelAdmin):
 
     def has_erase_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("recipients.erase_person")
+
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("recipients.export_person")
 
     @admin.display(description="merged into this person")
     def merged_people_list(self, obj: Person) -> str:
@@ -165,6 +169,18 @@ class PersonAdmin(admin.ModelAdmin):
                 Identifier.objects.filter(kind=kind, value=value, is_active=True).values_list("person_id", flat=True)
             )
         return queryset_by_name | queryset.filter(id__in=owners), may_have_duplicates
+
+    @admin.action(description="Export everything held about the selected person (JSON)", permissions=["export"])
+    def export_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one person to export.", messages.ERROR)
+            return None
+        export = person_export(person=queryset.get(), actor=request.user, source="admin")
+        response = HttpResponse(
+            json.dumps(export, ensure_ascii=False, indent=2), content_type="application/json; charset=utf-8"
+        )
+        response["Content-Disposition"] = f'attachment; filename="person-{export["person_id"]}.json"'
+        return response
 
     @admin.action(description="Erase (pseudonymise) the selected people", permissions=["erase"])
     def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -59,6 +59,7 @@ class Person(models.Model):
         permissions = [
             ("view_full_iban", "Can see full IBANs"),
             ("erase_person", "Can erase (pseudonymise) a person"),
+            ("export_person", "Can export everything held about a person"),
         ]
 
     def __str__(self) -> str:
@@ -170,6 +171,7 @@ class PersonEventKind(models.TextChoices):
     IBAN_SET = "iban_set", "IBAN set"
     LINK_REFUSED = "link_refused", "Link refused (identifier not proven)"
     ERASED = "erased", "Erased"
+    EXPORTED = "exported", "Exported (access request)"
 
 
 class PersonEvent(models.Model):

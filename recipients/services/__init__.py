@@ -3,12 +3,12 @@
 * ``identity``: who may link people and change where they are paid; the one-identity slow path;
 * ``people``: the person resolver (``people_resolve``, set-wise; ``person_resolve``, a batch of
   one) and ``person_set_iban``;
-* ``privacy``: consent and erasure.
+* ``privacy``: consent, access requests (export) and erasure.
 """
 
 from recipients.services.identity import IdentityInput
 from recipients.services.people import ComplexBatch, Resolved, people_resolve, person_resolve, person_set_iban
-from recipients.services.privacy import consent_record, person_erase
+from recipients.services.privacy import consent_record, person_erase, person_export
 
 __all__ = [
     "ComplexBatch",
@@ -17,6 +17,7 @@ __all__ = [
     "consent_record",
     "people_resolve",
     "person_erase",
+    "person_export",
     "person_resolve",
     "person_set_iban",
 ]

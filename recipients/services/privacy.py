@@ -1,4 +1,5 @@
-"""Consent and erasure: what a person agreed to, and wiping what we hold about them.
+"""Consent, access and erasure: what a person agreed to, everything we hold about them, and
+wiping it.
 
 Erasure reaches every table a person's data lands in, not only this app's: the trigger events
 (identifiers, IP, device, evidence), payouts (creditor name, VoP suggestion, masked IBAN) and the
@@ -18,6 +19,7 @@ from datetime import timedelta
 
 from django.apps import apps
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
@@ -50,6 +52,188 @@ def consent_record(*, person: Person, terms_version: str, channel: str, ip: str 
     if root.erased_at:
         raise InvalidTransition("This person has been erased.", code="person_erased")
     return Consent.objects.create(person=root, terms_version=terms_version, channel=channel, ip=ip or None)
+
+
+def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
+    """Everything held about the human behind ``person`` (the root and everyone merged into it),
+    as JSON-serialisable data: an access request's answer. Clear identifier values and — only
+    here — the clear IBANs are included; amounts are integer minor units with their currency.
+
+    Reaches the same tables as erasure (through the app registry): trigger events, rewards,
+    payouts, notifications, WhatsApp codes and video submissions. Records one ``exported``
+    event with the actor on the root, in the caller's transaction (savepoint), so every export
+    is in the audit trail. Video access tokens are never exported. Raises Person.DoesNotExist."""
+    root = Person.objects.select_related("merged_into").get(pk=person.pk)
+    root = root.merged_into or root
+    cluster = cluster_ids(root)
+    TriggerEvent = apps.get_model("campaigns", "TriggerEvent")
+    Reward = apps.get_model("campaigns", "Reward")
+    VideoSubmission = apps.get_model("campaigns", "VideoSubmission")
+    Payout = apps.get_model("payouts", "Payout")
+    Notification = apps.get_model("payouts", "Notification")
+    WhatsAppOptInCode = apps.get_model("recipients", "WhatsAppOptInCode")
+    people = Person.objects.filter(id__in=cluster).order_by("id")
+    export = {
+        "person_id": root.pk,
+        "brand_id": root.brand_id,
+        "exported_at": timezone.now(),
+        "people": _rows(
+            people,
+            "id",
+            "display_name",
+            "preferred_language",
+            "created_source",
+            "created_at",
+            "merged_into_id",
+            "merged_at",
+            "erased_at",
+        ),
+        "identifiers": _rows(
+            Identifier.objects.filter(person_id__in=cluster).exclude(kind=IdentifierKind.IBAN),
+            "id",
+            "person_id",
+            "kind",
+            "value",
+            "is_active",
+            "source",
+            "created_at",
+        ),
+        "bank_accounts": [
+            {
+                "id": account.pk,
+                "person_id": account.person_id,
+                "iban": account.iban(),
+                "masked": account.masked,
+                "country": account.country,
+                "bic": account.bic,
+                "bank_name": account.bank_name,
+                "is_current": account.is_current,
+                "source": account.source,
+                "created_at": account.created_at,
+                "payee_check_result": account.payee_check_result,
+                "payee_check_name": account.payee_check_name,
+                "payee_checked_at": account.payee_checked_at,
+            }
+            for account in BankAccount.objects.filter(person_id__in=cluster).order_by("id")
+        ],
+        "consents": _rows(
+            Consent.objects.filter(person_id__in=cluster),
+            "id",
+            "person_id",
+            "terms_version",
+            "channel",
+            "ip",
+            "created_at",
+        ),
+        "person_events": _rows(
+            PersonEvent.objects.filter(person_id__in=cluster),
+            "id",
+            "person_id",
+            "kind",
+            "source",
+            "detail",
+            "created_at",
+        ),
+        "trigger_events": _rows(
+            TriggerEvent.objects.filter(person_id__in=cluster),
+            "id",
+            "campaign_id",
+            "campaign__name",
+            "type",
+            "custom_name",
+            "external_id",
+            "occurred_at",
+            "received_at",
+            "source",
+            "email",
+            "whatsapp",
+            "social_provider",
+            "social_uid",
+            "iban_country",
+            "ip",
+            "device_fingerprint",
+            "evidence",
+            "purchase_amount_minor",
+            "purchase_currency",
+            "order_id",
+            "code",
+            "view_count",
+            "outcome",
+            "reason",
+        ),
+        "rewards": _rows(
+            Reward.objects.filter(person_id__in=cluster),
+            "id",
+            "event_id",
+            "campaign_id",
+            "campaign__name",
+            "amount_minor",
+            "currency",
+            "status",
+            "occurred_at",
+            "matures_at",
+            "decided_at",
+            "decision_reason",
+            "created_at",
+            "updated_at",
+        ),
+        "payouts": _rows(
+            Payout.objects.filter(person_id__in=cluster),
+            "id",
+            "amount_minor",
+            "currency",
+            "status",
+            "rail",
+            "end_to_end_id",
+            "creditor_name",
+            "creditor_iban_masked",
+            "creditor_country",
+            "vop_result",
+            "vop_suggested_name",
+            "reason_code",
+            "reason_text",
+            "created_at",
+        ),
+        "notifications": _rows(
+            Notification.objects.filter(person_id__in=cluster),
+            "id",
+            "payout_id",
+            "kind",
+            "channels",
+            "created_at",
+            "sent_at",
+        ),
+        "whatsapp_codes": _rows(
+            WhatsAppOptInCode.objects.filter(person_id__in=cluster),
+            "id",
+            "code",
+            "campaign_id",
+            "created_at",
+            "expires_at",
+            "used_at",
+        ),
+        "video_submissions": _rows(
+            VideoSubmission.objects.filter(person_id__in=cluster),
+            "id",
+            "campaign_id",
+            "social_uid",
+            "video_id",
+            "status",
+            "reason",
+            "view_count",
+            "checked_at",
+            "created_at",
+        ),
+    }
+    sections = {k: len(v) for k, v in export.items() if isinstance(v, list)}
+    PersonEvent.objects.create(
+        person=root, kind=PersonEventKind.EXPORTED, actor=actor, source=source, detail={"sections": sections}
+    )
+    return json.loads(json.dumps(export, cls=DjangoJSONEncoder))
+
+
+def _rows(queryset, *fields: str) -> list[dict]:
+    return list(queryset.order_by("id").values(*fields))
 
 
 def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person:
