@@ -398,3 +398,15 @@ SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
     "core.api.schema.describe_api",
 ]
 # --- end of the partner API block -----------------------------------------------------------------
+
+# --- Retention (issue 18) -------------------------------------------------------------------------
+# How long each kind of personal data is kept before core.retention (daily) pseudonymises or
+# deletes it. Trigger events keep their identifiers and evidence past the longest hold (a year),
+# so a matured reward's disputes and fraud signals still have them. Payout creditor names of
+# erased people: erasure keeps those younger than PRIVACY_PAYOUT_NAME_KEEP_DAYS (bookkeeping law),
+# the purge blanks them once older; 0 blanks them at erasure.
+RETENTION_TRIGGER_EVENT_DAYS = env_int("RETENTION_TRIGGER_EVENT_DAYS", 400)
+RETENTION_INBOUND_WEBHOOK_DAYS = env_int("RETENTION_INBOUND_WEBHOOK_DAYS", 30)
+RETENTION_TASK_RESULT_DAYS = env_int("RETENTION_TASK_RESULT_DAYS", 30)
+RETENTION_IDEMPOTENCY_DAYS = env_int("RETENTION_IDEMPOTENCY_DAYS", 7)
+PRIVACY_PAYOUT_NAME_KEEP_DAYS = env_int("PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)

@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from core.retention import retention_purge
+
+
+class Command(BaseCommand):
+    help = (
+        "Pseudonymise or delete personal data past its retention period (RETENTION_*_DAYS, "
+        "PRIVACY_PAYOUT_NAME_KEEP_DAYS): trigger events' personal fields, inbound webhook bodies, "
+        "finished task records, idempotency records, kept payout names of erased people. Never "
+        "ledger, rewards, payout amounts or audit rows. --dry-run only counts."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--dry-run", action="store_true", help="count the rows each kind would touch; change nothing"
+        )
+
+    def handle(self, *args, dry_run: bool = False, **options):
+        report = retention_purge(now=timezone.now(), dry_run=dry_run)
+        verb = "would touch" if dry_run else "touched"
+        for kind, count in report.counts.items():
+            self.stdout.write(f"  {kind}: {verb} {count} rows")
+        self.stdout.write(f"{'Dry run: nothing changed' if dry_run else 'Retention purge done'} ({report.total} rows).")
