@@ -133,6 +133,8 @@ def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_"))
+        # the browser tests set it for Playwright's event loop; no deployment has it
+        and key != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings.production",
