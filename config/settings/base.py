@@ -190,6 +190,8 @@ LOGGING = {
 
 # Bank statement files: the largest file an import accepts (uploads, command and API alike).
 STATEMENT_MAX_BYTES = env_int("STATEMENT_MAX_BYTES", 256 * 1024 * 1024)
+# How long a bank line may stay new, or a match task queued, before ledger_verify fails.
+STATEMENT_MATCH_STUCK_AFTER_SECONDS = env_int("STATEMENT_MATCH_STUCK_AFTER_SECONDS", 900)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("FILE_UPLOAD_MAX_MEMORY_SIZE", 5 * 1024 * 1024)
 

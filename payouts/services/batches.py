@@ -157,7 +157,8 @@ def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
 def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> dict[str, int]:
     """Apply the bank's status report: rejected transactions (or a rejected group/block without
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
-    accepted or rejected group decides the batch status. All or nothing, idempotent.
+    accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
+    each payout's ``vop_result``. All or nothing, idempotent.
     Raises InvalidInput when the report is for another message."""
     if report.original_message_id != batch.batch_id:
         raise InvalidInput("This status report is for another file.", code="pain002_wrong_batch")
@@ -165,6 +166,10 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     now = timezone.now()
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        # The bank's Verification-of-Payee answer is kept with each payout (shown in the admin);
+        # it decides nothing about payment.
+        for end_to_end_id, result in report.vop_results().items():
+            Payout.objects.filter(batch=batch, end_to_end_id=end_to_end_id).update(vop_result=str(result))
         by_e2e = report.by_end_to_end_id()
         group_rejected = report.group is not None and report.group.outcome == Outcome.REJECTED and not by_e2e
         for payout in Payout.objects.filter(batch=batch).order_by("id"):

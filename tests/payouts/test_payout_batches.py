@@ -122,6 +122,15 @@ def test_pain002_rejects_one_transaction_and_its_money_goes_back_to_payable(
     assert_books_ok()
 
 
+def test_pain002_vop_codes_are_kept_as_each_payouts_vop_result(sandbox, debtor, brand, campaign, file_route):
+    payouts = file_payouts(brand, 2)
+    batch = payout_batch_create(actor=staff("olga"))
+    report = parse_pain002(pain002(batch, group="PART", rejected={payouts[0].end_to_end_id: "RVNM"}))
+    payout_batch_apply_pain002(batch=batch, report=report)
+    assert Payout.objects.get(pk=payouts[0].pk).vop_result == "no_match"
+    assert Payout.objects.get(pk=payouts[1].pk).vop_result == ""
+
+
 @pytest.mark.postgres
 def test_ten_thousand_payouts_make_one_valid_file_with_exact_control_sum(sandbox, debtor, brand, campaign, file_route):
     # given 10,000 file-rail payouts of varied amounts owed to one person (seeded directly: the
