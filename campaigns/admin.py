@@ -8,6 +8,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 
 from campaigns.models import (
+    ENGAGEMENT_TERMS_WARNING,
+    ENGAGEMENT_TRIGGERS,
     Brand,
     BrandMembership,
     Campaign,
@@ -63,7 +65,7 @@ class RuleInline(admin.StackedInline):
     model = RewardRule
     extra = 0
     fieldsets = [
-        (None, {"fields": ["name", "trigger", "custom_name", "is_active", "verification"]}),
+        (None, {"fields": ["name", "trigger", "custom_name", "is_active", "verification", "platform_terms"]}),
         ("Amount", {"fields": ["amount_type", "fixed_minor", "percent_bps", "min_minor", "max_minor"]}),
         (
             "Conditions",
@@ -90,6 +92,11 @@ class RuleInline(admin.StackedInline):
         ),
         ("Maturing and approval", {"fields": ["hold_days", "approval_policy", "review_above_minor"]}),
     ]
+    readonly_fields = ["platform_terms"]
+
+    @admin.display(description="platform terms")
+    def platform_terms(self, obj: RewardRule) -> str:
+        return obj.terms_warning or "—"
 
 
 class CampaignEventInline(admin.TabularInline):
@@ -122,7 +129,7 @@ class CampaignAdmin(admin.ModelAdmin):
     list_filter = ["status", "mode", "currency", "brand"]
     list_select_related = ["brand", "budget_account"]
     search_fields = ["name", "slug", "brand__name"]
-    readonly_fields = ["status", "budget_summary", "created_at"]
+    readonly_fields = ["status", "budget_summary", "platform_terms", "created_at"]
     inlines = [RuleInline, CampaignEventInline]
     actions = ["pause", "resume", "end"]
 
@@ -154,6 +161,15 @@ class CampaignAdmin(admin.ModelAdmin):
             return "Allocated after the campaign is created."
         parts = [("funded", self.funded), ("held", self.held), ("spent", self.spent), ("available", self.available)]
         return " · ".join(f"{label} {value(obj)}" for label, value in parts)
+
+    @admin.display(description="platform terms")
+    def platform_terms(self, obj) -> str:
+        if obj.pk is None:
+            return "—"
+        engaging = [str(r) for r in obj.rules.filter(is_active=True, trigger__in=ENGAGEMENT_TRIGGERS).order_by("id")]
+        if not engaging:
+            return "—"
+        return f"{', '.join(engaging)}: {ENGAGEMENT_TERMS_WARNING}"
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -27,6 +27,8 @@ from campaigns.models.events import (
     TriggerEvent,
 )
 from campaigns.models.rules import (
+    ENGAGEMENT_TERMS_WARNING,
+    ENGAGEMENT_TRIGGERS,
     AmountType,
     ApprovalPolicy,
     RewardRule,
@@ -35,6 +37,8 @@ from campaigns.models.rules import (
 )
 
 __all__ = [
+    "ENGAGEMENT_TERMS_WARNING",
+    "ENGAGEMENT_TRIGGERS",
     "AmountType",
     "ApprovalPolicy",
     "Brand",

@@ -41,6 +41,16 @@ UNVERIFIABLE_EXPLANATION = (
     "on someone else's video. Use partner-attested (your agency or tool reports them) or manual review."
 )
 
+# Paid engagement: TikTok's terms forbid artificially inflating engagement, and a like or a comment
+# on someone else's video is invisible to the public APIs. Shown wherever such a rule is made or read.
+ENGAGEMENT_TRIGGERS = (Trigger.LIKE, Trigger.COMMENT, Trigger.VIEW_THRESHOLD)
+ENGAGEMENT_TERMS_WARNING = _(
+    "Paying people for likes, comments or views may breach TikTok's terms (incentivised or artificial "
+    "engagement) and can get the content or the account penalised; likes and comments cannot be verified "
+    "first-party, only reported by your system or checked by hand. Prefer rewarding purchases, logins, "
+    "opt-ins or videos people make themselves."
+)
+
 
 class RewardRule(models.Model):
     """What a campaign pays for one trigger event, when, and how often.
@@ -164,6 +174,11 @@ class RewardRule(models.Model):
     def __str__(self) -> str:
         label = self.custom_name if self.trigger == Trigger.CUSTOM else self.get_trigger_display()
         return self.name or f"{label} rule"
+
+    @property
+    def terms_warning(self) -> str:
+        """The platform-terms warning for a paid-engagement rule (``ENGAGEMENT_TRIGGERS``), else ""."""
+        return str(ENGAGEMENT_TERMS_WARNING) if self.trigger in ENGAGEMENT_TRIGGERS else ""
 
     def clean(self) -> None:
         errors: dict[str, str] = {}

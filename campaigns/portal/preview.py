@@ -29,6 +29,7 @@ ACTION_WORDS = {
 class Preview:
     lines: list[str]
     examples: list[tuple[str, str, str]]  # purchase, reward, cost to the brand
+    warning: str = ""  # the platform-terms warning of a paid-engagement rule
 
 
 def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: str = PayoutMode.INSTANT) -> Preview:
@@ -123,4 +124,4 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
             amount = reward_amount(rule=rule, purchase_amount_minor=purchase, currency=currency)
             fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
             examples.append((money(purchase), money(amount), money(amount + fee)))
-    return Preview(lines=lines, examples=examples)
+    return Preview(lines=lines, examples=examples, warning=rule.terms_warning)

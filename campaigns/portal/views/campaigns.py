@@ -187,10 +187,20 @@ def _rule_page(request, access, campaign, form, rule=None):
             currency=campaign.currency,
             payout_mode=campaign.payout_mode,
         )
+    trigger = form.data.get("trigger") if form.is_bound else form.initial.get("trigger")
+    terms_warning = RewardRule(trigger=trigger or "").terms_warning
     return render(
         request,
         "portal/rule_form.html",
-        {"access": access, "brand": access.brand, "campaign": campaign, "form": form, "rule": rule, "preview": preview},
+        {
+            "access": access,
+            "brand": access.brand,
+            "campaign": campaign,
+            "form": form,
+            "rule": rule,
+            "preview": preview,
+            "terms_warning": terms_warning,
+        },
     )
 
 
