@@ -2,7 +2,9 @@
 page ends back on that page with the person's TikTok identity in the session, and no Django user
 is created. Brand users never sign in with TikTok, so any other TikTok login is refused."""
 
+import re
 import time
+from datetime import UTC, datetime
 
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
@@ -26,6 +28,19 @@ def claim_identity(request) -> dict | None:
     return {**data, "token": crypto.decrypt(data["token"]) if data.get("token") else ""}
 
 
+def claim_login_evidence(identity: dict) -> dict:
+    """What a TikTok-login claim's trigger event keeps as proof of the login: the scopes the person
+    granted, when they logged in, and the open_id the token was issued for — never the token."""
+    granted = identity.get("granted") or identity.get("scope", "")
+    at = identity.get("at")
+    return {
+        "login": "tiktok",
+        "open_id": identity["uid"],
+        "scopes": sorted({s for s in re.split(r"[,\s]+", granted) if s}),
+        "logged_in_at": datetime.fromtimestamp(at, UTC).isoformat() if at else "",
+    }
+
+
 class ClaimSocialAccountAdapter(DefaultSocialAccountAdapter):
     def is_open_for_signup(self, request, sociallogin) -> bool:
         return False
@@ -46,6 +61,8 @@ class ClaimSocialAccountAdapter(DefaultSocialAccountAdapter):
             "uid": sociallogin.account.uid,
             "name": sociallogin.account.extra_data.get("display_name", ""),
             "scope": sociallogin.state.get("scope", ""),
+            # What the person granted: TikTok's redirect back names it (comma-separated).
+            "granted": request.GET.get("scopes", ""),
             "token": crypto.encrypt(token) if token else "",
             "at": int(time.time()),
         }

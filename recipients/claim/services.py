@@ -71,11 +71,14 @@ def _person_with_consent(
     return person
 
 
-def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: PayoutDetails, ip: str) -> ClaimOutcome:
+def claim_tiktok_login_submit(
+    *, campaign: Campaign, social_uid: str, details: PayoutDetails, ip: str, evidence: dict | None = None
+) -> ClaimOutcome:
     """The person logged in with TikTok on the claim page and gave their payout details: one
     ``tiktok_login`` event, idempotent per (campaign, TikTok account) — a second claim by the same
     account returns the first outcome (``already_claimed``) whatever details it carries.
-    Raises InvalidInput (details), NotFound (campaign)."""
+    ``evidence`` is the login's proof (``claim_login_evidence``: scopes, time, open_id; never a
+    token), stored on the event. Raises InvalidInput (details), NotFound (campaign)."""
     # A keyed fingerprint, not the open_id: the id is copied into append-only ledger keys, and
     # erasing the person must leave nothing that names their TikTok account. (Claims stored with
     # the open_id before are still found, so nobody claims twice.)
@@ -99,6 +102,7 @@ def claim_tiktok_login_submit(*, campaign: Campaign, social_uid: str, details: P
         social_provider="tiktok",
         social_uid=social_uid,
         ip=ip,
+        evidence=evidence or {},
     )
     try:
         result: IngestResult = event_ingest(brand=campaign.brand, payload=payload)

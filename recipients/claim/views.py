@@ -24,7 +24,7 @@ from campaigns.models import (
     VideoStatus,
     VideoSubmission,
 )
-from campaigns.platforms.allauth_adapter import claim_identity
+from campaigns.platforms.allauth_adapter import claim_identity, claim_login_evidence
 from campaigns.platforms.tiktok import TikTokUnavailable, tiktok_videos_list
 from campaigns.selectors import campaign_budget
 from campaigns.services import smallest_reservation_minor
@@ -184,6 +184,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
                     social_uid=identity["uid"],
                     details=_details(form, request.LANGUAGE_CODE),
                     ip=client_ip(request),
+                    evidence=claim_login_evidence(identity),
                 )
             except ApplicationError as exc:
                 messages.error(request, exc.message)

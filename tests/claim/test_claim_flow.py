@@ -1,17 +1,20 @@
 """The claim flow with Django's test client, TikTok played by the local fake on a real socket and
 payouts by the sandbox rail: each trigger from the first page to the status page."""
 
+import json
 import re
+from datetime import datetime
 
 import pytest
 from django.core import mail
 from django.test import Client
-from django.utils import translation
+from django.utils import timezone, translation
 
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, event_ingest, rewards_mature
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
+from recipients import crypto
 from recipients.claim.forms import PayoutForm
 from recipients.claim.links import STATUS_SALT, token_make, token_read
 from recipients.claim.services import PayoutDetails, claim_tiktok_login_submit
@@ -269,3 +272,20 @@ def test_a_tiktok_claim_id_names_no_open_id_and_older_claims_are_still_found(cam
         campaign=campaign_a, social_uid="open-xyz", details=PayoutDetails("A", "a@example.com", "", GOOD_IBAN), ip=""
     )
     assert again.already_claimed and again.reward.pk == first.reward.pk and Reward.objects.count() == 1
+
+
+def test_a_tiktok_login_claim_keeps_the_login_as_evidence_but_never_the_token(campaign_a, fake_tiktok):
+    client = Client()
+    before = timezone.now().replace(microsecond=0)
+    tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/summer/tiktok/", scope="user.info.basic,video.list")
+    token = crypto.decrypt(client.session["claim_tiktok"]["token"])
+
+    done = client.post("/c/alpha/summer/tiktok/", details())
+
+    assert done.status_code == 302
+    evidence = TriggerEvent.objects.get().evidence
+    assert evidence["login"] == "tiktok"
+    assert evidence["scopes"] == ["user.info.basic", "video.list"]
+    assert before <= datetime.fromisoformat(evidence["logged_in_at"]) <= timezone.now()
+    assert evidence["open_id"] == TriggerEvent.objects.get().social_uid
+    assert token and token not in json.dumps(evidence) and not {"token", "access_token"} & set(evidence)
