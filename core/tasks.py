@@ -1,8 +1,12 @@
 """django-q2 tasks of the shared API machinery (thin: one service each)."""
 
+import logging
+
 from django.utils import timezone
 
 from core.api.idempotency import idempotency_records_purge
+from core.audit import audit_seal, audit_verify
+from core.exceptions import InvalidTransition
 from core.retention import retention_purge
 from core.webhooks_in import inbound_webhook_process, inbound_webhooks_retry
 
@@ -22,3 +26,15 @@ def retention_purge_task() -> str:
     """Daily: pseudonymise or delete personal data past its retention period (core.retention)."""
     report = retention_purge(now=timezone.now(), dry_run=False)
     return ", ".join(f"{count} {kind}" for kind, count in report.counts.items())
+
+
+def audit_verify_task() -> str:
+    """Daily: prove every audit chain, then seal the trail as it is (a later loss of its last rows
+    shows). A broken chain is logged as an error for ops, and nothing is sealed over it."""
+    try:
+        seal = audit_seal()
+    except InvalidTransition:
+        problems = audit_verify().problems
+        logging.getLogger(__name__).error("audit trail does not verify: %s", "; ".join(problems[:20]))
+        return f"audit trail BROKEN: {len(problems)} problem(s)"
+    return f"audit trail verified and sealed (seal #{seal.pk})"

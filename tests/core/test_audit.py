@@ -5,12 +5,15 @@ chain, a changed row and a stream that lost its last rows after a seal."""
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
+from django_q.models import Schedule
 
 from campaigns.models import CampaignEvent, RewardEvent
 from campaigns.services import event_ingest_bulk, reward_void
 from core.audit import audit_seal, audit_verify
+from core.audit_models import AuditSeal
 from core.audit_sql import AUDIT_TABLES
 from core.exceptions import InvalidTransition
+from core.tasks import audit_verify_task
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.models import PersonEvent, PersonEventKind
 from tests.campaigns.conftest import event
@@ -149,3 +152,14 @@ def test_seals_are_chained_and_append_only(trail):
     with pytest.raises(DatabaseError, match="append-only"):
         sql("UPDATE core_auditseal SET tables = '{}'")
     call_command("audit_verify", "--seal")
+
+
+def test_the_daily_job_seals_a_trail_that_verifies_and_reports_one_that_does_not(trail):
+    _, reward = trail
+    assert audit_verify_task().startswith("audit trail verified and sealed")
+    voided = RewardEvent.objects.get(reward=reward, kind="reward.voided")
+    tamper("UPDATE campaigns_rewardevent SET reason = 'no refund' WHERE id = %s", [voided.pk])
+    seals = AuditSeal.objects.count()
+    assert audit_verify_task().startswith("audit trail BROKEN")
+    assert AuditSeal.objects.count() == seals  # nothing sealed over a broken chain
+    assert Schedule.objects.filter(func="core.tasks.audit_verify_task", schedule_type="D").exists()
