@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from core.demo_views import demo_statement_import_view, demo_webhook_receiver
+from payouts.demo_views import demo_statement_import_view, demo_webhook_receiver
 from reconciliation.admin.bank import dashboard_view
 
 urlpatterns = [

@@ -80,7 +80,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "core.demo_views.demo_context",
+                "payouts.demo_views.demo_context",
             ],
         },
     },

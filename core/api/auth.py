@@ -1,5 +1,8 @@
-"""``Authorization: Bearer jbk_<prefix>_<secret>``: a brand's API key (``campaigns.api_keys``)."""
+"""``Authorization: Bearer jbk_<prefix>_<secret>``: a brand's API key. The keys belong to campaigns,
+which registers its look-up here at start-up (``api_key_lookup_register``): core imports no app.
+"""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -29,12 +32,19 @@ class ApiClient:
         return self.key.created_by
 
 
+_lookup: Callable | None = None
+
+
+def api_key_lookup_register(lookup: Callable) -> None:
+    """``lookup(token=...)`` returns the live key a token names, or None."""
+    global _lookup
+    _lookup = lookup
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     keyword = "bearer"
 
     def authenticate(self, request):
-        from campaigns.api_keys import api_key_authenticate
-
         header = get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.encode():
             return None
@@ -44,7 +54,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             token = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed("The API key is not valid.", code="invalid_api_key")
-        key = api_key_authenticate(token=token)
+        key = _lookup(token=token)
         if key is None:
             raise AuthenticationFailed("The API key is not valid or was revoked.", code="invalid_api_key")
         return ApiClient(key=key), key

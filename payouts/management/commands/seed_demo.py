@@ -3,6 +3,7 @@ ledger entry carries a fixed idempotency key, so running it twice creates nothin
 
 from datetime import timedelta
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -10,9 +11,19 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from core.demo_bank import PLATFORM_IBAN, demo_funding_import
+from campaigns.models import Brand, BrandRole, Campaign, CampaignStatus
+from campaigns.services import (
+    brand_create,
+    brand_membership_set,
+    campaign_allocate,
+    campaign_create,
+    campaign_launch,
+    rule_create,
+)
 from core.roles import ROLES
+from payouts.demo_bank import PLATFORM_IBAN, demo_funding_import
 from reconciliation.models import JournalEntry
+from reconciliation.services.statements import platform_bank_account_create
 
 DEMO_USERS = [
     # username, password, superuser
@@ -84,19 +95,6 @@ class Command(BaseCommand):
 
     def _brand(self) -> None:
         """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
-        from allauth.account.models import EmailAddress
-
-        from campaigns.models import Brand, BrandRole, Campaign, CampaignStatus
-        from campaigns.services import (
-            brand_create,
-            brand_membership_set,
-            campaign_allocate,
-            campaign_create,
-            campaign_launch,
-            rule_create,
-        )
-        from reconciliation.services.statements import platform_bank_account_create
-
         platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
         brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(
             name="Sole Shoes", slug="sole-shoes", fee_fixed_minor=10, fee_bps=100

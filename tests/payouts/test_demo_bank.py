@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from campaigns.models import Brand, Campaign
 from campaigns.services import EventInput, event_ingest, rewards_mature
-from core.demo_bank import FUNDING_STATEMENT, PLATFORM_IBAN
+from payouts.demo_bank import FUNDING_STATEMENT, PLATFORM_IBAN
 from payouts.models import Payout
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
