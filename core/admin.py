@@ -6,6 +6,7 @@ import csv
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import path
 from django_q.admin import FailAdmin
@@ -75,11 +76,15 @@ class FailedTaskAdmin(FailAdmin):
 
     list_display = [*FailAdmin.list_display, "since_then"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # One subquery for the page, not a query per row.
+        later = Success.objects.filter(
+            func=OuterRef("func"), args=OuterRef("args"), started__gt=OuterRef("started")
+        ).order_by("started")
+        return super().get_queryset(request).annotate(redone_at=Subquery(later.values("stopped")[:1]))
+
     @admin.display(description="since then")
     def since_then(self, obj: Failure) -> str:
-        later = (
-            Success.objects.filter(func=obj.func, args=obj.args, started__gt=obj.started).order_by("started").first()
-        )
-        if later is None:
+        if obj.redone_at is None:
             return "not redone yet"
-        return f"redone: succeeded at {later.stopped:%Y-%m-%d %H:%M:%S}"
+        return f"redone: succeeded at {obj.redone_at:%Y-%m-%d %H:%M:%S}"
