@@ -41,7 +41,7 @@ class ClaimOutcome:
 
 
 def _person_with_consent(
-    *, brand_id: int, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
+    *, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
 ) -> Person:
     """Resolve the person behind these details and record their consent, in one durable
     transaction: the person behind ``anchor`` (their own claim link: the IBAN becomes their current
@@ -120,7 +120,9 @@ def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> 
     reward's person, contact details no other person of the brand holds join them, consent is
     recorded. The payouts app pays once the reward is payable. Also used
     to give a new IBAN after a payout came back. Raises InvalidInput."""
-    return _person_with_consent(brand_id=reward.campaign.brand_id, details=details, ip=ip, anchor=reward.person)
+    # The person's own brand: a person several brands knew before people were scoped per brand
+    # has none (recipients 0004), and only this link, their own, may give them an account.
+    return _person_with_consent(brand_id=reward.person.brand_id, details=details, ip=ip, anchor=reward.person)
 
 
 def claim_video_submit(

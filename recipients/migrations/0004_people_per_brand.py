@@ -1,18 +1,21 @@
 # People belong to one brand (issue 14: a shared e-mail let one brand repoint another's payouts).
 #
 # Nothing is re-pointed: every reward, payout, event and ledger account keeps the person row it
-# had. Each row gets the brand that first knew it (its own events, rewards, video submissions,
-# WhatsApp codes, API registrations), a row nobody knew takes its cluster's brand, and a row no
-# brand knew at all keeps none (no brand can find it). A cluster that merged people of several
-# brands is split along brands: each other brand's rows get their own root (its oldest row), so
-# their rewards are paid into the account given to that brand. Events stored before this change
-# may still point at a person of another brand; the composite key below checks every new one.
+# had. A row that one brand knew (its own events, rewards, video submissions, WhatsApp codes, API
+# registrations) gets that brand; a row nobody knew takes its cluster's brand. A cluster that
+# merged rows of different brands is split along brands: each other brand's rows get their own
+# root (its oldest row), so their rewards are paid into the account given to that brand.
+# A row that several brands knew (the old resolver gave one row to a human both brands rewarded)
+# cannot be split without moving money, so its whole cluster keeps no brand: no brand can find,
+# read or repoint it, its rewards are paid where they were, and only the person, through their
+# own claim link, can give it a new account. Events stored before this change may still point at
+# a person of another brand; the composite key below checks every new one.
 
 from collections import defaultdict
 
 import django.db.models.deletion
 from django.db import migrations, models
-from django.db.models import Min, Q
+from django.db.models import Q
 from django.utils import timezone
 
 _CONSTRAINTS = [
@@ -36,51 +39,43 @@ _CONSTRAINTS = [
 ]
 
 
-def _first_brands(apps) -> dict[int, int]:
-    """person id → the brand that knew that row first."""
-    seen: dict[int, tuple] = {}
-
-    def offer(rows):
-        for person_id, brand_id, first in rows:
-            if person_id is None or brand_id is None:
-                continue
-            if person_id not in seen or (first, brand_id) < seen[person_id]:
-                seen[person_id] = (first, brand_id)
-
+def _brands_knowing(apps) -> dict[int, set[int]]:
+    """person id → every brand that knew that row."""
+    known: dict[int, set[int]] = defaultdict(set)
     TriggerEvent = apps.get_model("campaigns", "TriggerEvent")
     Reward = apps.get_model("campaigns", "Reward")
     VideoSubmission = apps.get_model("campaigns", "VideoSubmission")
     WhatsAppOptInCode = apps.get_model("recipients", "WhatsAppOptInCode")
     BrandPerson = apps.get_model("recipients", "BrandPerson")
-    offer(
-        TriggerEvent.objects.filter(person__isnull=False)
-        .values("person_id", "brand_id")
-        .annotate(first=Min("received_at"))
-        .values_list("person_id", "brand_id", "first")
-    )
-    for model, when in ((Reward, "created_at"), (VideoSubmission, "created_at"), (WhatsAppOptInCode, "created_at")):
-        offer(
-            model.objects.filter(person__isnull=False)
-            .values("person_id", "campaign__brand_id")
-            .annotate(first=Min(when))
-            .values_list("person_id", "campaign__brand_id", "first")
-        )
-    offer(BrandPerson.objects.values_list("person_id", "brand_id", "created_at"))
-    return {person_id: brand_id for person_id, (_, brand_id) in seen.items()}
+    pairs = [
+        TriggerEvent.objects.filter(person__isnull=False).values_list("person_id", "brand_id").distinct(),
+        BrandPerson.objects.values_list("person_id", "brand_id").distinct(),
+    ]
+    for model in (Reward, VideoSubmission, WhatsAppOptInCode):
+        rows = model.objects.filter(person__isnull=False).values_list("person_id", "campaign__brand_id")
+        pairs.append(rows.distinct())
+    for rows in pairs:
+        for person_id, brand_id in rows:
+            known[person_id].add(brand_id)
+    return known
 
 
 def people_assign_brands(apps, schema_editor):
     Person = apps.get_model("recipients", "Person")
     PersonEvent = apps.get_model("recipients", "PersonEvent")
     Identifier = apps.get_model("recipients", "Identifier")
-    brand_of = _first_brands(apps)
+    known = _brands_knowing(apps)
+    brand_of = {person_id: next(iter(brands)) for person_id, brands in known.items() if len(brands) == 1}
+    shared = {person_id for person_id, brands in known.items() if len(brands) > 1}
     clusters: dict[int, list] = defaultdict(list)
     for person in Person.objects.order_by("created_at", "id"):
         clusters[person.merged_into_id or person.id].append(person)
     now = timezone.now()
     for root_id, rows in clusters.items():
-        known = [brand_of[p.id] for p in rows if p.id in brand_of]
-        cluster_brand = brand_of.get(root_id) or (known[0] if known else None)
+        if any(p.id in shared for p in rows):
+            continue  # brand stays NULL for the whole cluster (module comment)
+        brands_in_order = [brand_of[p.id] for p in rows if p.id in brand_of]
+        cluster_brand = brand_of.get(root_id) or (brands_in_order[0] if brands_in_order else None)
         by_brand: dict[int | None, list] = defaultdict(list)
         for person in rows:
             by_brand[brand_of.get(person.id, cluster_brand)].append(person)
@@ -99,7 +94,7 @@ def people_assign_brands(apps, schema_editor):
                 detail={"split_from": root_id, "members": others, "reason": "people_per_brand"},
                 created_at=now,
             )
-    for brand_id in set(Person.objects.values_list("brand_id", flat=True)):
+    for brand_id in set(Person.objects.exclude(brand_id=None).values_list("brand_id", flat=True)):
         Identifier.objects.filter(person__brand_id=brand_id).update(brand_id=brand_id)
 
 

@@ -244,7 +244,7 @@ def _nothing_to_write(root: Person, identity: Identity) -> bool:
 def resolve_once(
     identity: Identity,
     *,
-    brand_id: int,
+    brand_id: int | None,  # None: a person several brands knew before people were scoped per brand
     source: str,
     anchor: Person | None,
     iban_always_current: bool,
