@@ -23,6 +23,7 @@ Nothing a bank booked is lost, and nothing is counted twice:
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -194,7 +195,7 @@ def ledger_minor(line: StatementLine) -> int:
     return int(Decimal(line.amount).scaleb(currency_exponent(line.currency)).quantize(Decimal(1), ROUND_HALF_UP))
 
 
-def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: int, part: int, zone: ZoneInfo) -> str:
+def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: int, zone: ZoneInfo) -> str:
     """The key two sightings of one booking share (module docstring); at most 120 characters, so
     an occurrence suffix still fits the 128 of ``dedupe_key``."""
     direction = f"{entry.credit_debit}{'-R' if entry.reversal else ''}"
@@ -205,7 +206,8 @@ def booking_identity(statement: ParsedStatement, entry: ParsedEntry, *, page: in
         if len(readable) <= 120:
             return readable
         return f"{entry.status}:refh:{hashlib.sha256(readable.encode()).hexdigest()[:48]}"
-    raw = f"{statement.statement_id}|{page}|{part}|{entry.sequence}|{values}"
+    # Not the part: a block the file repeats is the same bookings again, a possible duplicate.
+    raw = f"{statement.statement_id}|{page}|{entry.sequence}|{values}"
     return f"{entry.status}:pos:{hashlib.sha256(raw.encode()).hexdigest()[:48]}"
 
 
@@ -511,6 +513,9 @@ _RACE_CONSTRAINTS = frozenset(
 )
 
 
+_OCCURRENCE = re.compile(r"#\d+$")  # the suffix ``key`` gives a booking's second, third … sighting
+
+
 class _FileBookings:
     """What one file has shown so far: how often each booking identity occurred (a repeat is a
     possible duplicate) and how many blocks each statement page had (a repeat is a further part)."""
@@ -523,6 +528,18 @@ class _FileBookings:
         key = (account_id, statement_id, page)
         self._parts[key] = self._parts.get(key, 0) + 1
         return self._parts[key]
+
+    def seed(self, account_id: int, stored) -> None:
+        """Count the bookings earlier files stored for other pages of the same statement, as
+        ``(dedupe_key, sequence)``: a page delivered in its own file that repeats one of them holds
+        a further booking (stored, flagged), not one "already known"."""
+        counts: dict[str, tuple[int, int]] = {}
+        for key, sequence in stored:
+            identity = _OCCURRENCE.sub("", key)
+            first, n = counts.get(identity, (sequence, 0))
+            counts[identity] = (min(first, sequence), n + 1)
+        for identity, value in counts.items():
+            self._first.setdefault((account_id, identity), value)
 
     def key(self, account_id: int, identity: str, sequence: int) -> tuple[str, int | None]:
         """The line's ``dedupe_key`` and, for a repeat, the sequence of the first occurrence."""
@@ -616,6 +633,12 @@ def _statement_page_import(
         closing_balance_date=parsed.closing_balance_date,
         balance_note=("Not checked: " + "; ".join(notes) + ".")[:255] if notes else "",
     )
+    seen.seed(
+        account.pk,
+        StatementLine.objects.filter(bank_account=account, statement__statement_id=statement.statement_id)
+        .exclude(statement=statement)
+        .values_list("dedupe_key", "sequence"),
+    )
     credits = debits = Decimal(0)
     count = repeats = 0
     now = timezone.now()
@@ -628,7 +651,7 @@ def _statement_page_import(
                     credits += entry.amount
                 else:
                     debits += entry.amount
-            identity = booking_identity(parsed, entry, page=page, part=part, zone=zone)
+            identity = booking_identity(parsed, entry, page=page, zone=zone)
             key, duplicate_of = seen.key(account.pk, identity, entry.sequence)
             repeats += duplicate_of is not None
             writer.add(_line_row(statement, entry, key, duplicate_of, now, zone))
@@ -673,7 +696,7 @@ def _skip_known_page(
     count = 0
     for entry in parsed.entries:
         count += 1
-        identity = booking_identity(parsed, entry, page=page, part=part, zone=_zone(account.time_zone))
+        identity = booking_identity(parsed, entry, page=page, zone=_zone(account.time_zone))
         seen.key(account.pk, identity, entry.sequence)
         if entry.status == "BOOK":
             if entry.credit_debit == "CRDT":

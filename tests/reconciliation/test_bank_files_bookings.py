@@ -110,8 +110,9 @@ def test_a_statement_a_file_repeats_is_stored_as_a_second_part_with_flagged_book
     assert [(s.statement_id, s.part) for s in result.statements] == [("STMT-1", 1), ("STMT-1", 2)]
     assert result.skipped_statements == []
     lines = StatementLine.objects.order_by("statement__part", "sequence")
-    # The referenced booking is an apparent duplicate; the one without a reference is told by position.
-    assert [line.possible_duplicate for line in lines] == [False, False, True, False]
+    # Both repeated bookings are apparent duplicates: the one without a reference by its position
+    # in the page (the repeat's part is not part of its identity, or 2.00 would count twice unflagged).
+    assert [line.possible_duplicate for line in lines] == [False, False, True, True]
     books_mirror(result.statements, entries=4)
 
 
@@ -144,3 +145,23 @@ def test_a_person_confirms_or_sets_aside_a_possible_duplicate(bank, admin_user):
     assert result.possible_duplicates == 2
     with pytest.raises(InvalidTransition):
         statement_line_duplicate_decide(line_id=first.pk, actor=admin_user, duplicate=True, reason="x")
+
+
+def test_a_page_in_its_own_file_repeating_a_booking_of_an_earlier_page_is_stored_and_flagged(bank):
+    """Page 2, delivered in a later file, holds a second booking with page 1's reference, amount and
+    day: it is a further booking of the statement (stored, flagged), not 'known from an earlier file'."""
+    page1 = camt053(
+        statement([Booking("5.00", reference="R")], opening="0.00", closing=None, pagination=page(1, last=False)),
+        message_id="MSG-A",
+    )
+    page2 = camt053(
+        statement([Booking("5.00", reference="R")], opening=None, closing="10.00", pagination=page(2, last=True)),
+        message_id="MSG-B",
+    )
+    first = _import(page1, "p1.xml")
+    second = _import(page2, "p2.xml")
+    statement_lines_match()
+    assert second.new_lines == 1
+    lines = list(StatementLine.objects.order_by("statement__page_number"))
+    assert [line.possible_duplicate for line in lines] == [False, True]
+    books_mirror(first.statements + second.statements, entries=2)
