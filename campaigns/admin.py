@@ -14,7 +14,6 @@ from campaigns.models import (
     BrandMembership,
     Campaign,
     CampaignEvent,
-    IngestRequest,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -329,21 +328,6 @@ class TriggerEventAdmin(ReadOnlyAdmin):
     list_select_related = ["brand", "campaign__brand"]
     search_fields = ["=external_id", "=email", "=whatsapp", "=order_id", "=ip"]
     date_hierarchy = "received_at"
-
-
-@admin.register(IngestRequest)
-class IngestRequestAdmin(ReadOnlyAdmin):
-    """Single events queued for combined ingestion (``ingest_combine``). Normally empty: a row
-    lives for milliseconds. A pending row older than a minute means the sweep cannot ingest it —
-    look at the worker's log."""
-
-    list_display = ["external_id", "brand", "campaign", "state", "created_at"]
-    # The sealed event is not shown: it is ciphertext to staff, and the event (masked) is in
-    # Trigger events once stored.
-    exclude = ["prepared"]
-    list_filter = ["state", "brand"]
-    list_select_related = ["brand", "campaign"]
-    search_fields = ["=external_id"]
 
 
 class WebhookEndpointEventInline(admin.TabularInline):

@@ -19,7 +19,6 @@ from campaigns.models.campaigns import (
 from campaigns.models.events import (
     EventOutcome,
     EventSource,
-    IngestRequest,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -53,7 +52,6 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
-    "IngestRequest",
     "PayoutMode",
     "Reward",
     "RewardEvent",

@@ -19,8 +19,7 @@ from campaigns.services.campaigns import (
     rule_create,
     smallest_reservation_minor,
 )
-from campaigns.services.ingest import event_ingest
-from campaigns.services.ingest_bulk import event_ingest_bulk
+from campaigns.services.ingest import event_ingest, event_ingest_bulk
 from campaigns.services.ingest_types import EventInput, IngestResult
 from campaigns.services.rewards import (
     BulkOutcome,

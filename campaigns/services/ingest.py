@@ -1,62 +1,107 @@
-"""``event_ingest``: from a trigger event to a reserved reward (or a reasoned rejection).
+"""Ingesting trigger events: from a partner's event to a reserved reward (or a reasoned rejection).
 
-The evaluation itself is set-wise and shared with bulk ingestion: ``ingest_batch`` (a batch of one
-here); bulk: ``ingest_bulk``; the campaign and its rules: ``ingest_steps``.
-
-One short durable transaction per event: resolve and lock the person, lock the IBAN, gather the
-facts, evaluate the rule (``campaigns.evaluation``), then — under the campaign tally lock, as late
-as possible — check the campaign-wide caps and reserve reward + fee as a ledger hold on the
-no-overdraft budget. Lock order and why: ``campaigns.locks``.
+``event_ingest`` takes one event, ``event_ingest_bulk`` up to 1,000. Both take the same path: the
+events are validated without touching the database (``event_prepare``), then evaluated set-wise
+by ``ingest_batch`` in durable transactions of at most ``BULK_CHUNK`` events — a single event is a
+batch of one in its own short transaction. Lock order and why: ``campaigns.locks``.
 
 Idempotency: ``(brand, external_id)`` is unique. A replay with the same payload (``request_hash``)
-returns the first outcome with ``replayed=True``; the same id with another payload raises
-IdempotencyConflict. Two concurrent deliveries of one event: the loser's insert of the event row
-fails the unique constraint, its transaction rolls back whole and it answers with the winner's
-outcome.
+returns the first outcome with ``replayed=True``; the same id with another payload is an
+IdempotencyConflict. When a concurrent delivery stores one of a batch's events first, the batch's
+event INSERT fails on that key, the whole transaction rolls back, and the batch runs again
+without it: that event is a replay now, so nothing the loser evaluated is kept.
 """
 
 import hashlib
 import ipaddress
 import json
-from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, Trigger, TriggerEvent
-from campaigns.services.ingest_batch import Item, ingest_batch
-from campaigns.services.ingest_steps import campaign_context
-from campaigns.services.ingest_types import EventInput, IngestResult, PreparedEvent
-from core.exceptions import IdempotencyConflict, InvalidInput
+from campaigns.services.ingest_batch import ingest_batch
+from campaigns.services.ingest_steps import CampaignContext, campaign_context
+from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
+from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput, TemporaryFailure
 from core.money import currency_exponent
 from recipients import crypto
 from recipients.models import Person
 from recipients.normalise import email_normalise, phone_normalise, social_normalise
 from recipients.selectors import iban_validate
-from reconciliation.db import constraint_name
+from recipients.services import ComplexBatch
 
+BULK_MAX = 1000
+# Events per durable transaction. The campaign's tally lock is held from the evaluation to the
+# commit, so a chunk is also how long single-event callers of the same campaign may wait.
+BULK_CHUNK = 250
+# A chunk whose events other callers keep storing first is run again this many times at most.
+_DUPLICATE_RETRIES = 5
 # An event claiming to come from the future beyond clock skew is refused: period caps count by
 # occurred_at, and a future date would dodge today's cap.
 FUTURE_TOLERANCE = timedelta(minutes=5)
 
 
+def event_ingest(*, brand, payload: EventInput) -> IngestResult:
+    """Ingest one trigger event: evaluate the campaign's rule for it and reserve the reward.
+
+    Outcomes: ``rejected`` (``reason`` is a stable code: campaign_not_active, no_matching_rule,
+    a failed condition, a full cap, budget_exhausted …), ``review`` (money reserved, a person
+    decides; ``review_reasons`` stored), ``held`` (money reserved until ``matures_at``) or
+    ``rewarded`` (no hold period: payable at the next maturing run). A business rejection is
+    stored and replayed like any outcome.
+    Raises: InvalidInput (bad identifiers, type, amounts — nothing stored), NotFound (campaign),
+    IdempotencyConflict (same external_id, different payload), TemporaryFailure (other callers
+    kept storing it first: send it again).
+    Transaction: one ``atomic(durable=True)``; when the budget cannot cover the smallest reward
+    afterwards (or could not cover this one) the campaign is paused in the same transaction.
+    """
+    (result,) = _ingest_prepared(brand=brand, prepared={0: event_prepare(payload, now=timezone.now())})
+    if result.error is not None:
+        raise result.error
+    return result
+
+
+def event_ingest_bulk(*, brand, payloads: list[EventInput]) -> list[IngestResult]:
+    """Ingest up to 1,000 events; one result per payload, in order.
+
+    An invalid event (outcome ``error`` with the ApplicationError, nothing stored) does not
+    affect the others. Events are evaluated in order, each seeing the ones before it, exactly as
+    one ``event_ingest`` call after another would, in chunks of ``BULK_CHUNK`` per durable
+    transaction: locks are held briefly and a crash loses at most the uncommitted chunk (a retry
+    of the whole call replays the committed ones). A chunk where someone's identity needs writes
+    (two new identities of one person, a merge, a new IBAN for a known person) runs one event per
+    transaction instead.
+    Raises InvalidInput when more than 1,000 payloads are given.
+    """
+    if len(payloads) > BULK_MAX:
+        raise InvalidInput(f"At most {BULK_MAX} events per call.", code="too_many_events")
+    now = timezone.now()
+    prepared: dict[int, PreparedEvent] = {}
+    refused: dict[int, IngestResult] = {}
+    for i, payload in enumerate(payloads):
+        try:
+            prepared[i] = event_prepare(payload, now=now)
+        except ApplicationError as exc:
+            refused[i] = _error(exc)
+    results = dict(zip(prepared, _ingest_prepared(brand=brand, prepared=prepared), strict=True))
+    return [refused[i] if i in refused else results[i] for i in range(len(payloads))]
+
+
+# --- validation, without the database ----------------------------------------------------------
+
 _FIELDS = tuple(f.name for f in fields(EventInput))
 _TEXT_FIELDS = ("custom_name", "social_provider", "social_uid", "device_fingerprint", "order_id", "code")
-
-
-def _request_hash(payload: EventInput) -> str:
-    # A shallow dict serialises exactly as ``asdict`` would (the JSON of the evidence is the
-    # same), without deep-copying every payload: stored hashes keep matching their replays.
-    data = {name: getattr(payload, name) for name in _FIELDS}
-    data["occurred_at"] = payload.occurred_at.isoformat() if payload.occurred_at else None
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-# Sets, once: a choices enum's ``.values`` builds a new list on every access (two per event).
 _TRIGGERS = frozenset(Trigger.values)
 _SOURCES = frozenset(EventSource.values)
+# Free-text fields and the column (or the person's) they end up in: checked here, so a bad one is
+# this event's InvalidInput, not a database error that fails every event of its chunk.
+_LENGTH_LIMITED = {
+    **{name: TriggerEvent._meta.get_field(name).max_length for name in _TEXT_FIELDS},
+    "name": Person._meta.get_field("display_name").max_length,
+}
 
 
 def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
@@ -94,12 +139,12 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
     )
 
 
-# Free-text fields and the column (or the person's) they end up in: checked here, so a bad one is
-# this event's InvalidInput, not a database error that fails every event of its bulk chunk.
-_LENGTH_LIMITED = {
-    **{name: TriggerEvent._meta.get_field(name).max_length for name in _TEXT_FIELDS},
-    "name": Person._meta.get_field("display_name").max_length,
-}
+def _request_hash(payload: EventInput) -> str:
+    # A shallow dict serialises exactly as ``asdict`` would (the JSON of the evidence is the
+    # same), without deep-copying every payload: stored hashes keep matching their replays.
+    data = {name: getattr(payload, name) for name in _FIELDS}
+    data["occurred_at"] = payload.occurred_at.isoformat() if payload.occurred_at else None
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _fields_check(payload: EventInput) -> str:
@@ -120,6 +165,97 @@ def _fields_check(payload: EventInput) -> str:
         raise InvalidInput(f"{payload.ip!r} is not an IP address.", code="invalid_ip") from None
 
 
+# --- the path every event takes ------------------------------------------------------------------
+
+
+def _ingest_prepared(*, brand, prepared: dict[int, PreparedEvent]) -> list[IngestResult]:
+    """One result per prepared event, in key order: stored events replay, the rest are
+    evaluated chunk by chunk."""
+    stored = stored_events(brand, [p.payload.external_id for p in prepared.values()])
+    results: dict[int, IngestResult] = {}
+    contexts: dict[str, CampaignContext | ApplicationError] = {}
+    first: dict[str, int] = {}  # external_id -> its first index in this call
+    todo: list[int] = []
+    for i, p in prepared.items():
+        ext = p.payload.external_id
+        if ext in stored or ext in first:
+            continue
+        first[ext] = i
+        slug = p.payload.campaign
+        if slug not in contexts:
+            try:
+                contexts[slug] = campaign_context(brand, slug)
+            except ApplicationError as exc:
+                contexts[slug] = exc
+        if isinstance(contexts[slug], ApplicationError):
+            results[i] = _error(contexts[slug])
+        else:
+            todo.append(i)
+    for start in range(0, len(todo), BULK_CHUNK):
+        _chunk(
+            brand=brand, chunk=todo[start : start + BULK_CHUNK], prepared=prepared, contexts=contexts, results=results
+        )
+    # Replays: earlier calls, copies within this call, and races lost to another caller — their
+    # events and rewards in one query (a partner retrying a whole bulk call replays a thousand).
+    replays = [i for i in prepared if i not in results]
+    missing = [prepared[i].payload.external_id for i in replays if prepared[i].payload.external_id not in stored]
+    stored |= stored_events(brand, missing)
+    for i in replays:
+        p = prepared[i]
+        event = stored.get(p.payload.external_id)
+        if event is None:
+            # A copy of an event refused earlier in this call gets the same answer; an event lost
+            # to other callers too often to settle is answered "send it again", never nothing.
+            original = first.get(p.payload.external_id)
+            results[i] = results[original] if original not in (None, i) and original in results else _contended(p)
+            continue
+        try:
+            results[i] = event_replay(event, p.request_hash)
+        except ApplicationError as exc:
+            results[i] = _error(exc)
+    return [results[i] for i in prepared]
+
+
+def stored_events(brand, external_ids: list[str]) -> dict[str, TriggerEvent]:
+    """The brand's stored events among ``external_ids``, with their rewards: the one way to ask
+    whether an event is stored already."""
+    if not external_ids:
+        return {}
+    return {
+        e.external_id: e
+        for e in TriggerEvent.objects.filter(brand=brand, external_id__in=set(external_ids)).select_related("reward")
+    }
+
+
+def _chunk(*, brand, chunk: list[int], prepared, contexts, results: dict[int, IngestResult]) -> None:
+    for _ in range(_DUPLICATE_RETRIES):
+        # The same ``now`` as a single call gets: the moment this transaction starts.
+        now = timezone.now()
+        items = {i: Item(p=prepared[i], ctx=contexts[prepared[i].payload.campaign]) for i in chunk}
+        try:
+            with transaction.atomic(durable=True):
+                ingest_batch(brand=brand, items=list(items.values()), now=now)
+        except ComplexBatch:
+            # Someone's identity needs writes (a merge, a switched account) that the others would
+            # see had they come one by one: so they do, each in its own transaction.
+            for i in chunk:
+                _chunk(brand=brand, chunk=[i], prepared=prepared, contexts=contexts, results=results)
+            return
+        except IntegrityError:
+            # Someone stored some of these first: they are replays now; run the rest again. Any
+            # other integrity error stores none of the chunk's events and is raised as it is.
+            taken = stored_events(brand, [prepared[i].payload.external_id for i in chunk])
+            if not taken:
+                raise
+            chunk = [i for i in chunk if prepared[i].payload.external_id not in taken]
+            if not chunk:
+                return
+            continue
+        for i, item in items.items():
+            results[i] = _result(item)
+        return
+
+
 def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:
     if existing.request_hash != request_hash:
         raise IdempotencyConflict(
@@ -133,74 +269,20 @@ def event_replay(existing: TriggerEvent, request_hash: str) -> IngestResult:
     return IngestResult(event=existing, reward=reward, outcome=existing.outcome, reason=existing.reason, replayed=True)
 
 
-def _stored(brand, external_id: str) -> bool:
-    """Whether the event is stored already: raw, on every event's path (see ``campaign_context``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {TriggerEvent._meta.db_table} WHERE brand_id = %s AND external_id = %s",  # noqa: S608
-            [brand.pk, external_id],
+def _result(item: Item) -> IngestResult:
+    if item.error is not None:
+        return _error(item.error)
+    return IngestResult(item.event, item.reward, item.outcome, item.reason, False)
+
+
+def _error(exc: ApplicationError) -> IngestResult:
+    return IngestResult(None, None, "error", exc.code, False, error=exc)
+
+
+def _contended(p: PreparedEvent) -> IngestResult:
+    return _error(
+        TemporaryFailure(
+            f"Event {p.payload.external_id} is being stored by another request; send it again.",
+            code="event_contended",
         )
-        return cursor.fetchone() is not None
-
-
-def ingest_one(*, brand, item: Item, now: datetime, also: Callable[[], None] | None = None) -> bool:
-    """One event in its own durable transaction (``also`` runs in it, before the commit). False
-    when another caller stored it first (the transaction rolled back whole; answer with a
-    replay)."""
-    try:
-        with transaction.atomic(durable=True):
-            ingest_batch(brand=brand, items=[item], now=now)
-            if also is not None:
-                also()
-    except IntegrityError as exc:
-        if not is_duplicate_event(exc):
-            raise
-        return False
-    return True
-
-
-def is_duplicate_event(exc: IntegrityError) -> bool:
-    return constraint_name(exc) == "trigger_event_external_id_unique" or "external_id" in str(exc)
-
-
-def event_ingest(*, brand, payload: EventInput) -> IngestResult:
-    """Ingest one trigger event: evaluate the campaign's rule for it and reserve the reward.
-
-    Outcomes: ``rejected`` (``reason`` is a stable code: campaign_not_active, no_matching_rule,
-    a failed condition, a full cap, budget_exhausted …), ``review`` (money reserved, a person
-    decides; ``review_reasons`` stored), ``held`` (money reserved until ``matures_at``) or
-    ``rewarded`` (no hold period: payable at the next maturing run). A business rejection is
-    stored and replayed like any outcome.
-    Raises: InvalidInput (bad identifiers, type, amounts — nothing stored), NotFound (campaign),
-    IdempotencyConflict (same external_id, different payload).
-    Transaction: one ``atomic(durable=True)`` — on PostgreSQL outside a transaction, shared with
-    concurrent callers of the same campaign (``ingest_combine``); when the budget cannot cover
-    the smallest reward afterwards (or could not cover this one) the campaign is paused in the
-    same transaction.
-    """
-    now = timezone.now()
-    prepared = event_prepare(payload, now=now)
-    # Imported here: ingest_combine builds on this module (and on ingest_bulk, which does too).
-    from campaigns.services.ingest_combine import combining_available, event_ingest_combined
-
-    if combining_available():
-        return event_ingest_combined(brand=brand, prepared=prepared)
-    if _stored(brand, payload.external_id):
-        return event_replay(
-            TriggerEvent.objects.get(brand=brand, external_id=payload.external_id), prepared.request_hash
-        )
-    return ingest_alone(brand=brand, prepared=prepared, now=now)
-
-
-def ingest_alone(*, brand, prepared: PreparedEvent, now: datetime) -> IngestResult:
-    """A prepared event in its own transaction: the outcome, the error (nothing stored), or —
-    when another caller stored it first — the replay of theirs."""
-    external_id = prepared.payload.external_id
-    item = Item(p=prepared, ctx=campaign_context(brand, prepared.payload.campaign))
-    if ingest_one(brand=brand, item=item, now=now):
-        if item.error is not None:
-            raise item.error
-        return IngestResult(
-            event=item.event, reward=item.reward, outcome=item.outcome, reason=item.reason, replayed=False
-        )
-    return event_replay(TriggerEvent.objects.get(brand=brand, external_id=external_id), prepared.request_hash)
+    )

@@ -63,8 +63,8 @@ class PreparedEvent:
     # The request IP as the database compares it (``ingest_reads.ip_key``), "" for none: parsed
     # once here, not at each velocity count.
     ip: str = ""
-    # The IBAN validated and normalised once, here (None without one): resolving the person,
-    # maybe in another process (a combiner), does not parse it again.
+    # The IBAN validated and normalised once, here (None without one): resolving the person
+    # does not parse it again.
     iban_info: IbanInfo | None = None
 
 

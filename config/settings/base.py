@@ -374,9 +374,6 @@ WEBHOOK_ALLOW_PRIVATE_TARGETS = False
 # Enqueue a webhook collection right after a commit that wrote reward, campaign or payout audit
 # rows (campaigns.webhook_kick), besides the every-minute tick. Off in tests (tasks run inline).
 WEBHOOK_COLLECT_ON_COMMIT = env_bool("WEBHOOK_COLLECT_ON_COMMIT", True)
-# Concurrent single-event ingests of one campaign share a transaction (PostgreSQL only; see
-# campaigns.services.ingest_combine). Off: each event is its own transaction.
-INGEST_COMBINE = env_bool("INGEST_COMBINE", True)
 # Inbound webhooks: WhatsApp Cloud API app secret (X-Hub-Signature-256) and the verify token of
 # the subscription check; TikTok's client key/secret (TikTok-Signature) and the accepted clock
 # skew; the largest inbound body. An empty secret refuses every delivery of that provider.

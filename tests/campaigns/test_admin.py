@@ -3,9 +3,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
-from django.utils import timezone
 
-from campaigns.models import Campaign, CampaignStatus, IngestRequest, RewardStatus
+from campaigns.models import Campaign, CampaignStatus, RewardStatus
 from campaigns.services import event_ingest
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
@@ -38,7 +37,6 @@ def reviewed(free_brand):
         "campaigns_reward_changelist",
         "campaigns_rewardinreview_changelist",
         "campaigns_triggerevent_changelist",
-        "campaigns_ingestrequest_changelist",
     ],
 )
 def test_changelists_load(client, ops, reviewed, name):
@@ -153,18 +151,3 @@ def test_admin_refuses_a_first_party_like_with_the_explanation(client, ops, revi
     assert "public APIs" in str(response.context["inline_admin_formsets"][0].formset.errors)
     rule.refresh_from_db()
     assert rule.trigger == "tiktok_login"
-
-
-def test_ingest_request_page_does_not_show_the_sealed_event(client, ops, reviewed):
-    campaign = Campaign.objects.get()
-    request = IngestRequest.objects.create(
-        brand=campaign.brand,
-        campaign=campaign,
-        external_id="evt-queued",
-        request_hash="0" * 64,
-        prepared="sealed-event-token",
-        created_at=timezone.now(),
-    )
-    response = client.get(reverse("admin:campaigns_ingestrequest_change", args=[request.pk]))
-    assert response.status_code == 200
-    assert "evt-queued" in response.text and "sealed-event-token" not in response.text

@@ -12,13 +12,12 @@ import random
 
 import pytest
 from django.db import IntegrityError
-from django.utils import timezone
 
 from campaigns.models import BudgetAlert, Campaign, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import campaign_budget
-from campaigns.services import EventInput, event_ingest, event_ingest_bulk, ingest_bulk, reward_void
+from campaigns.services import EventInput, event_ingest, event_ingest_bulk, reward_void
+from campaigns.services import ingest as ingest_module
 from campaigns.services import ingest_batch as ingest_batch_module
-from campaigns.services.ingest import event_prepare
 from recipients.models import Person
 from recipients.services import IdentityInput, person_resolve
 from reconciliation.selectors import ledger_verify_report
@@ -122,7 +121,7 @@ def preregister(brand, payloads: list[EventInput]) -> None:
 @pytest.mark.parametrize("seed", [7, 11, 23])
 def test_bulk_in_chunks_decides_exactly_as_one_by_one(monkeypatch, seed, known):
     # Small chunks: the stream crosses several transactions, and PostgreSQL's COPY path (≥ 8 rows) runs.
-    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 16)
+    monkeypatch.setattr(ingest_module, "BULK_CHUNK", 16)
     budget = 4_000  # runs out part-way: budget_exhausted and the automatic pause are compared too
     one = BrandFactory(fee_fixed_minor=10, fee_bps=200)
     bulk = BrandFactory(fee_fixed_minor=10, fee_bps=200)
@@ -165,7 +164,7 @@ def test_bulk_in_chunks_decides_exactly_as_one_by_one(monkeypatch, seed, known):
 
 
 def test_bulk_replayed_is_the_first_outcome_and_writes_nothing(monkeypatch):
-    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 16)
+    monkeypatch.setattr(ingest_module, "BULK_CHUNK", 16)
     brand = BrandFactory()
     campaign = funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
     payloads = script(5, "a", n=40)
@@ -208,23 +207,48 @@ def test_a_copy_of_a_refused_event_in_the_same_call_gets_the_same_refusal():
     assert not TriggerEvent.objects.exists()
 
 
-def test_an_event_said_to_be_stored_but_not_found_is_answered_retry_not_nothing():
-    """The caller's stored-already look-up (a combiner's) can be older than the rows: an event
-    that is not there after all gets a temporary failure, never no answer and never a crash."""
+def test_an_event_that_keeps_losing_its_race_is_answered_retry_not_nothing(monkeypatch):
+    """Other callers store one of the chunk's events first, every time it runs: after the last
+    retry the events not stored get a temporary failure, never no answer and never a crash."""
     brand = BrandFactory()
     funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
-    payload = EventInput(external_id="ghost-1", campaign="summer", type="tiktok_login", email="g@example.com")
-    prepared = {0: event_prepare(payload, now=timezone.now())}
-    results = [None]
-    ingest_bulk.ingest_prepared(brand=brand, prepared=prepared, results=results, stored={"ghost-1"})
-    assert (results[0].outcome, results[0].reason, results[0].error.http_status) == ("error", "event_contended", 503)
+    payloads = [_login(i) for i in range(2)]
+    real_stored, tries = ingest_module.stored_events, []
+
+    def always_lose(**kwargs):
+        tries.append(1)
+        raise IntegrityError("duplicate key value")
+
+    def someone_elses(brand, external_ids):
+        # Each failed run finds a stored event, though never one of these two.
+        return real_stored(brand, external_ids) or ({f"other-{len(tries)}": None} if tries else {})
+
+    monkeypatch.setattr(ingest_module, "ingest_batch", always_lose)
+    monkeypatch.setattr(ingest_module, "stored_events", someone_elses)
+    results = event_ingest_bulk(brand=brand, payloads=payloads)
+
+    assert len(tries) == ingest_module._DUPLICATE_RETRIES
+    assert [(r.outcome, r.reason, r.error.http_status) for r in results] == [("error", "event_contended", 503)] * 2
+    assert not TriggerEvent.objects.exists()
+
+
+def test_an_integrity_error_that_is_no_lost_race_is_raised_and_stores_nothing(monkeypatch):
+    brand = BrandFactory()
+    funded_campaign(brand=brand, amount_minor=100_000, rules=RULES, **FRAUD)
+
+    def broken(**kwargs):
+        raise IntegrityError("some other constraint")
+
+    monkeypatch.setattr(ingest_module, "ingest_batch", broken)
+    with pytest.raises(IntegrityError):
+        event_ingest_bulk(brand=brand, payloads=[_login(1)])
     assert not TriggerEvent.objects.exists()
 
 
 def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_once(monkeypatch):
     """At least once: the caller retries the same call after a crash in its second chunk. The first
     chunk was committed and replays; the rest is taken for the first time; no event is paid twice."""
-    monkeypatch.setattr(ingest_bulk, "BULK_CHUNK", 10)
+    monkeypatch.setattr(ingest_module, "BULK_CHUNK", 10)
     brand = BrandFactory()
     campaign = funded_campaign(
         brand=brand, amount_minor=100_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}]
@@ -240,7 +264,7 @@ def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_
         )
         for i in range(30)
     ]
-    real, calls = ingest_bulk.ingest_batch, []
+    real, calls = ingest_module.ingest_batch, []
 
     def crash_on_second_chunk(**kwargs):
         calls.append(len(kwargs["items"]))
@@ -248,12 +272,12 @@ def test_a_bulk_call_that_crashes_part_way_is_retried_whole_and_pays_each_event_
         if len(calls) == 2:
             raise RuntimeError("worker killed after writing, before commit")
 
-    monkeypatch.setattr(ingest_bulk, "ingest_batch", crash_on_second_chunk)
+    monkeypatch.setattr(ingest_module, "ingest_batch", crash_on_second_chunk)
     with pytest.raises(RuntimeError):
         event_ingest_bulk(brand=brand, payloads=payloads)
     assert Reward.objects.filter(campaign=campaign).count() == 10  # the first chunk only
 
-    monkeypatch.setattr(ingest_bulk, "ingest_batch", real)
+    monkeypatch.setattr(ingest_module, "ingest_batch", real)
     again = event_ingest_bulk(brand=brand, payloads=payloads)
 
     assert [r.replayed for r in again] == [True] * 10 + [False] * 20
@@ -268,7 +292,7 @@ def test_a_pause_rolled_back_with_a_lost_race_does_not_refuse_the_retried_events
     # evaluation had auto-paused the campaign in that (rolled back) transaction
     brand = BrandFactory()
     campaign = funded_campaign(brand=brand, amount_minor=250, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}])
-    real, calls = ingest_bulk.ingest_batch, []
+    real, calls = ingest_module.ingest_batch, []
 
     def lose_a_race_once(**kwargs):
         calls.append(1)
@@ -276,14 +300,26 @@ def test_a_pause_rolled_back_with_a_lost_race_does_not_refuse_the_retried_events
         if len(calls) == 1:
             raise IntegrityError('duplicate key value violates unique constraint "trigger_event_external_id_unique"')
 
-    monkeypatch.setattr(ingest_bulk, "ingest_batch", lose_a_race_once)
+    real_stored = ingest_module.stored_events
+
+    def third_taken_once(brand, external_ids):
+        # The lost race: after the first run another caller has stored the third event.
+        found = real_stored(brand, external_ids)
+        if len(calls) == 1 and "login-2" in external_ids:
+            calls.append(1)
+            return {**found, "login-2": None}
+        return found
+
+    monkeypatch.setattr(ingest_module, "ingest_batch", lose_a_race_once)
+    monkeypatch.setattr(ingest_module, "stored_events", third_taken_once)
     results = event_ingest_bulk(brand=brand, payloads=[_login(i) for i in range(3)])
 
-    # then the retry decides afresh: two rewarded, the third refused because the budget ran out
+    # then the retry decides afresh: the two left are rewarded, though the rolled-back run had
+    # paused the campaign (the budget pays two); the third, stored by "someone else", is a retry
     assert [(r.outcome, r.reason) for r in results] == [
         ("rewarded", ""),
         ("rewarded", ""),
-        ("rejected", "campaign_not_active"),
+        ("error", "event_contended"),
     ]
     assert Reward.objects.filter(campaign=campaign).count() == 2
     assert Campaign.objects.get(pk=campaign.pk).status == "paused"
