@@ -7,12 +7,11 @@ class CampaignsConfig(AppConfig):
     def ready(self) -> None:
         from campaigns.api_keys import api_key_authenticate
         from campaigns.matchers import BrandTopupMatcher
+        from campaigns.webhook_kick import audit_rows_written
         from core.api.auth import api_key_lookup_register
+        from core.hooks import AUDIT_ROWS_WRITTEN, hook_register
         from reconciliation.matching import register
 
         register(BrandTopupMatcher())
         api_key_lookup_register(api_key_authenticate)
-
-        from campaigns import webhook_kick
-
-        webhook_kick.connect()
+        hook_register(AUDIT_ROWS_WRITTEN, audit_rows_written)

@@ -9,8 +9,8 @@ from django.db import transaction
 from campaigns.funding_reference import LENGTH, PREFIX, funding_reference_is_valid
 from campaigns.models import Brand
 from campaigns.services.brands import brand_funds_account
-from campaigns.webhook_kick import audit_rows_written
 from core.exceptions import InvalidInput
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from reconciliation.matching import Applied, Proposal
 from reconciliation.models import Match, StatementLine
 from reconciliation.services import Leg, ledger_entry_post
@@ -88,7 +88,7 @@ class BrandTopupMatcher:
             )
             transaction.on_commit(lambda b=brand, a=amount, c=line.currency, lid=line.pk: _notify(b, a, c, lid))
         if applied:
-            audit_rows_written()  # top-up entries are topup.received webhooks' source, written without post_save
+            hook_fire(AUDIT_ROWS_WRITTEN)  # top-up entries are topup.received webhooks' source
         return applied
 
     def unapply(self, match: Match) -> None:

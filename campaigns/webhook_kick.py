@@ -1,15 +1,11 @@
 """Collect webhook events soon after the audit rows are committed, not only every minute.
 
 ``webhook_events_collect`` runs every minute (``campaigns.webhooks_tick``): that stays the safety
-net, and it alone guarantees at-least-once. On top of it, saving a reward, a reward or campaign
-audit row or a payout event registers ``transaction.on_commit(collect_kick)``, so a collection is
-enqueued right after the transaction that wrote the row commits.
-
-Why post_save receivers: the services writing those rows (rewards, ingest) are not this module's
-to change, and they already send post_save for every row a webhook is made of — the bulk ingest
-path sends Reward's by hand (``payouts.hooks`` listens to it too). Rows written without a signal
-(bulk payout settlement's COPY, ledger top-ups through plain SQL) call ``audit_rows_written()``
-themselves. A shorter django-q2 schedule was no option: its intervals are whole minutes.
+net, and it alone guarantees at-least-once. On top of it, every service that writes a row a
+webhook is made of (reward, campaign and payout events, top-up entries) fires the
+``AUDIT_ROWS_WRITTEN`` domain hook (``core.hooks``), and ``audit_rows_written`` enqueues a
+collection right after that transaction commits — once per transaction, however many rows it
+wrote. A shorter django-q2 schedule was no option: its intervals are whole minutes.
 
 ``collect_kick`` is debounced per process so a busy ingest does not enqueue a task per
 transaction: at most one collection every ``KICK_INTERVAL_SECONDS``; a commit inside that window
@@ -30,7 +26,6 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Q
-from django.db.models.signals import post_save
 from django.utils import timezone
 
 from campaigns.models import WebhookCursor
@@ -95,24 +90,7 @@ def _trailing_kick() -> None:
         connections.close_all()
 
 
-def _audit_row_saved(sender, **kwargs) -> None:
-    audit_rows_written()
-
-
-def audit_rows_written() -> None:
-    """Have a collection follow the commit of the current transaction: for services that write
-    webhook source rows without a post_save (COPY, plain SQL)."""
-    if not settings.WEBHOOK_COLLECT_ON_COMMIT:
-        return
-    # Once per transaction, however many rows it saves (a bulk ingest saves hundreds): Django
-    # keeps this transaction's callbacks in run_on_commit, emptied at commit and rollback.
-    if any(func is collect_kick for _, func, _ in transaction.get_connection().run_on_commit):
-        return
-    # robust: a failed enqueue is logged, never raised into a caller whose transaction committed.
-    transaction.on_commit(collect_kick, robust=True)
-
-
-def connect() -> None:
-    """Called from ``CampaignsConfig.ready``."""
-    for sender in ("campaigns.Reward", "campaigns.RewardEvent", "campaigns.CampaignEvent", "payouts.PayoutEvent"):
-        post_save.connect(_audit_row_saved, sender=sender, dispatch_uid=f"webhook_kick:{sender}")
+def audit_rows_written(values: list) -> None:
+    """``core.hooks.AUDIT_ROWS_WRITTEN``: a transaction that wrote webhook source rows committed."""
+    if settings.WEBHOOK_COLLECT_ON_COMMIT:
+        collect_kick()

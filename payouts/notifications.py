@@ -78,8 +78,7 @@ _TEXTS = {
         "account_changed",
         "Your payout account changed",
         # No promise to stop the next payout: one may already be on its way to the new account.
-        "From now on we pay your rewards into {iban}. If you did not ask for this, reply to this message"
-        " at once.",
+        "From now on we pay your rewards into {iban}. If you did not ask for this, reply to this message at once.",
     ),
     "iban_needed": (
         "iban_needed",

@@ -5,8 +5,8 @@ from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
 from campaigns.models import Brand, BrandMembership, BrandRole
-from campaigns.webhook_kick import audit_rows_written
 from core.exceptions import InvalidInput
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
 from reconciliation.models import Account, AccountKind
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
@@ -91,7 +91,7 @@ def brand_topup_record(
     with transaction.atomic(durable=True):
         funds = brand_funds_account(brand=brand, currency=currency)
         bank = platform_bank_account(bank_account_code=bank_account_code, currency=currency)
-        audit_rows_written()  # the entry is a topup.received webhook's source, written without post_save
+        hook_fire(AUDIT_ROWS_WRITTEN)  # the entry is a topup.received webhook's source
         return ledger_entry_post(
             idempotency_key=idempotency_key,
             kind="brand_topup",

@@ -23,6 +23,7 @@ from campaigns.models import (
 from campaigns.models.events import RESERVED_STATUSES
 from campaigns.services.brands import brand_funds_account
 from core.exceptions import InvalidInput, InvalidTransition
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
 from reconciliation.models import Account, AccountKind
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
@@ -123,6 +124,7 @@ def _transition(
     changed = Campaign.objects.filter(pk=campaign.pk, status__in=from_statuses).update(status=to)
     if changed != 1:
         return False
+    hook_fire(AUDIT_ROWS_WRITTEN)  # a pause is a campaign.paused webhook
     CampaignEvent.objects.create(
         campaign=campaign,
         kind=kind,

@@ -69,6 +69,7 @@ from campaigns.services.ingest_types import Item
 from campaigns.services.ingest_writes import write, write_together
 from core.bulk import COPY_FROM, ids_reserve, queries_run
 from core.exceptions import ApplicationError
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from recipients.models import BankAccount, Person
 from recipients.services import IdentityInput, people_resolve
 from reconciliation.models import Hold
@@ -278,6 +279,7 @@ def _budget_alerts(ctx, tally: Tally, *, spent_before: int) -> None:
                 defaults={"spent_minor": spent_after},
             )
             if created:
+                hook_fire(AUDIT_ROWS_WRITTEN)  # a campaign.budget_threshold webhook
                 CampaignEvent.objects.create(
                     campaign=ctx.campaign,
                     kind="campaign.budget_threshold",

@@ -6,11 +6,11 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models.signals import post_save
 
 from campaigns.models import Reward, RewardEvent, RuleCounter, TriggerEvent
 from campaigns.services.ingest_types import Item
 from core.bulk import insert_statement, model_new, rows_copy, rows_insert, statements_run
+from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
 from reconciliation.services import HoldSpec, ledger_holds_create_bulk, ledger_holds_statement
 
 
@@ -123,11 +123,8 @@ def _reward_event_row(item: Item, now: datetime) -> tuple:
 
 
 def _rewards_announce(rewarded: list[Item]) -> None:
-    # No save() ran, so no post_save was sent; payouts and webhooks listen for new rewards.
-    for item in rewarded:
-        post_save.send(
-            sender=Reward, instance=item.reward, created=True, update_fields=None, raw=False, using="default"
-        )
+    hook_fire(REWARD_CHANGED, *(item.reward for item in rewarded))
+    hook_fire(AUDIT_ROWS_WRITTEN)
 
 
 def _counters_add(taken: dict[tuple[int, str], int]) -> None:

@@ -24,6 +24,7 @@ from django.utils import timezone
 from campaigns.evaluation import periods_for
 from campaigns.models import Reward, RewardEvent, RewardStatus, RuleCounter
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
+from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
 from reconciliation.models import AccountKind
 from reconciliation.services import (
     Leg,
@@ -64,6 +65,9 @@ def _locked(reward_id: int) -> Reward:
 
 
 def _audit(reward: Reward, *, kind: str, from_status: str, actor=None, reason: str = "", data=None, now=None) -> None:
+    """The audit row of a status change, and its announcement (``core.hooks``)."""
+    hook_fire(REWARD_CHANGED, reward)
+    hook_fire(AUDIT_ROWS_WRITTEN)
     RewardEvent.objects.create(
         reward=reward,
         kind=kind,

@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
-from campaigns.webhook_kick import audit_rows_written
 from core.bulk import rows_copy
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.queue import enqueue_on_commit
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
@@ -367,7 +367,7 @@ def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
         ("payout_id", "kind", "from_status", "to_status", "data", "created_at"),
         [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}, now) for p in payouts],
     )
-    audit_rows_written()  # no post_save for COPY: payout.settled webhooks follow the commit all the same
+    hook_fire(AUDIT_ROWS_WRITTEN)
 
 
 def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from payouts import conf
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
@@ -105,6 +106,7 @@ def payout_batch_create(
             rail_reference=batch.payment_information_id,
             updated_at=now,
         )
+        hook_fire(AUDIT_ROWS_WRITTEN)
         PayoutEvent.objects.bulk_create(
             [
                 PayoutEvent(

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidTransition
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.queue import enqueue_on_commit
 from payouts import conf
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
@@ -67,6 +68,7 @@ def payout_lock(payout_id: int) -> Payout:
 
 
 def event_record(payout: Payout, *, kind: str, from_status: str, actor=None, data=None, now=None) -> PayoutEvent:
+    hook_fire(AUDIT_ROWS_WRITTEN)
     return PayoutEvent.objects.create(
         payout=payout,
         kind=kind,

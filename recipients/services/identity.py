@@ -34,6 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidInput, InvalidTransition
+from core.hooks import BANK_ACCOUNT_CHANGED, hook_fire
 from recipients import crypto
 from recipients.models import (
     BankAccount,
@@ -218,7 +219,7 @@ def _bank_account_make_current(*, person: Person, iban: IbanInfo, source: str, a
             is_current=True,
             source=source,
         )
-    PersonEvent.objects.create(
+    event = PersonEvent.objects.create(
         person=person,
         kind=PersonEventKind.IBAN_SET,
         actor=actor,
@@ -230,6 +231,7 @@ def _bank_account_make_current(*, person: Person, iban: IbanInfo, source: str, a
             "reused": existing is not None,
         },
     )
+    hook_fire(BANK_ACCOUNT_CHANGED, event)
     return account
 
 

@@ -1,11 +1,11 @@
 """``payouts.hooks``: rewards that need paying out now are enqueued after their transaction
-commits, a transaction's people together (``PEOPLE_PER_TASK`` to a task), never for a
+commits (``core.hooks``), a transaction's people together (``PEOPLE_PER_TASK`` to a task), never for a
 transaction that rolled back; the batch tasks pay each person and isolate one's failure."""
 
 import pytest
-from django.db import transaction
 
-from campaigns.services import event_ingest, event_ingest_bulk, rewards_mature
+from campaigns.models import Reward
+from campaigns.services import event_ingest, event_ingest_bulk, ingest_writes, rewards_mature
 from payouts import hooks, tasks
 from payouts.models import Payout
 from reconciliation.selectors import ledger_verify_report
@@ -54,38 +54,23 @@ def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeyp
     assert enqueued == [(hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
 
 
-def test_a_rolled_back_transaction_enqueues_nothing_and_the_next_one_only_its_own(enqueued):
-    with pytest.raises(RuntimeError), transaction.atomic():
-        hooks._enqueue(hooks.READY_TASK, 1)
-        raise RuntimeError("rolled back")
+def test_a_rolled_back_ingest_enqueues_nothing(brand, enqueued, monkeypatch):
+    announce = ingest_writes._rewards_announce
+
+    def announce_then_crash(rewarded):
+        announce(rewarded)  # the hook is fired …
+        raise RuntimeError("worker killed before the commit")  # … and its transaction rolls back
+
+    monkeypatch.setattr(ingest_writes, "_rewards_announce", announce_then_crash)
+    with pytest.raises(RuntimeError, match="worker killed"):
+        event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(2)])
     assert enqueued == []
-    with transaction.atomic():
-        hooks._enqueue(hooks.READY_TASK, 2)
-        hooks._enqueue(hooks.CREATE_TASK, 3)
-        hooks._enqueue(hooks.READY_TASK, 4)
-    assert enqueued == [(hooks.READY_TASK, [2, 4]), (hooks.CREATE_TASK, [3])]
-
-
-def test_after_a_savepoint_rolls_back_the_transaction_still_enqueues_its_people(enqueued):
-    with transaction.atomic():
-        hooks._enqueue(hooks.READY_TASK, 1)
-        with pytest.raises(RuntimeError), transaction.atomic():
-            hooks._enqueue(hooks.READY_TASK, 2)
-            raise RuntimeError("savepoint rolled back")
-        hooks._enqueue(hooks.READY_TASK, 3)
-    people = [person for _, ids in enqueued for person in ids]
-    # 2 may be enqueued too (a spare task finds nothing to pay); 1 and 3 must be, once each.
-    assert people.count(1) == 1 and people.count(3) == 1
+    assert not Reward.objects.exists()
 
 
 def test_a_single_event_enqueues_its_person(brand, enqueued):
     result = event_ingest(brand=brand, payload=event(iban=iban()))
     assert enqueued == [(hooks.READY_TASK, [result.reward.person_id])]
-
-
-def test_a_reward_saved_outside_a_transaction_is_enqueued_at_once(enqueued):
-    hooks._enqueue(hooks.CREATE_TASK, 42)
-    assert enqueued == [(hooks.CREATE_TASK, [42])]
 
 
 def test_the_batch_task_pays_everyone_else_when_one_person_fails(monkeypatch):
