@@ -5,7 +5,6 @@ import time
 from campaigns.webhooks import (
     webhook_deliveries_enqueue_due,
     webhook_deliveries_send,
-    webhook_delivery_attempt,
     webhook_endpoint_disabled_notify,
     webhook_events_collect,
 )
@@ -21,11 +20,6 @@ def webhook_deliveries_send_task(delivery_ids: list[int]) -> str:
         f"{len(sent.statuses)} sent, {sent.continued} continued, {sent.released} released "
         f"in {time.monotonic() - start:.3f} s"
     )
-
-
-def webhook_delivery_task(delivery_id: int) -> str:
-    """One delivery: what tasks queued before send batches existed carry."""
-    return webhook_delivery_attempt(delivery_id=delivery_id)
 
 
 def webhook_collect_task() -> str:

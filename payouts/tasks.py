@@ -39,11 +39,6 @@ def payouts_create_task(person_id: int, *, here: bool = True) -> int:
     return len(created)
 
 
-def reward_ready_task(person_id: int) -> int:
-    """Tasks queued by the version before people were batched (``payouts.hooks``)."""
-    return people_rewards_ready_task([person_id])
-
-
 def people_rewards_ready_task(person_ids: list[int]) -> int:
     """Rewards with no hold period were accepted: mature them now rather than at the next sweep,
     then create and run these people's payouts here; other people's rewards matured by the same
