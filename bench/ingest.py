@@ -5,6 +5,11 @@ caps, per-IBAN caps, campaign-wide count caps, all four fraud signals). Every ev
 person with a new IBAN, so each one resolves a person, encrypts an IBAN, evaluates the caps and
 reserves money on the budget.
 
+Last, the database floor (PostgreSQL only, ``bench.ingest_floor``): the rows the bulk phase
+writes for as many events, by COPY in one transaction with every constraint and trigger on. Each
+phase's events/s divided by the floor's is printed (``÷ floor``) and written (``vs_floor``):
+how close the engine comes to what the database alone needs.
+
 Run: ``make bench-ingest`` (``DATABASE_URL`` names the database; it is migrated, nothing is
 truncated: each phase uses its own brand and campaign). ``--n`` scales the event counts down
 for a smoke run (written to ``bench-results/ingest-smoke.json``).
@@ -46,6 +51,7 @@ from bench.common import (  # noqa: E402
     target,
     write_results,
 )
+from bench.ingest_floor import floor_write  # noqa: E402
 from campaigns.models import Brand, Campaign, Reward, RewardStatus, TriggerEvent  # noqa: E402
 from campaigns.selectors import campaign_budget  # noqa: E402
 from campaigns.services import (  # noqa: E402
@@ -59,6 +65,7 @@ from campaigns.services import (  # noqa: E402
     event_ingest_bulk,
     rule_create,
 )
+from core.audit import audit_verify  # noqa: E402
 from recipients.models import BankAccount, Identifier, Person  # noqa: E402
 from reconciliation.selectors import ledger_verify_report  # noqa: E402
 
@@ -70,6 +77,9 @@ WORKERS = 8
 # Concurrent bulk callers: one per core, as a partner's parallel requests meet the API's workers.
 BULK_CALLERS = 2
 REWARD_MINOR = 500
+FEE_FIXED_MINOR = 10
+FEE_BPS = 200
+FEE_MINOR = FEE_FIXED_MINOR + REWARD_MINOR * FEE_BPS // 10_000
 BARRIER_TIMEOUT_S = 300
 RULE = {
     "trigger": "tiktok_login",
@@ -94,12 +104,14 @@ def nl_iban(n: int) -> str:
 
 def setup_campaign(run: str, phase: str, *, events: int) -> tuple[Brand, Campaign]:
     """A brand with a fee and a launched campaign funded for every event (untimed)."""
-    brand = brand_create(name=f"Bench {run} {phase}", slug=f"bench-{run}-{phase}", fee_fixed_minor=10, fee_bps=200)
+    brand = brand_create(
+        name=f"Bench {run} {phase}", slug=f"bench-{run}-{phase}", fee_fixed_minor=FEE_FIXED_MINOR, fee_bps=FEE_BPS
+    )
     campaign = campaign_create(
         brand=brand, name=phase, slug=phase, mode="joyback", starts_at=datetime(2026, 1, 1, tzinfo=UTC)
     )
     rule_create(campaign=campaign, **RULE)
-    budget = events * (REWARD_MINOR + 20)
+    budget = events * (REWARD_MINOR + FEE_MINOR)
     brand_topup_record(
         brand=brand,
         amount_minor=budget,
@@ -284,6 +296,22 @@ def run_bulk(run: str, phase: str, *, calls: int, size: int, base: int, callers:
     return figures
 
 
+def run_floor(run: str, phase: str, *, n: int, base: int) -> dict:
+    """The database floor: the bulk phase's rows for ``n`` events by COPY in one transaction."""
+    brand, campaign = setup_campaign(run, phase, events=n)
+    payloads = [payload(run, phase, i, campaign.slug, base) for i in range(n)]
+    figures = floor_write(campaign=campaign, payloads=payloads, amount=REWARD_MINOR, fee=FEE_MINOR)
+    figures["call_latency"] = latency_ms([figures["wall_s"]])
+    figures["outcomes"], figures["error_samples"] = {"rewarded": n}, []
+    result = checks(campaign, expected=n)
+    del result["all_passed"]
+    # The audit rows' hash chains were built by their triggers, as for the engine's writes.
+    result["audit_verified"] = audit_verify().ok
+    result["all_passed"] = all(result.values())
+    figures["checks"] = result
+    return figures
+
+
 def checks(campaign: Campaign, *, expected: int) -> dict:
     rewards = Reward.objects.filter(campaign=campaign)
     live = rewards.filter(status=RewardStatus.HELD)
@@ -357,6 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     results[f"bulk_{BULK_CALLERS}"] = run_bulk(
         run, f"bulk{BULK_CALLERS}", calls=bulk_calls, size=BULK_SIZE, base=2_200_000, callers=BULK_CALLERS
     )
+    # Last, so the phases before it run on the same database as without it.
+    print(f"floor: the bulk phase's rows for {bulk_calls * BULK_SIZE} events, COPY in one transaction …", flush=True)
+    results["floor"] = run_floor(run, "floor", n=bulk_calls * BULK_SIZE, base=2_400_000)
+    floor_rate = results["floor"]["events_per_s"]
+    vs_floor = {name: round(r["events_per_s"] / floor_rate, 3) for name, r in results.items() if name != "floor"}
 
     targets = [
         target("single-event ingest, 8 processes", results["single_8"]["events_per_s"], unit="events/s", target=500),
@@ -372,6 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": run_meta,
         "results": results,
         "targets": targets,
+        "vs_floor": vs_floor,
         "all_checks_passed": all(r["checks"]["all_passed"] for r in results.values()),
     }
     path = write_results("ingest" if args.n == CONCURRENT_N else "ingest-smoke", payload_out)
@@ -386,12 +420,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "per call" if "call_latency" in r else "per event",
             "{python} + {postgres}".format(**r["cpu_ms_per_event"]) if r["cpu_ms_per_event"] else "n/a",
             "ok" if r["checks"]["all_passed"] else "FAILED",
+            vs_floor.get(name, 1.0),
         )
         for name, r in results.items()
     ]
     print()
     headers = ["phase", "procs", "events", "events/s", "p50 ms", "p99 ms", "latency", "CPU ms/event py+pg", "checks"]
-    print(format_table(headers, rows))
+    print(format_table([*headers, "÷ floor"], rows))
+    print(f"\nbulk ÷ floor: {vs_floor['bulk']:.3f} (events/s of the bulk phase over the floor's)")
+    print(f"\nfloor, {results['floor']['rows_per_event']} rows per event (PostgreSQL COPY, one transaction):")
+    floor_tables = results["floor"]["tables"]
+    floor_rows = [
+        (table, t["rows"], t["ms"], t["us_per_row"], "hash chain" if t["audit_chain"] else "")
+        for table, t in floor_tables.items()
+    ]
+    floor_rows.append(("commit (deferred FK checks, WAL flush)", None, results["floor"]["commit_ms"], None, ""))
+    print(format_table(["table", "rows", "ms", "µs/row", "audit"], floor_rows))
     print()
     print(format_targets(targets))
     print(f"\nload average at start {run_meta['load_average_at_start']}, at end {os.getloadavg()}")
