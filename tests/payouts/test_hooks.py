@@ -55,13 +55,13 @@ def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeyp
 
 
 def test_a_rolled_back_ingest_enqueues_nothing(brand, enqueued, monkeypatch):
-    announce = ingest_writes._rewards_announce
+    fire = ingest_writes.hook_fire
 
-    def announce_then_crash(rewarded):
-        announce(rewarded)  # the hook is fired …
+    def fire_then_crash(name, *values):
+        fire(name, *values)  # the hook is fired …
         raise RuntimeError("worker killed before the commit")  # … and its transaction rolls back
 
-    monkeypatch.setattr(ingest_writes, "_rewards_announce", announce_then_crash)
+    monkeypatch.setattr(ingest_writes, "hook_fire", fire_then_crash)
     with pytest.raises(RuntimeError, match="worker killed"):
         event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(2)])
     assert enqueued == []
