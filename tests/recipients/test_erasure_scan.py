@@ -6,6 +6,7 @@ values, while the books still verify and the audit chain still proves."""
 import hashlib
 import hmac
 import json
+import logging
 
 import pytest
 from django.db import connection
@@ -24,6 +25,7 @@ from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
 from tests.claim.test_claim_flow import details, pay_everything
+from tests.core.test_logging import written_by_the_app
 from tests.payouts.payout_fixtures import debtor, sandbox  # noqa: F401 - fixtures
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
 
@@ -84,6 +86,20 @@ def hits(values: list[str]) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture
+def app_log():
+    """Every line the configured handlers write from here on, at the most talkative level an
+    operator can set (LOG_LEVEL=DEBUG). Ask for it before ``giulia`` to see her whole flow."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        with written_by_the_app() as out:
+            yield out
+    finally:
+        root.setLevel(level)
+
+
+@pytest.fixture
 def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_capture_on_commit_callbacks):  # noqa: F811
     settings.WHATSAPP_APP_SECRET = APP_SECRET
     # the claim page, through a TikTok login
@@ -121,8 +137,8 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
     return person, [NAME, EMAIL, NUMBER, IP, DEVICE, IBAN, "IT60 X054"], open_id
 
 
-def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(giulia):
-    person, values, _ = giulia
+def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(app_log, giulia):
+    person, values, open_id = giulia
     assert {table for table, _, _ in hits(values)} >= {
         "recipients_person",
         "recipients_identifier",
@@ -140,6 +156,9 @@ def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(giulia):
     assert Person.objects.get(pk=person.pk).erased_at is not None
     assert ledger_verify_report().ok
     assert audit_verify().ok
+    written = app_log.getvalue()
+    assert "people merged" in written  # the flow's lines were captured
+    assert [v for v in [*values, open_id] if v.lower() in written.lower()] == []  # no log to rewrite
 
 
 def _count(table: str) -> int:
