@@ -1,7 +1,9 @@
-"""A write-off is a staff action that moves money: in PostgreSQL its rows are append-only and
-hash-chained like the other audit tables, so the four-eyes decision is a new row, never an edit
-(issue 18)."""
+"""A write-off is a staff action that moves money: it is in the cross-object audit trail with who,
+when, why and how much, and in PostgreSQL its rows are append-only and hash-chained like the
+other audit tables, so the four-eyes decision is a new row, never an edit (issue 18)."""
 
+import csv
+import io
 from decimal import Decimal
 
 import pytest
@@ -11,6 +13,7 @@ from django.db import DatabaseError, connection, transaction
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from core.audit import audit_verify
+from core.audit_models import AuditTrail
 from core.exceptions import InvalidTransition
 from reconciliation.bank_selectors import open_exceptions, write_offs_waiting
 from reconciliation.models import JournalEntry, ReconciliationAction, StatementLine, StatementLineStatus
@@ -59,6 +62,38 @@ def approve_in_the_admin(client, request):
     return bob
 
 
+def test_a_write_off_approved_in_the_admin_is_in_the_audit_trail_with_who_when_why(client, stray, requested):
+    bob = approve_in_the_admin(client, requested)
+
+    decision = ReconciliationAction.objects.get(decides=requested)
+    assert decision.status == "approved" and StatementLine.objects.get().status == StatementLineStatus.WRITTEN_OFF
+    rows = {
+        row.kind: row for row in AuditTrail.objects.filter(object_type="bank_line", object_id=stray.pk)
+    }  # the cross-object view
+    asked, approved = rows["write_off.requested"], rows["write_off.approved"]
+    assert (asked.actor_id, asked.reason) == (requested.actor_id, REASON)
+    assert (approved.actor_id, approved.reason, approved.created_at) == (bob.pk, REASON, decision.decided_at)
+    assert approved.data["requested_by"] == requested.actor_id and approved.data["decides"] == requested.pk
+    assert (Decimal(approved.data["amount"]), approved.data["currency"]) == (Decimal("0.07"), "EUR")
+    assert approved.data["amount_minor"] == 7 and JournalEntry.objects.filter(pk=approved.data["entry_id"]).exists()
+    assert "bank_file" in set(AuditTrail.objects.values_list("object_type", flat=True))  # the import too
+
+
+def test_the_admin_audit_trail_filters_and_exports_it(client, stray, requested):
+    approve_in_the_admin(client, requested)
+    client.force_login(get_user_model().objects.create_superuser("auditor", password="x"))
+    query = {"object_type": "bank_line", "kind": "write_off.approved"}
+
+    page = client.get("/admin/core/audittrail/", query)
+    export = client.get("/admin/core/audittrail/export/", query)
+
+    assert [(r.kind, r.object_id) for r in page.context["cl"].result_list] == [("write_off.approved", stray.pk)]
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    assert [(r["object_type"], r["object_id"], r["kind"], r["actor"], r["reason"]) for r in rows] == [
+        ("bank_line", str(stray.pk), "write_off.approved", "bob", REASON)
+    ]
+
+
 def test_a_request_is_decided_once_and_then_waits_no_more(client, requested):
     assert list(write_offs_waiting()) == [requested]
     bob = approve_in_the_admin(client, requested)
@@ -86,6 +121,7 @@ def test_a_rejected_write_off_moves_nothing_and_is_its_own_row(requested):
     assert ReconciliationAction.objects.get(pk=requested.pk).status == "pending_approval"  # the request as asked
     assert JournalEntry.objects.count() == entries
     assert StatementLine.objects.get().status == StatementLineStatus.UNMATCHED
+    assert AuditTrail.objects.filter(kind="write_off.rejected", actor=carol).exists()
 
 
 @pytest.mark.postgres
