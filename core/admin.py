@@ -29,7 +29,7 @@ class AuditTrailAdmin(admin.ModelAdmin):
     search_fields = ["=object_id", "kind", "reason"]
     date_hierarchy = "created_at"
     list_select_related = ["actor"]
-    show_full_result_count = False  # a count over the union of four tables on every page load
+    show_full_result_count = False  # a count over the union of five tables on every page load
     readonly_fields = ["uid", *CSV_COLUMNS]
     actions = None
 

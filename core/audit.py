@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.audit_models import AuditSeal
-from core.audit_sql import AUDIT_TABLES, AuditTable, personal_digest_sql, row_hash_sql
+from core.audit_sql import AUDITED_TABLES, AuditTable, personal_digest_sql, row_hash_sql
 from core.exceptions import InvalidTransition
 
 # More than this many broken rows per table are counted, not listed.
@@ -39,7 +39,7 @@ def audit_verify() -> AuditReport:
     report = AuditReport()
     if connection.vendor != "postgresql":
         return report
-    for spec in AUDIT_TABLES:
+    for spec in AUDITED_TABLES:
         report.rows[spec.table] = _table_verify(spec, report.problems)
     _seal_check(report.problems)
     return report
@@ -58,7 +58,7 @@ def _table_verify(spec: AuditTable, problems: list[str]) -> int:
                 WHEN erased_at IS NOT NULL AND personal_salt IS NOT NULL THEN 'erased without forgetting the salt'
             END AS problem, count(*) OVER () AS total
               FROM {spec.table} AS t
-            WINDOW w AS (PARTITION BY {spec.stream} ORDER BY id)
+            WINDOW w AS (PARTITION BY {spec.partition} ORDER BY id)
             """
         )
         rows = cursor.fetchall()
@@ -96,7 +96,7 @@ def _seal_check(problems: list[str]) -> None:
     last = AuditSeal.objects.order_by("-id").first()
     if last is None:
         return
-    for spec in AUDIT_TABLES:
+    for spec in AUDITED_TABLES:
         sealed = last.tables.get(spec.table)
         if sealed is None:
             continue
@@ -123,7 +123,8 @@ def audit_seal() -> AuditSeal:
                 cursor.execute("LOCK TABLE core_auditseal IN EXCLUSIVE MODE")
         last = AuditSeal.objects.order_by("-id").first()
         prev_hash = last.seal_hash if last else ""
-        tables = {spec.table: _table_digest(spec) for spec in AUDIT_TABLES} if connection.vendor == "postgresql" else {}
+        postgresql = connection.vendor == "postgresql"
+        tables = {spec.table: _table_digest(spec) for spec in AUDITED_TABLES} if postgresql else {}
         return AuditSeal.objects.create(
             created_at=timezone.now(), tables=tables, prev_hash=prev_hash, seal_hash=_seal_hash(prev_hash, tables)
         )

@@ -29,7 +29,15 @@ a whole stream. ``audit_verify --seal`` (daily) therefore appends an ``AuditSeal
 the highest id, the row count up to it and a digest of every row hash in id order, itself chained
 to the previous seal — and each verification checks the rows under the last seal are all there.
 
+Reconciliation actions (the bank side's staff actions: imports, matches by hand, undos,
+suspense, duplicates, write-off requests and their four-eyes decisions) joined later
+(reconciliation 0015): their stream is the statement line; an import names no line, so each
+import row is a chain of its own, proven by its hash and by the seal's count and digest. A
+write-off decision is a new row (``decides`` → the request), never an UPDATE of the request.
+
 Frozen: a later change to what is hashed is a new migration with a new version of this SQL.
+``AUDIT_TABLES`` is what 0004 installed and stays as it is; tables added later are in
+``AUDITED_TABLES``, which verification and seals cover.
 """
 
 from dataclasses import dataclass
@@ -49,6 +57,17 @@ class AuditTable:
     # that index already. Without one the planner walks the primary key backwards for
     # "ORDER BY id DESC LIMIT 1", through the whole table on every insert (10.9 ms a row).
     add_stream_index: bool = False
+    # Hashed as microseconds since the epoch: exact, and the same whatever the session's TimeZone.
+    timestamps: tuple[str, ...] = ("created_at",)
+    # Rows without a stream (NULL) are each a chain of their own.
+    nullable_stream: bool = False
+
+    @property
+    def partition(self) -> str:
+        """The window partition of one stream's rows, for verification."""
+        if self.nullable_stream:
+            return f"{self.stream}, CASE WHEN {self.stream} IS NULL THEN id END"
+        return self.stream
 
 
 AUDIT_TABLES = (
@@ -88,10 +107,36 @@ AUDIT_TABLES = (
 )
 
 
-def _text(column: str, row: str) -> str:
-    if column == "created_at":
-        # Microseconds since the epoch: exact, and the same whatever the session's TimeZone.
-        return f"(extract(epoch from {row}.created_at) * 1000000)::bigint::text"
+RECONCILIATION_ACTIONS = AuditTable(
+    "reconciliation_reconciliationaction",
+    "line_id",
+    "bank",
+    (
+        "id",
+        "kind",
+        "status",
+        "line_id",
+        "actor_id",
+        "approved_by_id",
+        "decides_id",
+        "created_at",
+        "decided_at",
+    ),
+    "reason",
+    "detail",
+    add_stream_index=True,
+    timestamps=("created_at", "decided_at"),
+    nullable_stream=True,
+)
+
+AUDITED_TABLES = (*AUDIT_TABLES, RECONCILIATION_ACTIONS)
+
+
+def _text(spec: AuditTable, column: str, row: str) -> str:
+    if column in spec.timestamps:
+        micros = f"(extract(epoch from {row}.{column}) * 1000000)::bigint::text"
+        # created_at is never NULL (and 0004's frozen SQL has it without coalesce).
+        return micros if column == "created_at" else f"coalesce({micros}, '')"
     return f"coalesce({row}.{column}::text, '')"
 
 
@@ -101,7 +146,7 @@ def personal_digest_sql(spec: AuditTable, row: str) -> str:
 
 
 def row_hash_sql(spec: AuditTable, row: str, prev: str) -> str:
-    fixed = f" || {US} || ".join(_text(c, row) for c in spec.fixed)
+    fixed = f" || {US} || ".join(_text(spec, c, row) for c in spec.fixed)
     return f"sha256(coalesce({prev}, ''::bytea) || convert_to({fixed}, 'UTF8') || {row}.personal_digest)"
 
 
@@ -111,6 +156,7 @@ def install_sql(spec: AuditTable) -> str:
     reason_erase = f"(NEW.{r} IS NOT DISTINCT FROM OLD.{r} OR NEW.{r} = '')" if r else "true"
     stream_index = f"CREATE INDEX IF NOT EXISTS {t}_stream_idx ON {t} ({s}, id);" if spec.add_stream_index else ""
     fixed_same = " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in spec.fixed)
+    new_chain = f"last_stream IS DISTINCT FROM r.stream{' OR r.stream IS NULL' if spec.nullable_stream else ''}"
     return f"""
 ALTER TABLE {t}
     ADD COLUMN IF NOT EXISTS prev_hash bytea,
@@ -157,7 +203,7 @@ DECLARE
     last_stream bigint;
 BEGIN
     FOR r IN SELECT id, {s} AS stream FROM {t} WHERE row_hash IS NULL ORDER BY {s}, id LOOP
-        IF last_stream IS DISTINCT FROM r.stream THEN
+        IF {new_chain} THEN
             prev := NULL;
         END IF;
         UPDATE {t} AS x SET prev_hash = prev, personal_salt = uuid_send(gen_random_uuid()) WHERE x.id = r.id;

@@ -16,7 +16,7 @@ Configuration table says why each default is what it is). What the purge touches
   their expiry (the every-minute purge deletes expired ones earlier).
 * ``payout_names``: creditor names of payouts of erased people that erasure kept because they were
   younger than ``PRIVACY_PAYOUT_NAME_KEEP_DAYS``, once older than that: blanked like erasure does,
-  also in their pain.001 files.
+  and name and IBAN pseudonymised in their transactions of stored pain.001 files.
 
 Never touched: ledger rows, rewards, payouts' amounts, statuses and references, audit rows (their
 chained columns, or their content: erasure is their only writer). The tables belong to apps that
@@ -32,7 +32,8 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
-ERASED = "(erased)"  # what erasure writes into a payout's creditor name (recipients.services.privacy)
+from core.payment_files import ERASED, payout_files_pseudonymise
+
 KINDS = ("trigger_events", "inbound_webhooks", "task_records", "idempotency_records", "payout_names")
 
 
@@ -103,21 +104,11 @@ def _kinds(now: datetime):
 
 
 def _payout_names_blank(rows) -> int:
-    """Blank the names as erasure does, in the payouts and in the pain.001 files that carry them
-    (the name is read before it is blanked, so it can be found in the file)."""
-    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
-    found = list(rows.select_for_update().values_list("pk", "batch_id", "creditor_name", "vop_suggested_name"))
-    names_by_batch: dict[int, set[str]] = {}
-    for _, batch_id, name, suggested in found:
-        if batch_id:
-            names_by_batch.setdefault(batch_id, set()).update(n for n in (name, suggested) if n and n != ERASED)
-    for batch in PayoutBatch.objects.select_for_update().filter(id__in=list(names_by_batch)).only("file"):
-        text = batch.file
-        for name in sorted(names_by_batch[batch.pk], key=len, reverse=True):
-            text = text.replace(name, ERASED)
-        if text != batch.file:
-            PayoutBatch.objects.filter(pk=batch.pk).update(file=text)
+    """Blank the names as erasure does, and pseudonymise those payouts' transactions in the
+    stored pain.001 files (``core.payment_files``: name and IBAN, by EndToEndId)."""
     Payout = apps.get_model("payouts", "Payout")
-    return Payout.objects.filter(pk__in=[pk for pk, *_ in found]).update(
+    found = Payout.objects.filter(pk__in=list(rows.select_for_update().values_list("pk", flat=True)))
+    payout_files_pseudonymise(payouts=found)
+    return found.update(
         creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))
     )

@@ -23,6 +23,16 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 
+
+def write_offs_waiting():
+    """Write-off requests no second person has decided yet (a decision is its own row)."""
+    return ReconciliationAction.objects.filter(
+        kind=ReconciliationAction.Kind.WRITE_OFF,
+        status=ReconciliationAction.Status.PENDING_APPROVAL,
+        decision__isnull=True,
+    )
+
+
 OPEN = [
     StatementLineStatus.UNMATCHED,
     StatementLineStatus.SUGGESTED,
@@ -214,14 +224,13 @@ def open_exceptions() -> list[OpenException]:
             "reconciliation/bankstatement/?balance_mismatch=1",
         )
     )
-    pending = ReconciliationAction.objects.filter(status=ReconciliationAction.Status.PENDING_APPROVAL)
     rows.append(
         OpenException(
             "write_off_pending",
             "Write-offs waiting for a second approver",
-            pending.count(),
+            write_offs_waiting().count(),
             Decimal(0),
-            "reconciliation/reconciliationaction/?status__exact=pending_approval",
+            "reconciliation/reconciliationaction/?waiting=1",
         )
     )
     for source in _EXCEPTION_SOURCES:

@@ -175,14 +175,24 @@ Q_CLUSTER = {
     "label": "Background tasks",
 }
 
+# Log lines carry no personal data (core.logging): every handler masks e-mails, phone numbers,
+# IBANs and IPs, so erasure never has a log to rewrite. Django's own loggers are routed here too,
+# or its default handlers (runserver's request lines, mail to ADMINS) would write unmasked.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"no_traceback_below_500": {"()": "core.logging.NoTracebackBelow500"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "no_traceback_below_500": {"()": "core.logging.NoTracebackBelow500"},
+        "redact_personal_data": {"()": "core.logging.RedactPersonalData"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_personal_data"]},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "security": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "django.request": {"handlers": ["console"], "filters": ["no_traceback_below_500"], "propagate": False},
     },

@@ -12,6 +12,7 @@ from django.utils import timezone
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
+from core.payment_files import ERASED, payout_files_pseudonymise
 from payouts import conf
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
@@ -142,18 +143,22 @@ def payout_batch_approve(*, batch: PayoutBatch, approver) -> PayoutBatch:
 
 def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
     """The pain.001 bytes for upload to the bank; the first download marks the batch
-    ``downloaded``. Raises PermissionDenied, InvalidTransition (approval missing)."""
+    ``downloaded`` and then pseudonymises, in the stored copy only, the transactions of people
+    erased while the file waited (``core.payment_files``): the bank gets whom to pay, we keep
+    no more than erasure would. Raises PermissionDenied, InvalidTransition (approval missing)."""
     if not actor.is_staff or not actor.has_perm("payouts.download_payoutbatch"):
         raise PermissionDenied("You may not download payment files.")
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
         if batch.requires_approval and batch.approved_at is None:
             raise InvalidTransition("This batch needs a second person's approval before download.")
+        document = batch.file.encode()
         if batch.status == BatchStatus.BUILT:
             batch.status = BatchStatus.DOWNLOADED
             batch.downloaded_at, batch.downloaded_by = timezone.now(), actor
             batch.save(update_fields=["status", "downloaded_at", "downloaded_by"])
-    return batch.file.encode()
+            payout_files_pseudonymise(payouts=Payout.objects.filter(batch=batch, creditor_name=ERASED))
+    return document
 
 
 def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> dict[str, int]:

@@ -26,10 +26,10 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from core.exceptions import InvalidInput, InvalidTransition
+from core.payment_files import ERASED, payout_files_pseudonymise
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 
-ERASED = "(erased)"
 # Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion).
 PERSONAL_DATA_KEYS = ("suggested", "name", "email", "whatsapp", "iban", "ip", "open_id")
 
@@ -243,9 +243,10 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     ciphertexts, consent IPs; masked IBANs are reduced to the country. Beyond this app: the
     person's trigger events (and those of the brand carrying their identifiers), payouts'
     creditor names (unless ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps recent ones for the
-    bookkeeping: the retention purge blanks them later), the person's name and IBAN inside
-    pain.001 files, inbound webhook bodies and finished task records naming them, and personal
-    free-form content of audit rows (see the module docstring). Kept: every row (ledger
+    bookkeeping: the retention purge blanks them later), the person's name and IBAN in their
+    transactions of downloaded pain.001 files (of a file not downloaded yet: at its download),
+    inbound webhook bodies and finished task records naming them, and personal free-form content
+    of audit rows (see the module docstring). Kept: every row (ledger
     accounts, rewards and payouts point at people and bank accounts) and the keyed IBAN
     fingerprints, so per-IBAN caps and fraud signals still count this money; fingerprints cannot be
     reversed without the fingerprint key. All identifiers become inactive: the person can no
@@ -338,7 +339,7 @@ def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, 
     needles = _needles(values)
     counts = {
         "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),
-        "payouts": _payouts_erase(cluster=cluster, values=values, now=now),
+        "payouts": _payouts_erase(cluster=cluster, now=now),
         "inbound_webhooks": _raw_rows_erase("core_inboundwebhook", "body", needles, {"body": b"", "headers": "{}"}),
         "task_records": _task_records_erase(needles),
         "audit_rows": _audit_rows_erase(cluster=cluster, needles=needles),
@@ -360,26 +361,20 @@ def _trigger_events_erase(*, brand_id, cluster: list[int], values: dict[str, set
     )
 
 
-def _payouts_erase(*, cluster: list[int], values: dict[str, set[str]], now) -> int:
-    """Names out of payouts and their pain.001 files. A payout keeps its amount, status, ledger
-    entries and the masked IBAN's country; ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor
-    name of payouts younger than that where bookkeeping law requires it (purged when older)."""
+def _payouts_erase(*, cluster: list[int], now) -> int:
+    """Names out of payouts, and name and IBAN out of their transactions in stored pain.001
+    files (``core.payment_files``: a file not downloaded yet stays whole until its download). A
+    payout keeps its amount, status, ledger entries and the masked IBAN's country;
+    ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor name, and the file's copy of it, of
+    payouts younger than that where bookkeeping law requires it (purged when older)."""
     Payout = apps.get_model("payouts", "Payout")
-    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
     payouts = Payout.objects.filter(person_id__in=cluster)
     keep_days = getattr(settings, "PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
     erasable = payouts.filter(created_at__lt=now - timedelta(days=keep_days)) if keep_days else payouts
     erased = erasable.update(
         creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))
     )
-    secrets = sorted(values["name"] | values["iban"], key=len, reverse=True)
-    batch_ids = set(erasable.exclude(batch_id=None).values_list("batch_id", flat=True))
-    for batch in PayoutBatch.objects.filter(id__in=batch_ids).only("file"):
-        text = batch.file
-        for secret in secrets:
-            text = text.replace(secret, ERASED)
-        if text != batch.file:
-            PayoutBatch.objects.filter(pk=batch.pk).update(file=text)
+    payout_files_pseudonymise(payouts=erasable)
     return erased
 
 

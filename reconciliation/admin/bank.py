@@ -17,7 +17,7 @@ from django.utils.html import format_html
 
 from core.exceptions import ApplicationError
 from reconciliation.admin.ledger import ReadOnlyAdmin
-from reconciliation.bank_selectors import dashboard
+from reconciliation.bank_selectors import dashboard, write_offs_waiting
 from reconciliation.models import (
     BankStatement,
     Match,
@@ -337,7 +337,7 @@ class StatementLineAdmin(ReadOnlyAdmin):
             "form": form,
             "suggestions": line.suggestions.filter(status=SuggestionStatus.OPEN).order_by("-score"),
             "matches": line.matches.order_by("-pk"),
-            "actions": line.actions.select_related("actor", "approved_by").order_by("-pk"),
+            "actions": line.actions.select_related("actor", "approved_by", "decision").order_by("-pk"),
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/reconciliation/line_explain.html", context)
@@ -443,17 +443,41 @@ class SuggestionAdmin(ReadOnlyAdmin):
                 self.message_user(request, f"Suggestion {suggestion.pk}: {exc.message}", level=messages.ERROR)
 
 
+class WaitingFilter(admin.SimpleListFilter):
+    """Write-off requests nobody has decided yet (a decision is its own, later row)."""
+
+    title = "four-eyes"
+    parameter_name = "waiting"
+
+    def lookups(self, request, model_admin):
+        return [("1", "Waiting for a second person")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "1":
+            return queryset.filter(pk__in=write_offs_waiting().values("pk"))
+        return queryset
+
+
 @admin.register(ReconciliationAction)
 class ReconciliationActionAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "kind", "status", "line", "actor", "approved_by", "reason"]
-    list_filter = ["kind", "status"]
-    list_select_related = ["line", "actor", "approved_by"]
+    list_display = ["created_at", "kind", "state", "line", "actor", "approved_by", "reason"]
+    list_filter = [WaitingFilter, "kind", "status"]
+    list_select_related = ["line", "actor", "approved_by", "decision"]
     show_full_result_count = False
     actions = ["approve", "reject"]
     readonly_fields = [f.name for f in ReconciliationAction._meta.fields]
 
+    @admin.display(description="status")
+    def state(self, obj: ReconciliationAction) -> str:
+        if obj.status == ReconciliationAction.Status.PENDING_APPROVAL:
+            decision = getattr(obj, "decision", None)
+            if decision is None:
+                return "Waiting for a second person"
+            return f"Requested; {decision.get_status_display().lower()} in #{decision.pk}"
+        return obj.get_status_display()
+
     def _decide(self, request, queryset, approve: bool):
-        for action in queryset.filter(status=ReconciliationAction.Status.PENDING_APPROVAL):
+        for action in queryset.filter(pk__in=write_offs_waiting().values("pk")):
             try:
                 write_off_decide(action_id=action.pk, approver=request.user, approve=approve)
             except ApplicationError as exc:

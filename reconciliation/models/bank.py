@@ -283,7 +283,14 @@ class Suggestion(models.Model):
 
 
 class ReconciliationAction(models.Model):
-    """Audit of every staff action on the bank side, and the four-eyes queue for write-offs."""
+    """Audit of every staff action on the bank side, and the four-eyes queue for write-offs.
+
+    Append-only and hash-chained per statement line in PostgreSQL (``core.audit_sql``), like the
+    other audit tables: a staff action that moves money cannot be edited away. So a write-off is
+    two rows: the request (``pending_approval``, by ``actor``) and, when a second person decides,
+    a decision (``approved`` or ``rejected``, ``approved_by`` that person, ``decides`` the
+    request); a request waits while no decision points at it. Rows from before the table became
+    append-only (reconciliation 0015) were decided in place and have no decision row."""
 
     class Kind(models.TextChoices):
         IMPORT = "import", "Statement imported"
@@ -297,7 +304,7 @@ class ReconciliationAction(models.Model):
 
     class Status(models.TextChoices):
         DONE = "done", "Done"
-        PENDING_APPROVAL = "pending_approval", "Waiting for a second approver"
+        PENDING_APPROVAL = "pending_approval", "Requested: a second person decides"
         APPROVED = "approved", "Approved and executed"
         REJECTED = "rejected", "Rejected"
 
@@ -314,6 +321,14 @@ class ReconciliationAction(models.Model):
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    decides = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decision",
+        help_text="The write-off request this row decides; one decision per request.",
+    )
 
     class Meta:
         constraints = [
@@ -321,6 +336,16 @@ class ReconciliationAction(models.Model):
             models.CheckConstraint(
                 condition=Q(approved_by__isnull=True) | ~Q(approved_by=models.F("actor")),
                 name="action_approver_is_not_actor",
+            ),
+            models.CheckConstraint(
+                condition=Q(decides__isnull=True)
+                | Q(
+                    kind="write_off",
+                    status__in=["approved", "rejected"],
+                    approved_by__isnull=False,
+                    decided_at__isnull=False,
+                ),
+                name="action_decision_is_a_decided_write_off",
             ),
         ]
         permissions = [

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from core.bulk import rows_copy
 from core.exceptions import ApplicationError, Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
+from reconciliation.bank_selectors import write_offs_waiting
 from reconciliation.db import is_deadlock
 from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
 from reconciliation.models import (
@@ -564,9 +565,7 @@ def write_off_request(*, line_id: int, actor, reason: str) -> ReconciliationActi
         line = _lock_open_line(line_id)
         if line.status != StatementLineStatus.UNMATCHED:
             raise InvalidTransition("Only an unmatched line in suspense can be written off.")
-        if ReconciliationAction.objects.filter(
-            line=line, kind=ReconciliationAction.Kind.WRITE_OFF, status=ReconciliationAction.Status.PENDING_APPROVAL
-        ).exists():
+        if write_offs_waiting().filter(line=line).exists():
             raise Conflict("A write-off for this line is already waiting for approval.", code="write_off_pending")
         return ReconciliationAction.objects.create(
             kind=ReconciliationAction.Kind.WRITE_OFF,
@@ -579,24 +578,39 @@ def write_off_request(*, line_id: int, actor, reason: str) -> ReconciliationActi
 
 def write_off_decide(*, action_id: int, approver, approve: bool) -> ReconciliationAction:
     """Four-eyes: a second staff member (not the requester, with ``approve_write_off``) approves or
-    rejects. Approval moves the line's amount from suspense to the write-offs account."""
+    rejects the request ``action_id``. Approval moves the line's amount from suspense to the
+    write-offs account.
+
+    The decision is a new audit row (the table is append-only): ``decides`` the request, its
+    requester as ``actor``, the approver as ``approved_by``, the request's reason, the decision's
+    time; it is returned. One durable transaction with the ledger entry; the request's row lock
+    and the unique ``decides`` keep a request from being decided twice. Raises PermissionDenied
+    (no permission, or the requester), NotFound, InvalidTransition (already decided, or the line
+    left suspense)."""
     if not approver.has_perm("reconciliation.approve_write_off"):
         raise PermissionDenied("You may not approve write-offs.")
     with transaction.atomic(durable=True):
         action = ReconciliationAction.objects.select_for_update().filter(pk=action_id).first()
-        if action is None or action.kind != ReconciliationAction.Kind.WRITE_OFF:
+        if action is None or action.kind != ReconciliationAction.Kind.WRITE_OFF or action.decides_id:
             raise NotFound(f"No write-off request {action_id}.")
-        if action.status != ReconciliationAction.Status.PENDING_APPROVAL:
+        if not write_offs_waiting().filter(pk=action.pk).exists():
             raise InvalidTransition("This write-off has already been decided.")
         if action.actor_id == approver.pk:
             raise PermissionDenied("A write-off needs a second person: you asked for this one.")
         now = timezone.now()
+        decision = ReconciliationAction(
+            kind=ReconciliationAction.Kind.WRITE_OFF,
+            line_id=action.line_id,
+            actor_id=action.actor_id,
+            approved_by=approver,
+            reason=action.reason,
+            decided_at=now,
+            decides=action,
+        )
         if not approve:
-            ReconciliationAction.objects.filter(pk=action.pk).update(
-                status=ReconciliationAction.Status.REJECTED, approved_by=approver, decided_at=now
-            )
-            action.refresh_from_db()
-            return action
+            decision.status = ReconciliationAction.Status.REJECTED
+            decision.save()
+            return decision
         line = _lock_open_line(action.line_id)
         if line.status != StatementLineStatus.UNMATCHED or line.suspense_entry_id is None:
             raise InvalidTransition("The line is no longer in suspense.")
@@ -615,17 +629,16 @@ def write_off_decide(*, action_id: int, approver, approve: bool) -> Reconciliati
             if line.is_credit
             else [Leg.debit(write_offs, amount), Leg.credit(suspense, amount)]
         )
-        ledger_entry_post(
+        entry = ledger_entry_post(
             idempotency_key=f"line:{line.pk}:write_off:{action.pk}",
             kind="write_off",
             legs=legs,
             memo=f"Write-off of bank line {line.pk}: {action.reason}"[:500],
             reference_type="statement_line",
             reference_id=str(line.pk),
-        )
+        ).entry
         StatementLine.objects.filter(pk=line.pk).update(status=StatementLineStatus.WRITTEN_OFF)
-        ReconciliationAction.objects.filter(pk=action.pk).update(
-            status=ReconciliationAction.Status.APPROVED, approved_by=approver, decided_at=now
-        )
-        action.refresh_from_db()
-        return action
+        decision.status = ReconciliationAction.Status.APPROVED
+        decision.detail = {"entry_id": entry.pk, "amount_minor": amount, "currency": line.currency}
+        decision.save()
+        return decision

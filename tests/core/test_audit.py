@@ -11,11 +11,12 @@ from campaigns.models import CampaignEvent, RewardEvent
 from campaigns.services import event_ingest_bulk, reward_void
 from core.audit import audit_seal, audit_verify
 from core.audit_models import AuditSeal
-from core.audit_sql import AUDIT_TABLES
+from core.audit_sql import AUDITED_TABLES
 from core.exceptions import InvalidTransition
 from core.tasks import audit_verify_task
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.models import PersonEvent, PersonEventKind
+from reconciliation.models import ReconciliationAction
 from tests.campaigns.conftest import event
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import iban, payable_reward
@@ -67,9 +68,10 @@ def test_every_writer_is_chained_and_the_trail_verifies(trail):
         assert cursor.fetchall() == [("reward.held", True, 32), ("reward.voided", False, 32)]
 
 
-@pytest.mark.parametrize("spec", AUDIT_TABLES, ids=lambda s: s.table)
+@pytest.mark.parametrize("spec", AUDITED_TABLES, ids=lambda s: s.table)
 def test_update_and_delete_are_refused_on_every_audit_table(trail, spec):
     PersonEvent.objects.create(person=PersonFactory(), kind=PersonEventKind.MERGED, detail={"into": 1})
+    ReconciliationAction.objects.create(kind=ReconciliationAction.Kind.IMPORT, detail={"import_id": 1})
     for statement in (
         f"UPDATE {spec.table} SET kind = kind || 'x'",
         f"UPDATE {spec.table} SET created_at = created_at - interval '1 day'",

@@ -1,11 +1,13 @@
 """Erasure finishes the job (issue 18): a person who went through every flow — the claim page
 with a TikTok login, a WhatsApp opt-in through the signed webhook, the brand's API, a payout and
-its return — is erased, and then no text, JSON or binary column of any table holds any of their
-values, while the books still verify and the audit chain still proves."""
+its return, a second payout to a new account in a downloaded pain.001 file — is erased, and then
+no text, JSON or binary column of any table holds any of their values, nor does any line the app
+logged, while the books still verify and the audit chain still proves."""
 
 import hashlib
 import hmac
 import json
+import logging
 
 import pytest
 from django.db import connection
@@ -14,17 +16,23 @@ from django.test import Client
 from campaigns.models import Reward, TriggerEvent
 from campaigns.services import event_ingest
 from core.audit import audit_verify
-from payouts.models import Payout, PayoutStatus
-from payouts.services import payout_mark_returned
+from payouts.models import Payout, PayoutStatus, RouteRule
+from payouts.services import (
+    payout_batch_create,
+    payout_batch_download,
+    payout_mark_returned,
+    payouts_create_for_payable,
+)
 from recipients.models import Person
-from recipients.services import person_erase
+from recipients.services import person_erase, person_set_iban
 from recipients.whatsapp import whatsapp_optin_code_issue
 from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
 from tests.claim.test_claim_flow import details, pay_everything
-from tests.payouts.payout_fixtures import debtor, sandbox  # noqa: F401 - fixtures
+from tests.core.test_logging import written_by_the_app
+from tests.payouts.payout_fixtures import debtor, iban, sandbox, staff  # noqa: F401 - fixtures
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
@@ -35,6 +43,7 @@ NUMBER = "393479876543"
 IP = "203.0.113.77"
 DEVICE = "device-giulia-7f3a"
 IBAN = "IT60X0542811101000000123456"
+IBAN2 = iban(4242)
 APP_SECRET = "wa-app-secret"
 
 
@@ -84,6 +93,20 @@ def hits(values: list[str]) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture
+def app_log():
+    """Every line the configured handlers write from here on, at the most talkative level an
+    operator can set (LOG_LEVEL=DEBUG). Ask for it before ``giulia`` to see her whole flow."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        with written_by_the_app() as out:
+            yield out
+    finally:
+        root.setLevel(level)
+
+
+@pytest.fixture
 def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_capture_on_commit_callbacks):  # noqa: F811
     settings.WHATSAPP_APP_SECRET = APP_SECRET
     # the claim page, through a TikTok login
@@ -116,19 +139,26 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
     pay_everything()
     payout = Payout.objects.filter(status=PayoutStatus.SETTLED).order_by("id").first()
     payout_mark_returned(payout=payout, reason_code="MS03", source="test")
+    # she gives another account on her claim link, and the money goes out again in a pain.001 file
+    person_set_iban(person=payout.person, iban=IBAN2, source="claim_page")
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    assert payouts_create_for_payable(enqueue=False).created
+    batch = payout_batch_create(actor=staff("olga"))
+    payout_batch_download(batch=batch, actor=staff("dora", "download_payoutbatch"))
     open_id = TriggerEvent.objects.exclude(social_uid="").values_list("social_uid", flat=True).first()
     person = Reward.objects.first().person
-    return person, [NAME, EMAIL, NUMBER, IP, DEVICE, IBAN, "IT60 X054"], open_id
+    return person, [NAME, EMAIL, NUMBER, IP, DEVICE, IBAN, "IT60 X054", IBAN2], open_id
 
 
-def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(giulia):
-    person, values, _ = giulia
+def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(app_log, giulia):
+    person, values, open_id = giulia
     assert {table for table, _, _ in hits(values)} >= {
         "recipients_person",
         "recipients_identifier",
         "campaigns_triggerevent",
         "payouts_payout",
         "core_inboundwebhook",
+        "payouts_payoutbatch",
     }  # the scan finds what is there
     rows = {table: _count(table) for table in ("campaigns_reward", "payouts_payout", "reconciliation_posting")}
 
@@ -140,6 +170,9 @@ def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(giulia):
     assert Person.objects.get(pk=person.pk).erased_at is not None
     assert ledger_verify_report().ok
     assert audit_verify().ok
+    written = app_log.getvalue()
+    assert "people merged" in written  # the flow's lines were captured
+    assert [v for v in [*values, open_id] if v.lower() in written.lower()] == []  # no log to rewrite
 
 
 def _count(table: str) -> int:
