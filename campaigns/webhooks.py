@@ -1,11 +1,13 @@
 """Webhooks to brands: endpoints, events, signed deliveries.
 
 Events come from the audit rows the services already write in their own transactions
-(RewardEvent, CampaignEvent, PayoutEvent, and the ledger's ``brand_topup`` entries): those rows are
-the outbox. ``webhook_events_collect`` (a task right after the commits that write such rows,
-``campaigns.webhook_kick``, and every minute as the safety net) turns new rows into one
-WebhookEvent per brand with at least one endpoint, and a WebhookDelivery per subscribed endpoint.
-``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new.
+(RewardEvent, CampaignEvent, the ledger's ``brand_topup`` entries, and PayoutEvent): those rows are
+the outbox. Each outbox table is a ``WebhookCollector`` in a small registry: campaigns registers
+its own, payouts its payout events (``payouts.webhook_sources``), each from its AppConfig.ready, so
+campaigns never imports payouts. ``webhook_events_collect`` (a task right after the commits that
+write such rows, ``campaigns.webhook_kick``, and every minute as the safety net) turns new rows
+into one WebhookEvent per brand with at least one endpoint, and a WebhookDelivery per subscribed
+endpoint. ``WebhookEvent.source`` is unique per brand, so collecting a row twice emits nothing new.
 
 A row can commit after rows with higher ids (its transaction drew the id first): the collector
 re-reads everything above its cursor, and moves the cursor only to an id read in an earlier
@@ -39,13 +41,14 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import connection, transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Max, Model, Q
 from django.utils import timezone
 
 from campaigns.models import (
@@ -66,6 +69,7 @@ from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_vali
 from core.exceptions import InvalidInput, InvalidTransition
 from core.queue import enqueue_on_commit
 from recipients import crypto
+from reconciliation.models import JournalEntry, Posting
 
 logger = logging.getLogger(__name__)
 
@@ -348,6 +352,39 @@ def _events_emit(*, items: list[EventNew], now: datetime) -> list[WebhookEvent]:
     return events
 
 
+# --- collectors ----------------------------------------------------------------------------------
+
+Emit = tuple[int, str, dict]  # (brand id, event type, data)
+
+
+@dataclass(frozen=True)
+class WebhookCollector:
+    """One outbox table. ``name`` keys its ``WebhookCursor`` and prefixes the events' ``source``
+    (never rename it: the cursor and the emitted sources would start over). ``model`` is the table
+    whose ids the cursor follows. ``collect(cursor, brands)`` reads only: up to ``COLLECT_LIMIT``
+    rows with an id above ``cursor``, in id order, each as ``(row id, [Emit, …])`` for the brands
+    of ``brands`` (an empty list for a row that emits nothing: it still counts as read).
+    Collectors run in ``order``."""
+
+    name: str
+    model: type[Model]
+    collect: Callable[[int, set[int]], Iterable[tuple[int, list[Emit]]]]
+    order: int
+
+
+_COLLECTORS: dict[str, WebhookCollector] = {}
+
+
+def webhook_collector_register(collector: WebhookCollector) -> WebhookCollector:
+    """Add (or replace, by name) an outbox table. Called from AppConfig.ready()."""
+    _COLLECTORS[collector.name] = collector
+    return collector
+
+
+def webhook_collectors() -> list[WebhookCollector]:
+    return sorted(_COLLECTORS.values(), key=lambda c: (c.order, c.name))
+
+
 def _reward_data(row: RewardEvent) -> dict:
     reward = row.reward
     return {
@@ -404,50 +441,7 @@ def _collect_campaigns(cursor: int, brands: set[int]):
         yield row.id, [(row.campaign.brand_id, row.kind, _campaign_data(row))]
 
 
-def _collect_payouts(cursor: int, brands: set[int]):
-    from payouts.models import PayoutEvent, PayoutItem
-
-    kinds = ("payout.submitted", "payout.settled", "payout.failed", "payout.returned")
-    rows = list(
-        PayoutEvent.objects.filter(id__gt=cursor, kind__in=kinds)
-        .select_related("payout")
-        .order_by("id")[:COLLECT_LIMIT]
-    )
-    items: dict[int, list] = {}
-    for item in PayoutItem.objects.filter(
-        payout_id__in={r.payout_id for r in rows}, reward__campaign__brand_id__in=brands
-    ).values("payout_id", "reward_id", "amount_minor", "reward__campaign__brand_id"):
-        items.setdefault(item["payout_id"], []).append(item)
-    for row in rows:
-        per_brand: dict[int, list] = {}
-        for item in items.get(row.payout_id, []):
-            per_brand.setdefault(item["reward__campaign__brand_id"], []).append(item)
-        payout = row.payout
-        yield (
-            row.id,
-            [
-                (
-                    brand_id,
-                    row.kind,
-                    {
-                        "payout": {
-                            "id": payout.pk,
-                            "status": row.to_status,
-                            "currency": payout.currency,
-                            "amount_minor": sum(i["amount_minor"] for i in brand_items),
-                            "reward_ids": [i["reward_id"] for i in brand_items],
-                            "reason_code": payout.reason_code,
-                        }
-                    },
-                )
-                for brand_id, brand_items in per_brand.items()
-            ],
-        )
-
-
 def _collect_topups(cursor: int, brands: set[int]):
-    from reconciliation.models import JournalEntry, Posting
-
     rows = list(
         JournalEntry.objects.filter(
             id__gt=cursor, kind="brand_topup", reference_type="brand", reference_id__in=[str(b) for b in brands]
@@ -477,19 +471,19 @@ def _collect_topups(cursor: int, brands: set[int]):
         )
 
 
-def _horizon(source: str) -> tuple[int, int, int]:
+# Campaigns' own outbox tables, registered in CampaignsConfig.ready; payouts adds payout events
+# between them (order 30).
+COLLECTORS = (
+    WebhookCollector(name="reward_event", model=RewardEvent, collect=_collect_rewards, order=10),
+    WebhookCollector(name="campaign_event", model=CampaignEvent, collect=_collect_campaigns, order=20),
+    WebhookCollector(name="topup", model=JournalEntry, collect=_collect_topups, order=40),
+)
+
+
+def _horizon(model: type[Model]) -> tuple[int, int, int]:
     """``(top, xmin, xmax)`` of one snapshot: the table's highest visible id, the oldest xid still
     running and the first xid not yet assigned. Elsewhere than PostgreSQL (SQLite: one writer at a
     time, ids visible in order) every id seen is final: ``(top, 0, 0)``."""
-    from payouts.models import PayoutEvent
-    from reconciliation.models import JournalEntry
-
-    model = {
-        "reward_event": RewardEvent,
-        "campaign_event": CampaignEvent,
-        "payout_event": PayoutEvent,
-        "topup": JournalEntry,
-    }[source]
     if connection.vendor != "postgresql":
         return model.objects.aggregate(top=Max("id"))["top"] or 0, 0, 0
     with connection.cursor() as cursor:
@@ -500,14 +494,6 @@ def _horizon(source: str) -> tuple[int, int, int]:
         )
         top, xmin, xmax = cursor.fetchone()
     return top or 0, xmin, xmax
-
-
-_COLLECTORS = {
-    "reward_event": _collect_rewards,
-    "campaign_event": _collect_campaigns,
-    "payout_event": _collect_payouts,
-    "topup": _collect_topups,
-}
 
 
 def webhook_events_collect(*, now: datetime | None = None, budget_seconds: float | None = None) -> int:
@@ -530,12 +516,12 @@ def webhook_events_collect(*, now: datetime | None = None, budget_seconds: float
     brands = set(wanted)
     emitted = 0
     unfinished = False
-    sources = list(_COLLECTORS.items())
-    for n, (source, collect) in enumerate(sources):
+    collectors = webhook_collectors()
+    for n, collector in enumerate(collectors):
         # Each table gets its share of what is left, so one table's backlog cannot starve the rest.
-        share = time.monotonic() + max(0.0, deadline - time.monotonic()) / (len(sources) - n)
-        cursor, _ = WebhookCursor.objects.get_or_create(source=source)
-        top, xmin, xmax = _horizon(source)
+        share = time.monotonic() + max(0.0, deadline - time.monotonic()) / (len(collectors) - n)
+        cursor, _ = WebhookCursor.objects.get_or_create(source=collector.name)
+        top, xmin, xmax = _horizon(collector.model)
         # Before reading: every writer that could still hold an id up to pending_top has ended
         # when the oldest running xid is past the xids of that snapshot; the reads below see them.
         settled = cursor.pending_xmax is not None and xmin >= cursor.pending_xmax
@@ -543,8 +529,8 @@ def webhook_events_collect(*, now: datetime | None = None, budget_seconds: float
         if brands:
             after = cursor.last_id
             while True:
-                found = list(collect(after, brands))
-                emitted += _emit_found(source, found, wanted, now=now)
+                found = list(collector.collect(after, brands))
+                emitted += _emit_found(collector.name, found, wanted, now=now)
                 if len(found) < COLLECT_LIMIT:
                     break
                 after = found[-1][0]

@@ -5,15 +5,18 @@ class PayoutsConfig(AppConfig):
     name = "payouts"
 
     def ready(self) -> None:
+        from campaigns.webhooks import webhook_collector_register
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from payouts import hooks
         from payouts.matchers import MATCHERS
         from payouts.selectors import payout_exceptions
+        from payouts.webhook_sources import PAYOUT_EVENTS
         from reconciliation.bank_selectors import register_exception_source
         from reconciliation.matching import register
 
         for matcher in MATCHERS:
             register(matcher)
         register_exception_source(payout_exceptions)
+        webhook_collector_register(PAYOUT_EVENTS)
         hook_register(REWARD_CHANGED, hooks.rewards_changed)
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
