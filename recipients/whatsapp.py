@@ -21,6 +21,7 @@ from django.db import transaction
 from django.http import HttpResponse
 from django.utils import timezone
 
+from campaigns.services import EventInput, event_ingest
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
 from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest, security_logger
@@ -57,8 +58,6 @@ def whatsapp_optin_redeem(*, code: str, wa_number: str, message_id: str, name: s
     Idempotent per message: a redelivery finds the code used by the same message and ingests
     again, which replays the first outcome. Raises InvalidInput for an unusable number.
     Transactions: the claim (person + code) is one durable transaction; the ingestion another."""
-    from campaigns.services import EventInput, event_ingest
-
     now = now or timezone.now()
     row = WhatsAppOptInCode.objects.select_related("campaign__brand").filter(code=code.upper()).first()
     if row is None:

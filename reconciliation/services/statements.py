@@ -41,6 +41,7 @@ from schwifty.exceptions import SchwiftyException
 
 from core.exceptions import Conflict, InvalidInput
 from core.money import currency_exponent, validate_currency
+from core.queue import enqueue
 from reconciliation.db import constraint_name
 from reconciliation.models import (
     AccountKind,
@@ -749,8 +750,6 @@ def _statement_balances_refresh(*, bank_account_id: int, statement_id: str) -> N
 def _enqueue_match(import_id: int) -> None:
     """One match task per worker of the cluster: they take the import's chunks under SKIP LOCKED,
     so a big statement is matched on every core without any coordination between them."""
-    from core.queue import enqueue
-
     for part in range(max(1, int(settings.Q_CLUSTER.get("workers", 1)))):
         enqueue(
             "reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}-{part}"
