@@ -51,9 +51,11 @@ run: demo
 test: install
 	$(PY) -m tests.run $(ARGS)
 
+# lint-imports checks the import contracts in pyproject.toml: the apps import one way.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: install
 	$(VENV)/bin/ruff check --fix .
