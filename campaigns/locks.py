@@ -57,17 +57,18 @@ def _key32(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big", signed=True)
 
 
-def lock_ibans(*, fingerprints: list[str]) -> None:
-    """Transaction-scoped advisory locks on IBAN fingerprints, ascending (PostgreSQL; nothing
-    elsewhere)."""
+def lock_ibans_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
+    """Transaction-scoped advisory locks on IBAN fingerprints, ascending, as one statement for
+    callers sending it with their next reads; None when there is nothing to lock (or not on
+    PostgreSQL)."""
     keys = sorted({_key32(fp) for fp in fingerprints if fp})
     if connection.vendor != "postgresql" or not keys:
-        return
-    # One statement of the same text for any count: unnest yields the sorted array in order and
-    # the aggregate calls the lock function row by row as they come, so the locks are taken
-    # ascending (tests/campaigns/test_locks.py watches one wait half-way).
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) AS k", [_IBAN, keys])
+        return None
+    # One statement of the same text for any count (its prepared plan is reused; a call per key
+    # made a new statement of up to 2,000 parameters for every batch). unnest yields the sorted
+    # array in order and the aggregate calls the lock function row by row as they come: the
+    # locks are taken ascending (tests/campaigns/test_locks.py watches one wait half-way).
+    return "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) AS k", [_IBAN, keys]
 
 
 @dataclass(frozen=True)
@@ -83,15 +84,24 @@ def lock_campaign_tally(*, campaign_id: int) -> TallyLock:
     current status and the budget's available balance, all read after the lock, so a pause or
     close that committed first is seen and the budget cannot move until this transaction ends
     (voids and maturing take the account row lock too)."""
+    with connection.cursor() as cursor:
+        cursor.execute(*tally_lock_statement(campaign_id=campaign_id))
+        return tally_lock_parse(cursor.fetchall())
+
+
+def tally_lock_statement(*, campaign_id: int) -> tuple[str, list]:
+    """``lock_campaign_tally`` as a statement (read its rows with ``tally_lock_parse``)."""
     sql = (
-        f"SELECT t.funded_minor, c.status, a.posted_minor - a.held_minor FROM {CampaignTally._meta.db_table} t "  # noqa: S608
+        f"SELECT t.funded_minor, c.status, a.posted_minor - a.held_minor FROM {CampaignTally._meta.db_table} t "
         f"JOIN {Campaign._meta.db_table} c ON c.id = t.campaign_id "
         f"JOIN {Account._meta.db_table} a ON a.id = c.budget_account_id "
         "WHERE t.campaign_id = %s"
     )
     if connection.vendor == "postgresql":
         sql += " FOR UPDATE OF t, a"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [campaign_id])
-        ((funded, status, available),) = cursor.fetchall()
+    return sql, [campaign_id]
+
+
+def tally_lock_parse(rows: list[tuple]) -> TallyLock:
+    ((funded, status, available),) = rows
     return TallyLock(funded_minor=int(funded), status=status, budget_available_minor=int(available))

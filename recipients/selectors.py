@@ -1,6 +1,7 @@
 """Reads about people. Callers that count anything per human (caps, fraud) must go through
 ``person_cluster_ids``: a person may have been merged into another since they last looked."""
 
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 
@@ -83,9 +84,54 @@ def people_sharing_iban_count(*, fingerprint: str) -> int:
     return people_sharing_iban_counts(fingerprints=[fingerprint])[fingerprint]
 
 
+# people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three).
+PEOPLE_SHARING_IBAN_SQL = """
+WITH holders AS (
+    SELECT DISTINCT b.iban_fingerprint AS fp, COALESCE(p.merged_into_id, p.id) AS root, p.brand_id
+    FROM recipients_bankaccount b JOIN recipients_person p ON p.id = b.person_id
+    WHERE b.iban_fingerprint = ANY(%s) AND p.erased_at IS NULL
+), members AS (
+    SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.id = h.root
+    UNION
+    SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.merged_into_id = h.root
+), kinds AS (
+    SELECT mb.fp, count(DISTINCT i.value) AS n
+    FROM members mb JOIN recipients_identifier i ON i.person_id = mb.id
+    WHERE i.is_active AND i.kind <> 'iban'
+    GROUP BY mb.fp, CASE WHEN i.kind = 'social' THEN 'social:' || split_part(i.value, ':', 1) ELSE i.kind END
+), roots AS (
+    SELECT fp, count(DISTINCT root) AS n FROM holders GROUP BY fp, brand_id
+), candidates AS (
+    SELECT fp, n FROM kinds UNION ALL SELECT fp, n FROM roots
+)
+SELECT fp, GREATEST(1, max(n)) FROM candidates GROUP BY fp
+"""
+
+
+def people_sharing_iban_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
+    """The one-statement form, for callers batching their reads: rows of (fingerprint, people)
+    for the fingerprints anyone holds (the others are 0). None where there is none (SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    return PEOPLE_SHARING_IBAN_SQL, [list(fingerprints)]
+
+
 def people_sharing_iban_counts(*, fingerprints: list[str]) -> dict[str, int]:
-    """``people_sharing_iban_count`` for many IBANs, in three queries whatever their number."""
+    """``people_sharing_iban_count`` for many IBANs: one statement on PostgreSQL, three
+    queries elsewhere (bulk ingestion)."""
     wanted = set(fingerprints)
+    statement = people_sharing_iban_statement(fingerprints=sorted(wanted))
+    if statement is not None:
+        counts = dict.fromkeys(wanted, 0)
+        with connection.cursor() as cursor:
+            cursor.execute(*statement)
+            counts.update({fp: int(n) for fp, n in cursor.fetchall()})
+        return counts
+    return _people_sharing_iban_counts_orm(wanted)
+
+
+def _people_sharing_iban_counts_orm(wanted: set[str]) -> dict[str, int]:
+    """The portable form (three queries); the PostgreSQL statement must answer the same."""
     holders: dict[str, set[tuple[int, int | None]]] = {fp: set() for fp in wanted}
     rows = BankAccount.objects.filter(iban_fingerprint__in=wanted, person__erased_at__isnull=True).values_list(
         "iban_fingerprint", Coalesce("person__merged_into_id", "person_id"), "person__brand_id"

@@ -19,14 +19,13 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Prefetch
 from django.utils import timezone
 
-from campaigns.evaluation import fee_for
-from campaigns.models import Campaign, EventSource, Reward, RewardRule, Trigger, TriggerEvent
+from campaigns.models import EventSource, Reward, Trigger, TriggerEvent
 from campaigns.services.ingest_batch import ingest_batch
-from campaigns.services.ingest_types import CampaignContext, EventInput, IngestResult, Item, PreparedEvent
-from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput, NotFound, TemporaryFailure
+from campaigns.services.ingest_steps import CampaignContext, campaign_context
+from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
+from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput, TemporaryFailure
 from core.money import currency_exponent
 from recipients import crypto
 from recipients.models import Person
@@ -215,29 +214,6 @@ def _ingest_prepared(*, brand, prepared: dict[int, PreparedEvent]) -> list[Inges
         except ApplicationError as exc:
             results[i] = _error(exc)
     return [results[i] for i in prepared]
-
-
-def campaign_context(brand, slug: str) -> CampaignContext:
-    """The brand's campaign ``slug`` with its brand, budget account and active rules (two
-    queries), and the smallest reservation any rule can make (what keeps it running)."""
-    campaign = (
-        Campaign.objects.select_related("brand", "budget_account")
-        .prefetch_related(Prefetch("rules", queryset=RewardRule.objects.filter(is_active=True).order_by("id")))
-        .filter(brand=brand, slug=slug)
-        .first()
-    )
-    if campaign is None:
-        raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
-    rules = list(campaign.rules.all())
-    smallest = min(
-        (
-            r.smallest_reward_minor
-            + fee_for(brand=campaign.brand, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
-            for r in rules
-        ),
-        default=None,
-    )
-    return CampaignContext(campaign=campaign, rules=rules, smallest_reservation=smallest)
 
 
 def stored_events(brand, external_ids: list[str]) -> dict[str, TriggerEvent]:

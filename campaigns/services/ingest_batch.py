@@ -6,13 +6,17 @@ Per batch, in the lock order of ``campaigns.locks``:
 
 1. people: ``recipients.services.people_resolve`` finds or creates everyone and locks their roots;
 2. IBANs: one advisory-lock statement, fingerprints ascending;
-3. what the rules need, one query each (``ingest_reads``): earlier rewards of these people and
-   IBANs under the rules' caps, "new to the brand", and the velocity signals;
+3. what the rules need, one query each: earlier rewards of these people and IBANs under the
+   rules' caps, "new to the brand", and the velocity signals (events per IP / device, rewards
+   per IBAN, people per IBAN);
 4. the campaigns' tallies and budget accounts (``FOR UPDATE``, ascending), then the rules'
    campaign-wide counters (``FOR UPDATE``);
 5. evaluation in Python, event by event in order: each sees what the events before it in the
    batch took (caps, counters, budget, signals), exactly as if they had been ingested one by one;
-6. writes, one statement per table (``ingest_writes``).
+6. writes, one statement per table: events, holds (``ledger_holds_create_bulk``), rewards and
+   their audit rows, counter deltas — for a single event all of them in one round trip.
+
+The reads of steps 3–4 are in ``ingest_reads``, the writes of step 6 in ``ingest_writes``.
 
 Everything joins the caller's transaction (``atomic(durable=True)``). When another transaction
 stored one of these events first, the event INSERT fails on ``(brand, external_id)`` with an
@@ -23,11 +27,10 @@ is then a replay), so nothing the loser evaluated is kept.
 import copy
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from campaigns.evaluation import (
     Facts,
@@ -40,32 +43,38 @@ from campaigns.evaluation import (
     periods_for,
     reward_amount,
 )
-from campaigns.locks import lock_campaign_tally, lock_ibans
-from campaigns.models import BudgetAlert, CampaignEvent, CampaignStatus, EventOutcome, RewardStatus
+from campaigns.locks import lock_ibans_statement, tally_lock_statement
+from campaigns.models import (
+    BudgetAlert,
+    CampaignEvent,
+    CampaignStatus,
+    EventOutcome,
+    Reward,
+    RewardStatus,
+    TriggerEvent,
+)
 from campaigns.services.campaigns import _transition
 from campaigns.services.ingest_reads import (
     SignalCounts,
+    Tally,
     Uses,
     counter_limits,
-    counters_lock,
-    not_new_read,
-    signals_read,
-    uses_read,
+    counters_reads,
+    not_new_reads,
+    signals_reads,
+    tally_parse,
+    uses_reads,
 )
 from campaigns.services.ingest_types import Item
-from campaigns.services.ingest_writes import write
+from campaigns.services.ingest_writes import write, write_together
+from core.bulk import COPY_FROM, ids_reserve, queries_run
 from core.exceptions import ApplicationError
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
+from recipients.models import BankAccount, Person
 from recipients.services import IdentityInput, people_resolve
+from reconciliation.models import Hold
 
-
-@dataclass
-class Tally:
-    """A campaign's tally as read under its lock, then as the batch's reservations leave it."""
-
-    funded: int
-    status: str
-    available: int
+__all__ = ["Item", "ingest_batch"]
 
 
 def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
@@ -79,16 +88,40 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
     for item in items:
         item.rule = item.ctx.rule_for(item.p.payload)
         item.early = _early_rejection(item) or ""
-    _people(brand, items, simple_only=len(items) > 1)
+    # A small batch (a single event) sends its writes in few round trips with keys reserved now:
+    # new people in one, the reward's rows in one — the latter under the campaign's tally lock,
+    # where every round trip makes the campaign's queue longer.
+    keys = None
+    if connection.vendor == "postgresql" and len(items) < COPY_FROM:
+        n = len(items)
+        keys = ids_reserve([(Person, n), (BankAccount, n), (TriggerEvent, n), (Hold, n), (Reward, n)])
+    # Raises ComplexBatch (nothing written) when someone's identity needs writes the others of
+    # the batch would see had they come one by one: the caller then takes them one by one.
+    _people(brand, items, simple_only=len(items) > 1, keys=(keys[0], keys[1]) if keys else None)
     live = [i for i in items if i.error is None]
     todo = [i for i in live if not i.early]
-    lock_ibans(fingerprints=[i.who.fingerprint for i in todo])
-    uses, not_new, signals = uses_read(todo), not_new_read(brand, todo), signals_read(todo, now=now)
-    tallies = {}
-    for cid in sorted({i.ctx.campaign.pk for i in todo}):
-        locked = lock_campaign_tally(campaign_id=cid)
-        tallies[cid] = Tally(locked.funded_minor, locked.status, locked.budget_available_minor)
-    counters = counters_lock(todo)
+    # The IBAN locks, then every fact the rules need: one round trip on PostgreSQL.
+    uses, not_new, signals = Uses(), set(), SignalCounts()
+    queries_run(
+        [
+            (lock_ibans_statement(fingerprints=[i.who.fingerprint for i in todo]), None),
+            *uses_reads(todo, uses),
+            *not_new_reads(brand, todo, not_new),
+            *signals_reads(todo, signals, now=now),
+        ]
+    )
+    # The tallies (ascending), then the counters they guard: one round trip on PostgreSQL.
+    tallies: dict[int, Tally] = {}
+    counters: dict[tuple[int, str], int] = {}
+    queries_run(
+        [
+            *(
+                (tally_lock_statement(campaign_id=cid), partial(tally_parse, tallies, cid))
+                for cid in sorted({i.ctx.campaign.pk for i in todo})
+            ),
+            *counters_reads(todo, counters),
+        ]
+    )
     taken: dict[tuple[int, str], int] = defaultdict(int)
     for item in live:
         _evaluate(brand, item, uses, not_new, signals, tallies, counters, taken, now=now)
@@ -97,7 +130,10 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
             signals.ip[ip] = signals.ip.get(ip, 0) + 1
         if payload.device_fingerprint:
             signals.device[payload.device_fingerprint] = signals.device.get(payload.device_fingerprint, 0) + 1
-    write(brand, live, taken, now=now)
+    if keys is None:
+        write(brand, live, taken, now=now)
+    else:
+        write_together(brand, live, taken, keys[2:], now=now)
 
 
 def _early_rejection(item: Item) -> str | None:
@@ -112,7 +148,7 @@ def _early_rejection(item: Item) -> str | None:
     return None
 
 
-def _people(brand, items: list[Item], *, simple_only: bool) -> None:
+def _people(brand, items: list[Item], *, simple_only: bool, keys) -> None:
     todo = [i for i in items if not i.early]
     # The brand's own API vouches for the identifiers it sends about its own people.
     resolved = people_resolve(
@@ -132,6 +168,7 @@ def _people(brand, items: list[Item], *, simple_only: bool) -> None:
         ],
         sources=[i.p.payload.source for i in todo],
         simple_only=simple_only,
+        keys=keys,
     )
     for item, who in zip(todo, resolved, strict=True):
         if isinstance(who, ApplicationError):

@@ -1,20 +1,28 @@
-"""What ``ingest_batch`` reads before deciding, one query per fact for the whole batch: earlier
-rewards under the caps, "new to the brand", the velocity signals, and — under the tally lock —
-the campaign-wide counters. A rule that needs a new fact adds one read here and its use in
-``ingest_batch._evaluate``."""
+"""What ``ingest_batch`` reads before deciding: the facts the rules need (earlier rewards under
+the caps, "new to the brand", velocity signals) and, under the tally lock, the tallies and the
+campaign-wide counters — each a ``core.bulk.Read``, sent together in one round trip."""
 
 import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db import connection
 
 from campaigns.evaluation import Periods, Usage, periods_for
-from campaigns.models import Reward, RewardRule, RuleCounter, TriggerEvent
+from campaigns.locks import tally_lock_parse
+from campaigns.models import Campaign, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
 from campaigns.services.ingest_types import Item
-from recipients.selectors import people_sharing_iban_counts
+from core.bulk import Read, any_of, as_datetime
+from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
+
+
+@dataclass
+class Tally:
+    funded: int
+    status: str
+    available: int
 
 
 class Uses:
@@ -60,38 +68,56 @@ class SignalCounts:
     sharing: dict[str, int] = field(default_factory=dict)
 
 
-def uses_read(items: list[Item]) -> Uses:
-    """Live rewards of the batch's capped rules for its people and IBANs."""
-    uses = Uses()
+def tally_parse(tallies: dict, campaign_id: int, rows: list[tuple]) -> None:
+    t = tally_lock_parse(rows)
+    tallies[campaign_id] = Tally(t.funded_minor, t.status, t.budget_available_minor)
+
+
+def uses_reads(items: list[Item], uses: Uses) -> list[Read]:
+    """Live rewards of the batch's capped rules for its people and IBANs, one query."""
     capped = [i for i in items if i.rule.has_person_caps or (i.rule.has_iban_caps and i.who.fingerprint)]
     if not capped:
-        return uses
+        return []
     root_of = {m: i.who.person.pk for i in capped for m in i.who.cluster}
     fingerprints = {i.who.fingerprint for i in capped if i.who.fingerprint}
-    rows = Reward.objects.filter(
-        Q(person_id__in=root_of) | Q(iban_fingerprint__in=fingerprints),
-        rule_id__in={i.rule.pk for i in capped},
-        status__in=LIVE_STATUSES,
-    ).values_list("rule_id", "person_id", "iban_fingerprint", "occurred_at", "amount_minor")
-    for rule_id, person_id, fingerprint, occurred_at, amount in rows:
-        uses.add(
-            rule_id=rule_id,
-            root=root_of.get(person_id),
-            fingerprint=fingerprint if fingerprint in fingerprints else "",
-            occurred_at=occurred_at,
-            amount=amount,
-        )
-    return uses
+
+    def parse(rows: list[tuple]) -> None:
+        for rule_id, person_id, fingerprint, occurred_at, amount in rows:
+            uses.add(
+                rule_id=rule_id,
+                root=root_of.get(person_id),
+                fingerprint=fingerprint if fingerprint in fingerprints else "",
+                occurred_at=as_datetime(occurred_at),
+                amount=amount,
+            )
+
+    rule_in, rule_params = any_of("rule_id", sorted({i.rule.pk for i in capped}))
+    status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
+    person_in, person_params = any_of("person_id", sorted(root_of))
+    iban_in, iban_params = any_of("iban_fingerprint", sorted(fingerprints))
+    query = (
+        "SELECT rule_id, person_id, iban_fingerprint, occurred_at, amount_minor "  # noqa: S608 - placeholders only
+        f"FROM {Reward._meta.db_table} WHERE {rule_in} AND {status_in} AND ({person_in} OR {iban_in})",
+        [*rule_params, *status_params, *person_params, *iban_params],
+    )
+    return [(query, parse)]
 
 
-def not_new_read(brand, items: list[Item]) -> set[int]:
+def not_new_reads(brand, items: list[Item], not_new: set[int]) -> list[Read]:
     """Roots (among those of "new people only" rules) with a live reward from this brand."""
     asking = [i for i in items if i.rule.new_people_only]
     if not asking:
-        return set()
+        return []
     root_of = {m: i.who.person.pk for i in asking for m in i.who.cluster}
-    rewarded = Reward.objects.filter(campaign__brand=brand, person_id__in=root_of, status__in=LIVE_STATUSES)
-    return {root_of[person_id] for person_id in rewarded.values_list("person_id", flat=True).distinct()}
+    person_in, person_params = any_of("r.person_id", sorted(root_of))
+    status_in, status_params = any_of("r.status", [str(v) for v in LIVE_STATUSES])
+    query = (
+        f"SELECT DISTINCT r.person_id FROM {Reward._meta.db_table} r "  # noqa: S608 - placeholders only
+        f"JOIN {Campaign._meta.db_table} c ON c.id = r.campaign_id "
+        f"WHERE c.brand_id = %s AND {person_in} AND {status_in}",
+        [brand.pk, *person_params, *status_params],
+    )
+    return [(query, lambda rows: not_new.update(root_of[person_id] for (person_id,) in rows))]
 
 
 def ip_key(ip: str) -> str:
@@ -103,10 +129,9 @@ def ip_key(ip: str) -> str:
         return ip
 
 
-def signals_read(items: list[Item], *, now: datetime) -> SignalCounts:
+def signals_reads(items: list[Item], signals: SignalCounts, *, now: datetime) -> list[Read]:
     """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
     threshold on: one grouped query each."""
-    signals = SignalCounts()
     hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
     ips = {i.p.ip for i in items if i.p.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
     devices = {
@@ -119,31 +144,46 @@ def signals_read(items: list[Item], *, now: datetime) -> SignalCounts:
         for i in items
         if i.who.fingerprint and i.ctx.campaign.fraud_max_iban_claims_per_day is not None
     }
-    sharing_fps = {
-        i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None
-    }
+    sharing_fps = sorted(
+        {i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None}
+    )
+    events, rewards = TriggerEvent._meta.db_table, Reward._meta.db_table
+    reads: list[Read] = []
     if ips:
-        rows = _counted(TriggerEvent.objects.filter(ip__in=ips, received_at__gte=hour_ago), "ip")
+        ip_in, ip_params = any_of("ip", sorted(ips))
+        if connection.vendor == "postgresql":
+            ip_in = "ip = ANY(%s::inet[])"
+        query = (
+            f"SELECT ip, count(*) FROM {events} WHERE {ip_in} AND received_at >= %s GROUP BY ip",
+            [*ip_params, hour_ago],
+        )  # noqa: S608
         # str(): the address as the event stored it, whatever type the driver hands back.
-        signals.ip = {ip_key(str(ip)): n for ip, n in rows}
+        reads.append((query, lambda rows: signals.ip.update((ip_key(str(ip)), n) for ip, n in rows)))
     if devices:
-        rows = _counted(
-            TriggerEvent.objects.filter(device_fingerprint__in=devices, received_at__gte=hour_ago), "device_fingerprint"
+        device_in, device_params = any_of("device_fingerprint", sorted(devices))
+        query = (
+            f"SELECT device_fingerprint, count(*) FROM {events} WHERE {device_in} AND received_at >= %s "  # noqa: S608
+            "GROUP BY device_fingerprint",
+            [*device_params, hour_ago],
         )
-        signals.device = dict(rows)
+        reads.append((query, signals.device.update))
     if day_fps:
-        rows = _counted(
-            Reward.objects.filter(iban_fingerprint__in=day_fps, created_at__gte=day_ago, status__in=LIVE_STATUSES),
-            "iban_fingerprint",
+        iban_in, iban_params = any_of("iban_fingerprint", sorted(day_fps))
+        status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
+        query = (
+            f"SELECT iban_fingerprint, count(*) FROM {rewards} WHERE {iban_in} AND created_at >= %s "  # noqa: S608
+            f"AND {status_in} GROUP BY iban_fingerprint",
+            [*iban_params, day_ago, *status_params],
         )
-        signals.iban_day = dict(rows)
+        reads.append((query, signals.iban_day.update))
     if sharing_fps:
-        signals.sharing = people_sharing_iban_counts(fingerprints=sorted(sharing_fps))
-    return signals
-
-
-def _counted(queryset, column: str):
-    return queryset.order_by().values_list(column).annotate(n=Count("id"))
+        statement = people_sharing_iban_statement(fingerprints=sharing_fps)
+        if statement is None:  # no one-statement form on this database
+            signals.sharing = people_sharing_iban_counts(fingerprints=sharing_fps)
+        else:
+            signals.sharing = dict.fromkeys(sharing_fps, 0)
+            reads.append((statement, lambda rows: signals.sharing.update((fp, int(n)) for fp, n in rows)))
+    return reads
 
 
 def counter_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
@@ -157,7 +197,7 @@ def counter_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]
     ]
 
 
-def counters_lock(items: list[Item]) -> dict[tuple[int, str], int]:
+def counters_reads(items: list[Item], counters: dict[tuple[int, str], int]) -> list[Read]:
     """The campaign-wide counters the batch may take, locked (after the tallies: the documented
     order), so a concurrent void's decrement waits rather than being lost."""
     keys = set()
@@ -165,11 +205,10 @@ def counters_lock(items: list[Item]) -> dict[tuple[int, str], int]:
         periods = periods_for(item.p.occurred_at, item.ctx.campaign.tz)
         keys |= {(item.rule.pk, period) for _, period, _ in counter_limits(item.rule, periods.day_key)}
     if not keys:
-        return {}
-    rows = (
-        RuleCounter.objects.select_for_update()
-        .filter(rule_id__in={rule_id for rule_id, _ in keys}, period__in={period for _, period in keys})
-        .order_by("rule_id", "period")
-        .values_list("rule_id", "period", "rewards_count")
-    )
-    return {(rule_id, period): n for rule_id, period, n in rows}
+        return []
+    query = RuleCounter.objects.filter(
+        rule_id__in={rule_id for rule_id, _ in keys}, period__in={period for _, period in keys}
+    ).values_list("rule_id", "period", "rewards_count")
+    if connection.vendor == "postgresql":
+        query = query.select_for_update()
+    return [(query, lambda rows: counters.update(((rule_id, period), n) for rule_id, period, n in rows))]

@@ -16,15 +16,17 @@ is taken over after ``IDEMPOTENCY_IN_FLIGHT_TIMEOUT_SECONDS`` (only safe because
 every endpoint is idempotent on its own: events by external_id, transitions by state).
 """
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError
+from django.db import connection
 from django.utils import timezone
 
+from core.bulk import model_from_row
 from core.exceptions import ApplicationError, Conflict
 from core.models import IdempotencyRecord, IdempotencyStatus
 
@@ -51,6 +53,25 @@ class Claim:
     replay: bool  # True: ``record`` holds the stored response to send again
 
 
+_TABLE = IdempotencyRecord._meta.db_table
+
+
+@functools.cache
+def _claim_sql() -> str:
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in IdempotencyRecord._meta.concrete_fields)
+    return (
+        f"INSERT INTO {_TABLE} (brand_id, key, method, path, request_hash, status, response_content_type, "  # noqa: S608
+        "created_at, expires_at) VALUES (%s, %s, %s, %s, %s, %s, '', %s, %s) "
+        f"ON CONFLICT (brand_id, key) DO NOTHING RETURNING {columns}"
+    )
+
+
+def _stored_time(value):
+    """A datetime as the ORM stores it (raw SQL skips that step): on SQLite naive UTC text, which
+    the ORM's own comparisons — the stale in-flight takeover on ``created_at`` — must match."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
 def _ttl() -> timedelta:
     return timedelta(hours=settings.IDEMPOTENCY_TTL_HOURS)
 
@@ -75,23 +96,21 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
     request_hash = hashlib.sha256(body).hexdigest()
     for _ in range(3):
         now = timezone.now()
-        try:
-            existing, created = IdempotencyRecord.objects.get_or_create(
-                brand=brand,
-                key=key,
-                defaults={
-                    "method": method,
-                    "path": path,
-                    "request_hash": request_hash,
-                    "status": IdempotencyStatus.IN_FLIGHT,
-                    "created_at": now,
-                    "expires_at": now + _ttl(),
-                },
+        # One statement on every POST: the key's row, or nothing when the key is taken. ON
+        # CONFLICT DO NOTHING raises nothing, so it needs no savepoint inside a caller's
+        # transaction, and in autocommit it is a transaction of its own.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _claim_sql(),
+                [brand.pk, key, method, path, request_hash, IdempotencyStatus.IN_FLIGHT.value]
+                + [_stored_time(now), _stored_time(now + _ttl())],
             )
-        except IntegrityError:  # released by its owner (a 5xx) between our insert and our read
+            row = cursor.fetchone()
+        if row is not None:
+            return Claim(record=model_from_row(IdempotencyRecord, row), replay=False)
+        existing = IdempotencyRecord.objects.filter(brand=brand, key=key).first()
+        if existing is None:  # released by its owner (a 5xx) between our insert and our read
             continue
-        if created:
-            return Claim(record=existing, replay=False)
         if existing.expires_at <= now:
             IdempotencyRecord.objects.filter(pk=existing.pk, expires_at__lte=now).delete()
             continue
@@ -115,16 +134,24 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
 
 
 def idempotency_complete(*, record: IdempotencyRecord, status: int, body: bytes, content_type: str) -> None:
-    """Store the response of the request that owns ``record``."""
+    """Store the response of the request that owns ``record`` (one UPDATE, raw: it runs after
+    every POST)."""
     now = timezone.now()
-    IdempotencyRecord.objects.filter(pk=record.pk, status=IdempotencyStatus.IN_FLIGHT).update(
-        status=IdempotencyStatus.DONE,
-        response_status=status,
-        response_body=body,
-        response_content_type=content_type,
-        completed_at=now,
-        expires_at=max(record.expires_at, now + _ttl()),
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_TABLE} SET status = %s, response_status = %s, response_body = %s, "  # noqa: S608 - the model's table
+            "response_content_type = %s, completed_at = %s, expires_at = %s WHERE id = %s AND status = %s",
+            [
+                IdempotencyStatus.DONE.value,
+                status,
+                body,
+                content_type,
+                _stored_time(now),
+                _stored_time(max(record.expires_at, now + _ttl())),
+                record.pk,
+                IdempotencyStatus.IN_FLIGHT.value,
+            ],
+        )
 
 
 def idempotency_release(*, record: IdempotencyRecord) -> None:

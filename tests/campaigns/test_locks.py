@@ -46,7 +46,7 @@ def test_iban_locks_are_taken_in_ascending_order():
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 pid.append(cursor.fetchone()[0])
-                locks.lock_ibans(fingerprints=list(reversed(fingerprints)))
+                cursor.execute(*locks.lock_ibans_statement(fingerprints=list(reversed(fingerprints))))
             done.set()
         finally:
             connection.close()
