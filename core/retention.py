@@ -32,7 +32,7 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
-from core.payment_files import ERASED, payout_files_pseudonymise
+from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 
 KINDS = ("trigger_events", "inbound_webhooks", "task_records", "idempotency_records", "payout_names")
 
@@ -107,7 +107,7 @@ def _payout_names_blank(rows) -> int:
     """Blank the names as erasure does, and pseudonymise those payouts' transactions in the
     stored pain.001 files (``core.payment_files``: name and IBAN, by EndToEndId)."""
     Payout = apps.get_model("payouts", "Payout")
-    found = Payout.objects.filter(pk__in=list(rows.select_for_update().values_list("pk", flat=True)))
+    found = Payout.objects.filter(pk__in=payouts_lock(payouts=rows))
     payout_files_pseudonymise(payouts=found)
     return found.update(
         creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))

@@ -165,7 +165,8 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     """Apply the bank's status report: rejected transactions (or a rejected group/block without
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
-    each payout's ``vop_result``. All or nothing, idempotent.
+    each payout's ``vop_result``. All or nothing, idempotent. Locks the batch, then its payouts
+    (lock order: ``payouts.services.states``).
     Raises InvalidInput when the report is for another message."""
     if report.original_message_id != batch.batch_id:
         raise InvalidInput("This status report is for another file.", code="pain002_wrong_batch")
@@ -173,6 +174,9 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     now = timezone.now()
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        # Then all its payouts, ascending (lock order: ``states``), before the first write: the
+        # report lists them in the bank's order.
+        list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id").values("id"))
         # The bank's Verification-of-Payee answer is kept with each payout (shown in the admin);
         # it decides nothing about payment.
         for end_to_end_id, result in report.vop_results().items():

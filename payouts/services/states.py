@@ -12,6 +12,13 @@ Money (DESIGN §4), all balanced entries with keys derived from the payout id an
 Settlement and return can be undone by reconciliation (a match undone), so their keys carry a
 sequence number (how many times that step happened before): a re-match posts a fresh entry
 instead of replaying the reversed one.
+
+Lock order (the one place that defines it for payouts): a payout batch row, then payout rows in
+ascending id, then ledger accounts (the ledger's own order, ascending id). Applying a pain.002
+(``batches``), the batch matcher and the download lock the batch, then its payouts; erasure and
+the retention purge, which cannot import payouts, lock through ``core.payment_files.payouts_lock``
+in the same order, after the person's root row (a payout path never takes a person's lock). Code
+holding a payout never asks for its batch.
 """
 
 from datetime import datetime

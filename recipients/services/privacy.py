@@ -25,8 +25,8 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from core.exceptions import InvalidInput, InvalidTransition
-from core.payment_files import ERASED, payout_files_pseudonymise
+from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
+from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 
@@ -252,8 +252,14 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     reversed without the fingerprint key. All identifiers become inactive: the person can no
     longer be found, and coming back with the same identifiers creates a new person.
 
+    Lock order: the root person row, then the person's payout batches and payouts in the payout
+    engine's order (``core.payment_files.payouts_lock``: batches before payouts, as pain.002
+    takes them). A deadlock or serialization failure against some other writer rolls the attempt
+    back (its savepoint) and runs it again; nothing is ever half erased.
+
     Returns the erased root. Idempotent. One ``erased`` event with the actor, in the same
-    transaction. Joins the caller's transaction (savepoint)."""
+    transaction. Joins the caller's transaction (savepoint). Raises TemporaryFailure
+    (``erasure_contended``, nothing erased: try again) when every attempt lost to another writer."""
 
     def erase_once() -> Person:
         row = Person.objects.filter(pk=person.pk).values("merged_into_id").get()
@@ -288,7 +294,15 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
         root.refresh_from_db()
         return root
 
-    return run_with_retries(erase_once)
+    try:
+        return run_with_retries(erase_once)
+    except Conflict as exc:
+        if exc.code != "person_contended":
+            raise
+        raise TemporaryFailure(
+            "The erasure kept colliding with other writers and was rolled back: nothing was erased. Try again.",
+            code="erasure_contended",
+        ) from exc
 
 
 def _lock_roots_allow_erased(root_id: int) -> list[Person]:
@@ -368,7 +382,7 @@ def _payouts_erase(*, cluster: list[int], now) -> int:
     ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor name, and the file's copy of it, of
     payouts younger than that where bookkeeping law requires it (purged when older)."""
     Payout = apps.get_model("payouts", "Payout")
-    payouts = Payout.objects.filter(person_id__in=cluster)
+    payouts = Payout.objects.filter(pk__in=payouts_lock(payouts=Payout.objects.filter(person_id__in=cluster)))
     keep_days = getattr(settings, "PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
     erasable = payouts.filter(created_at__lt=now - timedelta(days=keep_days)) if keep_days else payouts
     erased = erasable.update(
