@@ -95,6 +95,29 @@ class PayoutBatch(models.Model):
         return f"batch {self.batch_id} ({self.count})"
 
 
+class PayoutBatchEvent(models.Model):
+    """The audit trail of a payout batch: what staff (and the expiry sweep) did with the file —
+    ``batch.built``, ``batch.approved`` (the four-eyes step), ``batch.downloaded`` (every download:
+    each hands out a file a bank would execute), ``batch.expired``. The batch row's own
+    ``approved_by`` / ``downloaded_by`` are a convenience for the list; this table is the record.
+    Append-only and hash-chained per batch in PostgreSQL (payouts 0003, ``core.audit_sql``)."""
+
+    batch = models.ForeignKey(PayoutBatch, on_delete=models.PROTECT, related_name="events")
+    kind = models.CharField(max_length=40)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["batch", "id"], name="payout_batch_event_batch_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.batch_id}"
+
+
 class RouteRule(models.Model):
     """Admin-configurable routing (``payouts.rails.routing``): lower priority first, blank = any."""
 
