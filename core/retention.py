@@ -18,6 +18,11 @@ Configuration table says why each default is what it is). What the purge touches
   younger than ``PRIVACY_PAYOUT_NAME_KEEP_DAYS``, once older than that: blanked like erasure does,
   and name and IBAN pseudonymised in their transactions of stored pain.001 files.
 
+Not here: a pain.001 file built but never downloaded. Its clear payees are an instruction for money
+still owed, so it is not purged but expired after ``PAYOUT_BATCH_EXPIRE_DAYS`` by the payouts app's
+own daily sweep (``payouts.services.batches.payout_batches_expire``), which moves money (its payouts
+are paid again) and so belongs with payouts; from then on erasure pseudonymises it like a sent file.
+
 Never touched: ledger rows, rewards, payouts' amounts, statuses and references, audit rows (their
 chained columns, or their content: erasure is their only writer). The tables belong to apps that
 import core, so they are reached through the app registry, never imported.

@@ -40,6 +40,8 @@ class BatchStatus(models.TextChoices):
     DOWNLOADED = "downloaded", "Downloaded"
     ACCEPTED = "accepted", "Accepted by the bank"
     REJECTED = "rejected", "Rejected by the bank"
+    # Never downloaded within PAYOUT_BATCH_EXPIRE_DAYS: never sent, its payouts failed and paid anew.
+    EXPIRED = "expired", "Expired (never downloaded)"
 
 
 class PayoutBatch(models.Model):
@@ -82,7 +84,9 @@ class PayoutBatch(models.Model):
                 name="payout_batch_four_eyes",
             ),
             models.CheckConstraint(
-                condition=Q(status="built") | Q(requires_approval=False) | Q(approved_at__isnull=False),
+                condition=Q(status__in=["built", "expired"])
+                | Q(requires_approval=False)
+                | Q(approved_at__isnull=False),
                 name="payout_batch_approved_before_download",
             ),
         ]

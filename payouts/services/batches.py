@@ -9,7 +9,7 @@ audit trail (``core.audit_models.AuditTrail``)."""
 import hashlib
 import secrets
 from collections import defaultdict
-from datetime import date
+from datetime import date, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -30,6 +30,7 @@ from payouts.services.states import (
     drive,
     in_transit_account,
     payout_lock,
+    step_failed,
     usable_rails,
 )
 from reconciliation.services import Leg, ledger_entry_post
@@ -164,7 +165,7 @@ def payout_batch_approve(*, batch: PayoutBatch, approver, reason: str = "") -> P
     Records ``batch.approved`` with the approver, the time, ``reason`` (else why approval was
     needed: the file's sum against the threshold) and the creator, in the same durable
     transaction. Raises PermissionDenied (no permission, or the creator), InvalidTransition (not
-    waiting for approval: not needed or already approved)."""
+    waiting for approval: not needed, already approved, or expired)."""
     if not approver.is_staff or not approver.has_perm("payouts.approve_payoutbatch"):
         raise PermissionDenied("You may not approve payout batches.")
     with transaction.atomic(durable=True):
@@ -197,11 +198,17 @@ def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
     erased while the file waited (``core.payment_files``): the bank gets whom to pay, we keep
     no more than erasure would. Every download records ``batch.downloaded`` with the actor and
     the sha256 of the bytes handed out, in the same durable transaction. Raises
-    PermissionDenied, InvalidTransition (approval missing)."""
+    PermissionDenied, InvalidTransition (approval missing; ``batch_expired``: the file must never
+    reach a bank, its payouts are being paid by others)."""
     if not actor.is_staff or not actor.has_perm("payouts.download_payoutbatch"):
         raise PermissionDenied("You may not download payment files.")
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.status == BatchStatus.EXPIRED:
+            raise InvalidTransition(
+                "This file expired without being downloaded: its payouts are paid again in a new file.",
+                code="batch_expired",
+            )
         if batch.requires_approval and batch.approved_at is None:
             raise InvalidTransition("This batch needs a second person's approval before download.")
         document = batch.file.encode()
@@ -229,13 +236,16 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
     each payout's ``vop_result``. All or nothing, idempotent. Locks the batch, then its payouts
     (lock order: ``payouts.services.states``).
-    Raises InvalidInput when the report is for another message."""
+    Raises InvalidInput when the report is for another message, InvalidTransition
+    (``batch_expired``) for a file that expired unsent."""
     if report.original_message_id != batch.batch_id:
         raise InvalidInput("This status report is for another file.", code="pain002_wrong_batch")
     counts = {"failed": 0, "settled": 0}
     now = timezone.now()
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.status == BatchStatus.EXPIRED:
+            raise InvalidTransition("This file expired without being sent to the bank.", code="batch_expired")
         # Then all its payouts, ascending (lock order: ``states``), before the first write: the
         # report lists them in the bank's order.
         list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id").values("id"))
@@ -262,3 +272,49 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
             batch.decided_at = now
             batch.save(update_fields=["status", "decided_at"])
     return counts
+
+
+EXPIRED_REASON_CODE = "DS02"  # ISO 20022 "order cancelled": the instruction was never given
+
+
+def payout_batches_expire(*, now: datetime | None = None) -> list[int]:
+    """Expire every batch still ``built`` (never downloaded) more than ``PAYOUT_BATCH_EXPIRE_DAYS``
+    after it was built. The bank never had such a file, so no money left: each of its payouts
+    still ``submitted`` fails (in transit → payable, its rewards released, reason DS02, the person
+    not messaged: nothing is wrong with their account), and the tick pays the money again in a
+    new payout with a new EndToEndId, so no payout is ever dropped; the stale file can no longer
+    be approved, downloaded or answered by a pain.002. Records ``batch.expired``; erased people's
+    transactions in the stored file are pseudonymised as after a download.
+
+    One durable transaction per batch, locking the batch and then its payouts (lock order:
+    ``states``), re-checked under the lock: a download that got the lock first wins and the batch
+    is left alone. Idempotent. Returns the ids of the batches expired."""
+    now = now or timezone.now()
+    days = conf.batch_expire_days()
+    cutoff = now - timedelta(days=days)
+    expired = []
+    stale = PayoutBatch.objects.filter(status=BatchStatus.BUILT, created_at__lt=cutoff)
+    for batch_id in stale.order_by("id").values_list("id", flat=True):
+        with transaction.atomic(durable=True):
+            batch = PayoutBatch.objects.select_for_update().get(pk=batch_id)
+            if batch.status != BatchStatus.BUILT or batch.created_at >= cutoff:
+                continue
+            payouts = list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id"))
+            failed = 0
+            text = f"Payment file {batch.batch_id} was never downloaded within {days} days: paid again in a new payout."
+            for payout in payouts:
+                if payout.status == PayoutStatus.SUBMITTED:
+                    step_failed(payout, now=now, reason_code=EXPIRED_REASON_CODE, reason_text=text, notify=False)
+                    failed += 1
+            batch.status, batch.decided_at = BatchStatus.EXPIRED, now
+            batch.save(update_fields=["status", "decided_at"])
+            batch_event_record(
+                batch,
+                kind="batch.expired",
+                reason=f"Never downloaded within {days} days of being built: not sent, its payouts are paid again",
+                data={"expire_days": days, "payouts_failed": failed},
+                now=now,
+            )
+            payout_files_pseudonymise(payouts=Payout.objects.filter(batch=batch, creditor_name=ERASED))
+        expired.append(batch_id)
+    return expired

@@ -177,8 +177,12 @@ def step_settled(
     enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
-def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None) -> None:
-    """created | submitting | submitted → failed; money sent to the rail comes back to payable."""
+def step_failed(
+    payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None, notify: bool = True
+) -> None:
+    """created | submitting | submitted → failed; money sent to the rail comes back to payable.
+    ``notify=False`` when the failure is ours, not the person's account (an expired file): they
+    are paid again without being asked to check their IBAN."""
     previous = payout.status
     if payout.sent_entry_id:
         payout.back_entry = _post(
@@ -203,7 +207,8 @@ def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text:
         data={"reason_code": payout.reason_code},
         now=now,
     )
-    enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
+    if notify:
+        enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
 
 
 def step_returned(
