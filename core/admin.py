@@ -1,4 +1,5 @@
-"""The audit trail across objects: every reward, payout, campaign and person event in one list,
+"""The audit trail across objects: every reward, payout, campaign and person event, the bank side's
+staff actions and payout batches' (built, approved, downloaded, expired) in one list,
 filtered by actor, object, kind and time, exported as CSV with the same filters. Read-only: the
 rows are append-only in PostgreSQL and hash-chained (``core.audit_sql``)."""
 
@@ -29,7 +30,7 @@ class AuditTrailAdmin(admin.ModelAdmin):
     search_fields = ["=object_id", "kind", "reason"]
     date_hierarchy = "created_at"
     list_select_related = ["actor"]
-    show_full_result_count = False  # a count over the union of five tables on every page load
+    show_full_result_count = False  # a count over the union of six tables on every page load
     readonly_fields = ["uid", *CSV_COLUMNS]
     actions = None
 

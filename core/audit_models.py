@@ -2,9 +2,10 @@
 
 ``AuditSeal``: what ``audit_verify --seal`` proved, per audit table, appended daily and chained.
 ``AuditTrail``: a read-only view over every audit table (reward, payout, campaign and person
-events, and the bank side's staff actions: imports, matches by hand, write-off requests and their
-four-eyes decisions), one row per event with the object it is about: the admin's cross-object
-view (core migrations 0004 and 0008 define it).
+events, the bank side's staff actions: imports, matches by hand, write-off requests and their
+four-eyes decisions, and payout batches' staff actions: a pain.001 file built, approved, downloaded
+or expired), one row per event with the object it is about: the admin's cross-object view (core
+migrations 0004, 0008 and 0009 define it).
 """
 
 from django.conf import settings

@@ -35,6 +35,9 @@ suspense, duplicates, write-off requests and their four-eyes decisions) joined l
 import row is a chain of its own, proven by its hash and by the seal's count and digest. A
 write-off decision is a new row (``decides`` → the request), never an UPDATE of the request.
 
+Payout batch events (the building, four-eyes approval, every download and the expiry of a pain.001
+file) joined with payouts 0003, one stream per batch.
+
 Frozen: a later change to what is hashed is a new migration with a new version of this SQL.
 ``AUDIT_TABLES`` is what 0004 installed and stays as it is; tables added later are in
 ``AUDITED_TABLES``, which verification and seals cover.
@@ -129,7 +132,18 @@ RECONCILIATION_ACTIONS = AuditTable(
     nullable_stream=True,
 )
 
-AUDITED_TABLES = (*AUDIT_TABLES, RECONCILIATION_ACTIONS)
+# Payout batches' staff actions (payouts 0003): building, approving (four-eyes) and downloading a
+# pain.001 file, and its expiry; one stream per batch.
+PAYOUT_BATCH_EVENTS = AuditTable(
+    "payouts_payoutbatchevent",
+    "batch_id",
+    "batch",
+    ("id", "batch_id", "kind", "actor_id", "created_at"),
+    "reason",
+    "data",
+)
+
+AUDITED_TABLES = (*AUDIT_TABLES, RECONCILIATION_ACTIONS, PAYOUT_BATCH_EVENTS)
 
 
 def _text(spec: AuditTable, column: str, row: str) -> str:

@@ -15,6 +15,11 @@ is owed: it is left whole, and the first download pseudonymises the stored copy 
 out the file the bank needs (``payouts.services.batches.payout_batch_download``); a later
 download is that copy, so a file re-uploaded after an erasure no longer pays the erased person.
 
+Lock order. Rewriting a stored file locks its batch row, and the callers that also write payouts
+(erasure, the retention purge) lock both through ``payouts_lock``: batch rows first, then payout
+rows, each ascending by id — the order pain.002, the batch matcher and the download take them in
+(defined in ``payouts.services.states``), so none of them can wait on another in a cycle.
+
 The tables belong to payouts, which imports core, so they are reached through the app registry.
 """
 
@@ -23,10 +28,14 @@ from collections import defaultdict
 from collections.abc import Collection
 
 from django.apps import apps
+from django.db import transaction
 from lxml import etree
+
+from core.exceptions import TemporaryFailure
 
 ERASED = "(erased)"
 _COUNTRY = re.compile(r"[A-Za-z]{2}")
+_LOCK_ATTEMPTS = 5
 
 
 def pseudonym_iban(iban: str) -> str:
@@ -65,10 +74,38 @@ def pain001_payees_pseudonymise(document: str, end_to_end_ids: Collection[str]) 
     return etree.tostring(root.getroottree(), xml_declaration=True, encoding="UTF-8").decode(), changed
 
 
+class _PutInAnotherBatch(Exception):
+    """A payout joined a batch between reading its batch and locking it."""
+
+
+def payouts_lock(*, payouts) -> list[int]:
+    """Lock ``payouts`` (a Payout queryset) in the payout engine's lock order: the rows of the
+    batches they travelled in, ascending, then the payout rows, ascending. Returns their ids.
+
+    A payout put into a new batch between the two steps would need that batch's lock after its
+    own: the attempt is rolled back (its savepoint, so its locks go too) and made again. Joins the
+    caller's transaction. Raises TemporaryFailure (``payouts_contended``) when payouts keep moving
+    into new batches (practically never), having locked nothing."""
+    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
+    for _ in range(_LOCK_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                batch_ids = set(payouts.exclude(batch=None).values_list("batch_id", flat=True))
+                list(PayoutBatch.objects.select_for_update().filter(pk__in=batch_ids).order_by("pk").values("pk"))
+                locked = list(payouts.select_for_update(of=("self",)).order_by("pk").values_list("pk", "batch_id"))
+                if {batch_id for _, batch_id in locked if batch_id is not None} - batch_ids:
+                    raise _PutInAnotherBatch
+                return [pk for pk, _ in locked]
+        except _PutInAnotherBatch:
+            continue
+    raise TemporaryFailure("Payouts kept moving into new payment files; try again.", code="payouts_contended")
+
+
 def payout_files_pseudonymise(*, payouts) -> int:
     """Pseudonymise the transactions of ``payouts`` (a Payout queryset) in the stored copy of
     every file they travelled in that has been downloaded; returns how many transactions changed.
-    Joins the caller's transaction and locks the batch rows it rewrites."""
+    Joins the caller's transaction and locks the batch rows it rewrites: a caller that writes the
+    payouts too locks both first, in order (``payouts_lock``)."""
     PayoutBatch = apps.get_model("payouts", "PayoutBatch")
     by_batch: dict[int, set[str]] = defaultdict(set)
     for batch_id, end_to_end_id in payouts.exclude(batch=None).values_list("batch_id", "end_to_end_id"):

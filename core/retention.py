@@ -18,6 +18,11 @@ Configuration table says why each default is what it is). What the purge touches
   younger than ``PRIVACY_PAYOUT_NAME_KEEP_DAYS``, once older than that: blanked like erasure does,
   and name and IBAN pseudonymised in their transactions of stored pain.001 files.
 
+Not here: a pain.001 file built but never downloaded. Its clear payees are an instruction for money
+still owed, so it is not purged but expired after ``PAYOUT_BATCH_EXPIRE_DAYS`` by the payouts app's
+own daily sweep (``payouts.services.batches.payout_batches_expire``), which moves money (its payouts
+are paid again) and so belongs with payouts; from then on erasure pseudonymises it like a sent file.
+
 Never touched: ledger rows, rewards, payouts' amounts, statuses and references, audit rows (their
 chained columns, or their content: erasure is their only writer). The tables belong to apps that
 import core, so they are reached through the app registry, never imported.
@@ -32,7 +37,7 @@ from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
-from core.payment_files import ERASED, payout_files_pseudonymise
+from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 
 KINDS = ("trigger_events", "inbound_webhooks", "task_records", "idempotency_records", "payout_names")
 
@@ -107,7 +112,7 @@ def _payout_names_blank(rows) -> int:
     """Blank the names as erasure does, and pseudonymise those payouts' transactions in the
     stored pain.001 files (``core.payment_files``: name and IBAN, by EndToEndId)."""
     Payout = apps.get_model("payouts", "Payout")
-    found = Payout.objects.filter(pk__in=list(rows.select_for_update().values_list("pk", flat=True)))
+    found = Payout.objects.filter(pk__in=payouts_lock(payouts=rows))
     payout_files_pseudonymise(payouts=found)
     return found.update(
         creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))

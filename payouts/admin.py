@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from campaigns.models import Brand, Campaign
 from core.exceptions import ApplicationError
 from core.money import format_minor
-from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutEvent, PayoutStatus, RouteRule
+from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus, RouteRule
 from payouts.pain002 import parse_pain002
 from payouts.rails import rail_names
 from payouts.selectors import payouts_for_admin
@@ -80,6 +80,19 @@ class EventInline(admin.TabularInline):
     extra = 0
     can_delete = False
     fields = ["created_at", "kind", "from_status", "to_status", "actor", "data"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class BatchEventInline(admin.TabularInline):
+    """Who built, approved, downloaded (each time) or expired the file: the batch's audit rows."""
+
+    model = PayoutBatchEvent
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "kind", "actor", "reason", "data"]
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
@@ -204,6 +217,7 @@ class PayoutBatchAdmin(admin.ModelAdmin):
     list_filter = ["status", "execution_date"]
     exclude = ["file"]
     readonly_fields = [f.name for f in PayoutBatch._meta.fields if f.name != "file"]
+    inlines = [BatchEventInline]
     actions = ["approve"]
 
     def has_add_permission(self, request):

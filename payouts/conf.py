@@ -18,6 +18,12 @@ def batch_approval_threshold_minor() -> int:
     return _get("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)
 
 
+def batch_expire_days() -> int:
+    """A pain.001 batch never downloaded this many days after it was built expires: it can no
+    longer be downloaded and its payouts fail back to payable, to be paid in a new file."""
+    return _get("PAYOUT_BATCH_EXPIRE_DAYS", 7)
+
+
 def max_attempts() -> int:
     return _get("PAYOUT_MAX_ATTEMPTS", 6)
 

@@ -40,6 +40,8 @@ class BatchStatus(models.TextChoices):
     DOWNLOADED = "downloaded", "Downloaded"
     ACCEPTED = "accepted", "Accepted by the bank"
     REJECTED = "rejected", "Rejected by the bank"
+    # Never downloaded within PAYOUT_BATCH_EXPIRE_DAYS: never sent, its payouts failed and paid anew.
+    EXPIRED = "expired", "Expired (never downloaded)"
 
 
 class PayoutBatch(models.Model):
@@ -82,7 +84,9 @@ class PayoutBatch(models.Model):
                 name="payout_batch_four_eyes",
             ),
             models.CheckConstraint(
-                condition=Q(status="built") | Q(requires_approval=False) | Q(approved_at__isnull=False),
+                condition=Q(status__in=["built", "expired"])
+                | Q(requires_approval=False)
+                | Q(approved_at__isnull=False),
                 name="payout_batch_approved_before_download",
             ),
         ]
@@ -93,6 +97,29 @@ class PayoutBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.batch_id} ({self.count})"
+
+
+class PayoutBatchEvent(models.Model):
+    """The audit trail of a payout batch: what staff (and the expiry sweep) did with the file —
+    ``batch.built``, ``batch.approved`` (the four-eyes step), ``batch.downloaded`` (every download:
+    each hands out a file a bank would execute), ``batch.expired``. The batch row's own
+    ``approved_by`` / ``downloaded_by`` are a convenience for the list; this table is the record.
+    Append-only and hash-chained per batch in PostgreSQL (payouts 0003, ``core.audit_sql``)."""
+
+    batch = models.ForeignKey(PayoutBatch, on_delete=models.PROTECT, related_name="events")
+    kind = models.CharField(max_length=40)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["batch", "id"], name="payout_batch_event_batch_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.batch_id}"
 
 
 class RouteRule(models.Model):

@@ -11,6 +11,7 @@ from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.notifications import person_notify
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services import (
+    payout_batches_expire,
     payout_execute,
     payout_rewards_mark_paid,
     payouts_create_for_payable,
@@ -21,6 +22,7 @@ from payouts.services import (
 from recipients.models import BankAccount, Person, PersonEvent
 
 TICK_SCHEDULE_NAME = "payouts.tick"
+BATCH_EXPIRY_SCHEDULE_NAME = "payouts.batches_expire"
 logger = logging.getLogger(__name__)
 
 
@@ -136,3 +138,10 @@ def payouts_tick() -> dict[str, int]:
     for payout_id in unfinished:
         payout_rewards_mark_paid(payout_id=payout_id)
     return {"recovered": recovered, "created": created, "enqueued": enqueued, "polled": polled}
+
+
+def payout_batches_expire_task() -> str:
+    """Daily (migration 0004): pain.001 files never downloaded within ``PAYOUT_BATCH_EXPIRE_DAYS``
+    expire and their payouts are paid again (``payout_batches_expire``)."""
+    expired = payout_batches_expire()
+    return f"{len(expired)} payout batches expired"

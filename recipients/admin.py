@@ -10,7 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from core.exceptions import InvalidInput
+from core.exceptions import ApplicationError, InvalidInput
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent
 from recipients.normalise import email_normalise, phone_normalise
 from recipients.selectors import iban_fingerprint
@@ -184,6 +184,12 @@ class PersonAdmin(admin.ModelAdmin):
 
     @admin.action(description="Erase (pseudonymise) the selected people", permissions=["erase"])
     def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        erased = 0
         for person in queryset:
-            person_erase(person=person, actor=request.user, source="admin")
-        self.message_user(request, f"Erased {queryset.count()} people.", messages.SUCCESS)
+            try:
+                person_erase(person=person, actor=request.user, source="admin")
+            except ApplicationError as exc:
+                self.message_user(request, f"Person #{person.pk} was not erased: {exc.message}", messages.ERROR)
+            else:
+                erased += 1
+        self.message_user(request, f"Erased {erased} people.", messages.SUCCESS)

@@ -236,6 +236,9 @@ PAYOUT_RAILS = {
 # Payout execution; ``payouts.conf`` says what each one does.
 PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
 PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)
+# A pain.001 file nobody downloaded within this many days expires (payouts.tasks, daily): never
+# sent, so its payouts fail back to payable and go out in a new file; the stale file is refused.
+PAYOUT_BATCH_EXPIRE_DAYS = env_int("PAYOUT_BATCH_EXPIRE_DAYS", 7)
 PAYOUT_MAX_ATTEMPTS = env_int("PAYOUT_MAX_ATTEMPTS", 6)
 PAYOUT_BACKOFF_BASE_SECONDS = env_int("PAYOUT_BACKOFF_BASE_SECONDS", 30)
 PAYOUT_BACKOFF_MAX_SECONDS = env_int("PAYOUT_BACKOFF_MAX_SECONDS", 3600)

@@ -20,6 +20,7 @@ from payouts.services.batches import (
     payout_batch_approve,
     payout_batch_create,
     payout_batch_download,
+    payout_batches_expire,
 )
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.execute import (
@@ -45,6 +46,7 @@ __all__ = [
     "payout_batch_approve",
     "payout_batch_create",
     "payout_batch_download",
+    "payout_batches_expire",
     "payout_cancel",
     "payout_execute",
     "payout_mark_returned",

@@ -1,9 +1,15 @@
 """pain.001 batches for file rails: build (XSD-validated, control sums proven), approve
-(four-eyes above a threshold), download, and apply the bank's pain.002 status report."""
+(four-eyes above a threshold), download, and apply the bank's pain.002 status report.
 
+Building, approving and every download of a file are staff actions that move money (a downloaded
+file is what the bank executes): each writes a ``PayoutBatchEvent`` with who, when and why in the
+same transaction, append-only and hash-chained in PostgreSQL, and listed in the cross-object
+audit trail (``core.audit_models.AuditTrail``)."""
+
+import hashlib
 import secrets
 from collections import defaultdict
-from datetime import date
+from datetime import date, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -12,13 +18,21 @@ from django.utils import timezone
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
+from core.money import format_minor
 from core.payment_files import ERASED, payout_files_pseudonymise
 from payouts import conf
-from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutEvent, PayoutStatus
+from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
 from payouts.rails.sepa_file import DebtorAccount, build_pain001
 from payouts.services.execute import rail_payment_for
-from payouts.services.states import debtor_bank_account, drive, in_transit_account, payout_lock, usable_rails
+from payouts.services.states import (
+    debtor_bank_account,
+    drive,
+    in_transit_account,
+    payout_lock,
+    step_failed,
+    usable_rails,
+)
 from reconciliation.services import Leg, ledger_entry_post
 
 
@@ -28,6 +42,19 @@ def file_rail_names() -> list[str]:
 
 def batch_id_new(day: date) -> str:
     return f"JBB{day:%y%m%d}{secrets.token_hex(6).upper()}"
+
+
+def batch_event_record(batch: PayoutBatch, *, kind: str, actor=None, reason: str = "", data=None, now=None):
+    """The batch's audit row; the caller holds the batch row (or has just created it)."""
+    facts = {"batch": batch.batch_id, "count": batch.count, "control_sum_minor": batch.control_sum_minor}
+    return PayoutBatchEvent.objects.create(
+        batch=batch,
+        kind=kind,
+        actor=actor,
+        reason=reason,
+        data={**facts, "currency": batch.currency, **(data or {})},
+        created_at=now or timezone.now(),
+    )
 
 
 def payout_batch_create(
@@ -107,6 +134,13 @@ def payout_batch_create(
             rail_reference=batch.payment_information_id,
             updated_at=now,
         )
+        batch_event_record(
+            batch,
+            kind="batch.built",
+            actor=actor,
+            data={"execution_date": execution_date.isoformat(), "requires_approval": batch.requires_approval},
+            now=now,
+        )
         hook_fire(AUDIT_ROWS_WRITTEN)
         PayoutEvent.objects.bulk_create(
             [
@@ -126,18 +160,35 @@ def payout_batch_create(
     return batch
 
 
-def payout_batch_approve(*, batch: PayoutBatch, approver) -> PayoutBatch:
-    """Four-eyes for a large file: a second staff member with ``payouts.approve_payoutbatch``."""
+def payout_batch_approve(*, batch: PayoutBatch, approver, reason: str = "") -> PayoutBatch:
+    """Four-eyes for a large file: a second staff member with ``payouts.approve_payoutbatch``.
+    Records ``batch.approved`` with the approver, the time, ``reason`` (else why approval was
+    needed: the file's sum against the threshold) and the creator, in the same durable
+    transaction. Raises PermissionDenied (no permission, or the creator), InvalidTransition (not
+    waiting for approval: not needed, already approved, or expired)."""
     if not approver.is_staff or not approver.has_perm("payouts.approve_payoutbatch"):
         raise PermissionDenied("You may not approve payout batches.")
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
         if batch.created_by_id == approver.pk:
             raise PermissionDenied("A batch needs a second person: you created this one.")
-        if not batch.requires_approval or batch.approved_at:
+        if not batch.requires_approval or batch.approved_at or batch.status != BatchStatus.BUILT:
             raise InvalidTransition("This batch is not waiting for approval.")
         batch.approved_by, batch.approved_at = approver, timezone.now()
         batch.save(update_fields=["approved_by", "approved_at"])
+        threshold = conf.batch_approval_threshold_minor()
+        batch_event_record(
+            batch,
+            kind="batch.approved",
+            actor=approver,
+            reason=reason.strip()
+            or (
+                f"Four-eyes: {format_minor(batch.control_sum_minor, batch.currency)} is at or above the approval "
+                f"threshold of {format_minor(threshold, batch.currency)}"
+            ),
+            data={"created_by": batch.created_by_id, "threshold_minor": threshold},
+            now=batch.approved_at,
+        )
     return batch
 
 
@@ -145,19 +196,37 @@ def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
     """The pain.001 bytes for upload to the bank; the first download marks the batch
     ``downloaded`` and then pseudonymises, in the stored copy only, the transactions of people
     erased while the file waited (``core.payment_files``): the bank gets whom to pay, we keep
-    no more than erasure would. Raises PermissionDenied, InvalidTransition (approval missing)."""
+    no more than erasure would. Every download records ``batch.downloaded`` with the actor and
+    the sha256 of the bytes handed out, in the same durable transaction. Raises
+    PermissionDenied, InvalidTransition (approval missing; ``batch_expired``: the file must never
+    reach a bank, its payouts are being paid by others)."""
     if not actor.is_staff or not actor.has_perm("payouts.download_payoutbatch"):
         raise PermissionDenied("You may not download payment files.")
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.status == BatchStatus.EXPIRED:
+            raise InvalidTransition(
+                "This file expired without being downloaded: its payouts are paid again in a new file.",
+                code="batch_expired",
+            )
         if batch.requires_approval and batch.approved_at is None:
             raise InvalidTransition("This batch needs a second person's approval before download.")
         document = batch.file.encode()
-        if batch.status == BatchStatus.BUILT:
+        first = batch.status == BatchStatus.BUILT
+        now = timezone.now()
+        if first:
             batch.status = BatchStatus.DOWNLOADED
-            batch.downloaded_at, batch.downloaded_by = timezone.now(), actor
+            batch.downloaded_at, batch.downloaded_by = now, actor
             batch.save(update_fields=["status", "downloaded_at", "downloaded_by"])
             payout_files_pseudonymise(payouts=Payout.objects.filter(batch=batch, creditor_name=ERASED))
+        batch_event_record(
+            batch,
+            kind="batch.downloaded",
+            actor=actor,
+            reason="First download, for upload to the bank" if first else "Downloaded again (the stored copy)",
+            data={"first": first, "sha256": hashlib.sha256(document).hexdigest()},
+            now=now,
+        )
     return document
 
 
@@ -165,14 +234,21 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     """Apply the bank's status report: rejected transactions (or a rejected group/block without
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
-    each payout's ``vop_result``. All or nothing, idempotent.
-    Raises InvalidInput when the report is for another message."""
+    each payout's ``vop_result``. All or nothing, idempotent. Locks the batch, then its payouts
+    (lock order: ``payouts.services.states``).
+    Raises InvalidInput when the report is for another message, InvalidTransition
+    (``batch_expired``) for a file that expired unsent."""
     if report.original_message_id != batch.batch_id:
         raise InvalidInput("This status report is for another file.", code="pain002_wrong_batch")
     counts = {"failed": 0, "settled": 0}
     now = timezone.now()
     with transaction.atomic(durable=True):
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
+        if batch.status == BatchStatus.EXPIRED:
+            raise InvalidTransition("This file expired without being sent to the bank.", code="batch_expired")
+        # Then all its payouts, ascending (lock order: ``states``), before the first write: the
+        # report lists them in the bank's order.
+        list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id").values("id"))
         # The bank's Verification-of-Payee answer is kept with each payout (shown in the admin);
         # it decides nothing about payment.
         for end_to_end_id, result in report.vop_results().items():
@@ -196,3 +272,49 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
             batch.decided_at = now
             batch.save(update_fields=["status", "decided_at"])
     return counts
+
+
+EXPIRED_REASON_CODE = "DS02"  # ISO 20022 "order cancelled": the instruction was never given
+
+
+def payout_batches_expire(*, now: datetime | None = None) -> list[int]:
+    """Expire every batch still ``built`` (never downloaded) more than ``PAYOUT_BATCH_EXPIRE_DAYS``
+    after it was built. The bank never had such a file, so no money left: each of its payouts
+    still ``submitted`` fails (in transit → payable, its rewards released, reason DS02, the person
+    not messaged: nothing is wrong with their account), and the tick pays the money again in a
+    new payout with a new EndToEndId, so no payout is ever dropped; the stale file can no longer
+    be approved, downloaded or answered by a pain.002. Records ``batch.expired``; erased people's
+    transactions in the stored file are pseudonymised as after a download.
+
+    One durable transaction per batch, locking the batch and then its payouts (lock order:
+    ``states``), re-checked under the lock: a download that got the lock first wins and the batch
+    is left alone. Idempotent. Returns the ids of the batches expired."""
+    now = now or timezone.now()
+    days = conf.batch_expire_days()
+    cutoff = now - timedelta(days=days)
+    expired = []
+    stale = PayoutBatch.objects.filter(status=BatchStatus.BUILT, created_at__lt=cutoff)
+    for batch_id in stale.order_by("id").values_list("id", flat=True):
+        with transaction.atomic(durable=True):
+            batch = PayoutBatch.objects.select_for_update().get(pk=batch_id)
+            if batch.status != BatchStatus.BUILT or batch.created_at >= cutoff:
+                continue
+            payouts = list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id"))
+            failed = 0
+            text = f"Payment file {batch.batch_id} was never downloaded within {days} days: paid again in a new payout."
+            for payout in payouts:
+                if payout.status == PayoutStatus.SUBMITTED:
+                    step_failed(payout, now=now, reason_code=EXPIRED_REASON_CODE, reason_text=text, notify=False)
+                    failed += 1
+            batch.status, batch.decided_at = BatchStatus.EXPIRED, now
+            batch.save(update_fields=["status", "decided_at"])
+            batch_event_record(
+                batch,
+                kind="batch.expired",
+                reason=f"Never downloaded within {days} days of being built: not sent, its payouts are paid again",
+                data={"expire_days": days, "payouts_failed": failed},
+                now=now,
+            )
+            payout_files_pseudonymise(payouts=Payout.objects.filter(batch=batch, creditor_name=ERASED))
+        expired.append(batch_id)
+    return expired

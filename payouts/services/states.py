@@ -12,6 +12,14 @@ Money (DESIGN §4), all balanced entries with keys derived from the payout id an
 Settlement and return can be undone by reconciliation (a match undone), so their keys carry a
 sequence number (how many times that step happened before): a re-match posts a fresh entry
 instead of replaying the reversed one.
+
+Lock order (the one place that defines it for payouts): statement lines (the matching engine
+locks a chunk's lines before its matchers run), then a payout batch row, then payout rows in
+ascending id, then ledger accounts (the ledger's own order, ascending id). Applying a pain.002
+(``batches``), the batch matcher and the download lock the batch, then its payouts; erasure and
+the retention purge, which cannot import payouts, lock through ``core.payment_files.payouts_lock``
+in the same order, after the person's root row (a payout path never takes a person's lock) and
+the person's statement lines. Code holding a payout never asks for its batch or a line.
 """
 
 from datetime import datetime
@@ -170,8 +178,12 @@ def step_settled(
     enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
-def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None) -> None:
-    """created | submitting | submitted → failed; money sent to the rail comes back to payable."""
+def step_failed(
+    payout: Payout, *, now: datetime, reason_code: str, reason_text: str, actor=None, notify: bool = True
+) -> None:
+    """created | submitting | submitted → failed; money sent to the rail comes back to payable.
+    ``notify=False`` when the failure is ours, not the person's account (an expired file): they
+    are paid again without being asked to check their IBAN."""
     previous = payout.status
     if payout.sent_entry_id:
         payout.back_entry = _post(
@@ -196,7 +208,8 @@ def step_failed(payout: Payout, *, now: datetime, reason_code: str, reason_text:
         data={"reason_code": payout.reason_code},
         now=now,
     )
-    enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
+    if notify:
+        enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
 
 
 def step_returned(

@@ -54,7 +54,9 @@ _SQLITE_UNIQUE = "sqlite_unique"
 RACE_CONSTRAINTS = frozenset(
     {"identifier_active_unique", "bank_account_one_current", "bank_account_person_iban_unique", _SQLITE_UNIQUE}
 )
-_DEADLOCK_SQLSTATE = "40P01"
+# PostgreSQL rolled the statement back to break a deadlock or a serialization conflict: the
+# attempt's savepoint goes, and running it again is safe.
+_RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def run_with_retries(attempt_once):
                 raise
             continue
         except OperationalError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) != _DEADLOCK_SQLSTATE:
+            if getattr(exc.__cause__, "sqlstate", None) not in _RETRY_SQLSTATES:
                 raise
             continue
     raise Conflict("Could not settle who this person is under heavy contention; try again.", code="person_contended")

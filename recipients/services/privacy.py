@@ -25,10 +25,11 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from core.exceptions import InvalidInput, InvalidTransition
-from core.payment_files import ERASED, payout_files_pseudonymise
+from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
+from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
+from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
 
 # Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion).
 PERSONAL_DATA_KEYS = ("suggested", "name", "email", "whatsapp", "iban", "ip", "open_id")
@@ -245,6 +246,9 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     creditor names (unless ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps recent ones for the
     bookkeeping: the retention purge blanks them later), the person's name and IBAN in their
     transactions of downloaded pain.001 files (of a file not downloaded yet: at its download),
+    the counterparty name, IBAN and their values in remittance text of the bank statement lines
+    matched to their payouts (``reconciliation.services.pseudonymise``: dedupe keys, amounts and
+    bank references stay, so a re-imported statement still finds those bookings known),
     inbound webhook bodies and finished task records naming them, and personal free-form content
     of audit rows (see the module docstring). Kept: every row (ledger
     accounts, rewards and payouts point at people and bank accounts) and the keyed IBAN
@@ -252,8 +256,15 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     reversed without the fingerprint key. All identifiers become inactive: the person can no
     longer be found, and coming back with the same identifiers creates a new person.
 
+    Lock order: the root person row, then the statement lines tied to their payouts, then the
+    person's payout batches and payouts in the payout
+    engine's order (``core.payment_files.payouts_lock``: batches before payouts, as pain.002
+    takes them). A deadlock or serialization failure against some other writer rolls the attempt
+    back (its savepoint) and runs it again; nothing is ever half erased.
+
     Returns the erased root. Idempotent. One ``erased`` event with the actor, in the same
-    transaction. Joins the caller's transaction (savepoint)."""
+    transaction. Joins the caller's transaction (savepoint). Raises TemporaryFailure
+    (``erasure_contended``, nothing erased: try again) when every attempt lost to another writer."""
 
     def erase_once() -> Person:
         row = Person.objects.filter(pk=person.pk).values("merged_into_id").get()
@@ -288,7 +299,15 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
         root.refresh_from_db()
         return root
 
-    return run_with_retries(erase_once)
+    try:
+        return run_with_retries(erase_once)
+    except Conflict as exc:
+        if exc.code != "person_contended":
+            raise
+        raise TemporaryFailure(
+            "The erasure kept colliding with other writers and was rolled back: nothing was erased. Try again.",
+            code="erasure_contended",
+        ) from exc
 
 
 def _lock_roots_allow_erased(root_id: int) -> list[Person]:
@@ -337,9 +356,12 @@ def _mentions(value, needles: list[str]) -> bool:
 
 def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, set[str]], now) -> dict[str, int]:
     needles = _needles(values)
+    # Lines before payouts: the lock order (``payouts.services.states``).
+    lines, tied = _statement_lines_erase(cluster=cluster, values=values, needles=needles)
     counts = {
         "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),
-        "payouts": _payouts_erase(cluster=cluster, now=now),
+        "payouts": _payouts_erase(cluster=cluster, now=now, lines_done=tied),
+        "statement_lines": lines,
         "inbound_webhooks": _raw_rows_erase("core_inboundwebhook", "body", needles, {"body": b"", "headers": "{}"}),
         "task_records": _task_records_erase(needles),
         "audit_rows": _audit_rows_erase(cluster=cluster, needles=needles),
@@ -361,14 +383,45 @@ def _trigger_events_erase(*, brand_id, cluster: list[int], values: dict[str, set
     )
 
 
-def _payouts_erase(*, cluster: list[int], now) -> int:
+def _payout_lines(payouts) -> dict:
+    rows = list(payouts.values_list("pk", "end_to_end_id", "batch_id", "bank_debit_line_id", "bank_return_line_id"))
+    batches: dict[int, set[str]] = {}
+    for _, end_to_end_id, batch_id, _, _ in rows:
+        if batch_id is not None:
+            batches.setdefault(batch_id, set()).add(end_to_end_id)
+    return {
+        "payout_ids": [r[0] for r in rows],
+        "line_ids": {line for r in rows for line in r[3:] if line is not None},
+        "batch_end_to_end_ids": batches,
+        "end_to_end_ids": {r[1] for r in rows},
+    }
+
+
+def _statement_lines_erase(*, cluster: list[int], values: dict[str, set[str]], needles: list[str]):
+    """Their payee data out of the statement lines tied to their payouts, and of lines carrying
+    their IBAN (``reconciliation.services.pseudonymise``); dedupe keys, amounts, dates, bank
+    references and matches stay. Returns how many lines changed and the lines tied."""
+    Payout = apps.get_model("payouts", "Payout")
+    tied = _payout_lines(Payout.objects.filter(person_id__in=cluster))
+    return statement_lines_pseudonymise(**tied, ibans=values["iban"], needles=needles)
+
+
+def _payouts_erase(*, cluster: list[int], now, lines_done: set[int]) -> int:
     """Names out of payouts, and name and IBAN out of their transactions in stored pain.001
     files (``core.payment_files``: a file not downloaded yet stays whole until its download). A
     payout keeps its amount, status, ledger entries and the masked IBAN's country;
     ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor name, and the file's copy of it, of
     payouts younger than that where bookkeeping law requires it (purged when older)."""
     Payout = apps.get_model("payouts", "Payout")
-    payouts = Payout.objects.filter(person_id__in=cluster)
+    payouts = Payout.objects.filter(pk__in=payouts_lock(payouts=Payout.objects.filter(person_id__in=cluster)))
+    tied = _payout_lines(payouts)
+    if (
+        statement_lines_tied(
+            payout_ids=tied["payout_ids"], line_ids=tied["line_ids"], batch_ids=tied["batch_end_to_end_ids"]
+        )
+        - lines_done
+    ):
+        raise Retry  # a line was matched to them after their lines were done: do them again
     keep_days = getattr(settings, "PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
     erasable = payouts.filter(created_at__lt=now - timedelta(days=keep_days)) if keep_days else payouts
     erased = erasable.update(

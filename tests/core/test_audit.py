@@ -5,6 +5,7 @@ chain, a changed row and a stream that lost its last rows after a seal."""
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 from django_q.models import Schedule
 
 from campaigns.models import CampaignEvent, RewardEvent
@@ -14,6 +15,7 @@ from core.audit_models import AuditSeal
 from core.audit_sql import AUDITED_TABLES
 from core.exceptions import InvalidTransition
 from core.tasks import audit_verify_task
+from payouts.models import PayoutBatch, PayoutBatchEvent
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.models import PersonEvent, PersonEventKind
 from reconciliation.models import ReconciliationAction
@@ -72,6 +74,11 @@ def test_every_writer_is_chained_and_the_trail_verifies(trail):
 def test_update_and_delete_are_refused_on_every_audit_table(trail, spec):
     PersonEvent.objects.create(person=PersonFactory(), kind=PersonEventKind.MERGED, detail={"into": 1})
     ReconciliationAction.objects.create(kind=ReconciliationAction.Kind.IMPORT, detail={"import_id": 1})
+    batch = PayoutBatch.objects.create(
+        batch_id="JBB260115A1", payment_information_id="JBB260115A1-20260115", debtor_account_code="bank",
+        debtor_iban="NL91ABNA0417164300", execution_date="2026-01-15", count=1, control_sum_minor=500, file="<x/>",
+    )  # fmt: skip
+    PayoutBatchEvent.objects.create(batch=batch, kind="batch.built", created_at=timezone.now())
     for statement in (
         f"UPDATE {spec.table} SET kind = kind || 'x'",
         f"UPDATE {spec.table} SET created_at = created_at - interval '1 day'",

@@ -1,38 +1,44 @@
 """Erasure finishes the job (issue 18): a person who went through every flow — the claim page
 with a TikTok login, a WhatsApp opt-in through the signed webhook, the brand's API, a payout and
-its return, a second payout to a new account in a downloaded pain.001 file — is erased, and then
-no text, JSON or binary column of any table holds any of their values, nor does any line the app
-logged, while the books still verify and the audit chain still proves."""
+its return (the bank's camt.053 showing it leave and come back, imported and matched), a second
+payout to a new account in a downloaded pain.001 file — is erased, and then no text, JSON or
+binary column of any table holds any of their values, nor does any line the app logged, while the
+books still verify, the audit chain still proves, the matches point at the same lines and a
+statement imported again still finds those bookings known."""
 
 import hashlib
 import hmac
 import json
 import logging
+from decimal import Decimal
 
 import pytest
 from django.db import connection
 from django.test import Client
 
+from bench.camt_gen import GenLine, GenStatement, write_camt053
 from campaigns.models import Reward, TriggerEvent
 from campaigns.services import event_ingest
 from core.audit import audit_verify
-from payouts.models import Payout, PayoutStatus, RouteRule
+from payouts.models import Payout, PayoutEvent, PayoutStatus, RouteRule
 from payouts.services import (
     payout_batch_create,
     payout_batch_download,
-    payout_mark_returned,
     payouts_create_for_payable,
 )
 from recipients.models import Person
 from recipients.services import person_erase, person_set_iban
 from recipients.whatsapp import whatsapp_optin_code_issue
+from reconciliation.models import Match, StatementLine
 from reconciliation.selectors import ledger_verify_report
+from reconciliation.services.matching import statement_lines_match
+from reconciliation.services.statements import statement_import
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
 from tests.claim.test_claim_flow import details, pay_everything
 from tests.core.test_logging import written_by_the_app
-from tests.payouts.payout_fixtures import debtor, iban, sandbox, staff  # noqa: F401 - fixtures
+from tests.payouts.payout_fixtures import DEBTOR_IBAN, debtor, iban, sandbox, staff  # noqa: F401 - fixtures
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
@@ -64,6 +70,38 @@ def whatsapp_inbound(code: str) -> bytes:
     )
     assert response.status_code == 200
     return raw
+
+
+def bank_statement(path, payout: Payout, *, statement_id: str, message_id: str):
+    """What her payout's bank account shows: the money leaving to her, then coming back (AC04),
+    each line naming her as the counterparty, the return's text too."""
+    amount = Decimal(payout.amount_minor) / 100
+    lines = [
+        GenLine(
+            amount=amount,
+            credit_debit="DBIT",
+            end_to_end_id=payout.end_to_end_id,
+            counterparty_name=NAME,
+            counterparty_iban=IBAN,
+            remittance=f"JoyBack reward for {NAME}",
+            entry_reference="BKREF-OUT-1",
+        ),
+        GenLine(
+            amount=amount,
+            credit_debit="CRDT",
+            end_to_end_id=payout.end_to_end_id,
+            counterparty_name=NAME.upper(),
+            counterparty_iban=IBAN,
+            remittance=f"RETURN AC04 {NAME.upper()} IT60 X054 2811 1010 0000 0123 456",
+            return_reason="AC04",
+            entry_reference="BKREF-RET-1",
+        ),
+    ]
+    statement = GenStatement(
+        statement_id=statement_id, account_iban=DEBTOR_IBAN, currency="EUR", opening_balance=Decimal(0), lines=lines
+    )
+    write_camt053(path, [statement], message_id=message_id)
+    return path
 
 
 def hits(values: list[str]) -> list[tuple[str, str, str]]:
@@ -107,7 +145,7 @@ def app_log():
 
 
 @pytest.fixture
-def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_capture_on_commit_callbacks):  # noqa: F811
+def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_capture_on_commit_callbacks, tmp_path):  # noqa: F811
     settings.WHATSAPP_APP_SECRET = APP_SECRET
     # the claim page, through a TikTok login
     client = Client()
@@ -138,7 +176,11 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
     # paid, and one payout comes back from her bank
     pay_everything()
     payout = Payout.objects.filter(status=PayoutStatus.SETTLED).order_by("id").first()
-    payout_mark_returned(payout=payout, reason_code="MS03", source="test")
+    path = bank_statement(tmp_path / "camt053.xml", payout, statement_id="STMT-1", message_id="MSG-1")
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert dict(statement_lines_match().matched) == {"payout_end_to_end": 1, "payout_return": 1}
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.RETURNED and payout.bank_return_line_id is not None
     # she gives another account on her claim link, and the money goes out again in a pain.001 file
     person_set_iban(person=payout.person, iban=IBAN2, source="claim_page")
     RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
@@ -159,14 +201,28 @@ def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(app_log, g
         "payouts_payout",
         "core_inboundwebhook",
         "payouts_payoutbatch",
+        "reconciliation_statementline",
     }  # the scan finds what is there
-    rows = {table: _count(table) for table in ("campaigns_reward", "payouts_payout", "reconciliation_posting")}
+    rows = {
+        table: _count(table)
+        for table in ("campaigns_reward", "payouts_payout", "reconciliation_posting", "reconciliation_statementline")
+    }
+    matches = sorted(Match.objects.values_list("line_id", "target_type", "target_id", "status", "entry_id"))
+    lines = sorted(StatementLine.objects.values_list("id", "dedupe_key", "amount", "end_to_end_id", "entry_reference"))
 
     person_erase(person=person)
 
     left = hits(values)
     assert left == [], left
     assert {table: _count(table) for table in rows} == rows
+    assert sorted(Match.objects.values_list("line_id", "target_type", "target_id", "status", "entry_id")) == matches
+    assert (
+        sorted(StatementLine.objects.values_list("id", "dedupe_key", "amount", "end_to_end_id", "entry_reference"))
+        == lines
+    )
+    returned = StatementLine.objects.get(credit_debit="CRDT")
+    assert (returned.counterparty_name, returned.counterparty_iban) == ("(erased)", "IT00ERASED")
+    assert returned.remittance == "RETURN AC04 (erased) (erased)" and returned.return_reason_code == "AC04"
     assert Person.objects.get(pk=person.pk).erased_at is not None
     assert ledger_verify_report().ok
     assert audit_verify().ok
@@ -187,3 +243,20 @@ def test_after_erasure_her_tiktok_open_id_is_nowhere(giulia):
     person_erase(person=person)
 
     assert hits([open_id]) == []
+
+
+def test_a_statement_imported_again_after_erasure_finds_her_bookings_known(giulia, tmp_path):
+    """The bank sends the same bookings again (a camt.053 after the camt.054, or a re-download):
+    they are recognised by their identity, which never included her, and none of her values is
+    stored again."""
+    person, values, _ = giulia
+    payout = Payout.objects.get(bank_return_line_id__isnull=False)
+    person_erase(person=person)
+    events = PayoutEvent.objects.count()
+
+    again = bank_statement(tmp_path / "again.xml", payout, statement_id="STMT-1-054", message_id="MSG-2")
+    result = statement_import(source=again, filename=again.name, origin="command", match=False)
+
+    assert (result.new_lines, result.duplicate_lines) == (0, 2)
+    assert statement_lines_match().lines_seen == 0 and PayoutEvent.objects.count() == events
+    assert hits(values) == []
