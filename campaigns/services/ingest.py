@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, Trigger, TriggerEvent
 from campaigns.services.ingest_batch import ingest_batch
-from campaigns.services.ingest_steps import CampaignContext, campaign_context
-from campaigns.services.ingest_types import EventInput, IngestResult, Item, PreparedEvent
+from campaigns.services.ingest_steps import campaign_context
+from campaigns.services.ingest_types import CampaignContext, EventInput, IngestResult, Item, PreparedEvent
 from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput, TemporaryFailure
 from core.money import currency_exponent
 from recipients import crypto

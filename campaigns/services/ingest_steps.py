@@ -2,27 +2,15 @@
 evaluation is in ``ingest_batch``)."""
 
 import functools
-from dataclasses import dataclass
 
 from django.db import connection
 
 from campaigns.evaluation import fee_for
-from campaigns.models import Brand, Campaign, RewardRule, Trigger
-from campaigns.services.ingest_types import EventInput
+from campaigns.models import Brand, Campaign, RewardRule
+from campaigns.services.ingest_types import CampaignContext
 from core.bulk import model_columns, model_from_row
 from core.exceptions import NotFound
 from reconciliation.models import Account
-
-
-@dataclass
-class CampaignContext:
-    campaign: Campaign
-    rules: list[RewardRule]
-    smallest_reservation: int | None
-
-    def rule_for(self, payload: EventInput) -> RewardRule | None:
-        custom = payload.custom_name if payload.type == Trigger.CUSTOM else ""
-        return next((r for r in self.rules if r.trigger == payload.type and r.custom_name == custom), None)
 
 
 def campaign_context(brand, slug: str) -> CampaignContext:

@@ -1,19 +1,12 @@
-"""The shapes ``event_ingest`` takes and returns."""
-
-from __future__ import annotations
+"""The shapes ingestion takes, passes along and returns."""
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from campaigns.models import EventSource, Reward, TriggerEvent
+from campaigns.models import Campaign, EventSource, Reward, RewardRule, Trigger, TriggerEvent
 from core.exceptions import ApplicationError
-
-if TYPE_CHECKING:  # annotations only: ingest_steps imports this module
-    from campaigns.models import RewardRule
-    from campaigns.services.ingest_steps import CampaignContext
-    from recipients.normalise import IbanInfo
-    from recipients.services import Resolved
+from recipients.normalise import IbanInfo
+from recipients.services import Resolved
 
 
 @dataclass(frozen=True)
@@ -66,6 +59,20 @@ class PreparedEvent:
     # The IBAN validated and normalised once, here (None without one): resolving the person
     # does not parse it again.
     iban_info: IbanInfo | None = None
+
+
+@dataclass
+class CampaignContext:
+    """The campaign an event is for, with its brand, budget account and active rules, read once
+    per call (``ingest_steps.campaign_context``)."""
+
+    campaign: Campaign
+    rules: list[RewardRule]
+    smallest_reservation: int | None
+
+    def rule_for(self, payload: EventInput) -> RewardRule | None:
+        custom = payload.custom_name if payload.type == Trigger.CUSTOM else ""
+        return next((r for r in self.rules if r.trigger == payload.type and r.custom_name == custom), None)
 
 
 @dataclass
