@@ -7,13 +7,10 @@ postings are always inserted sorted by account id and the posting trigger locks 
 its posting is inserted. Holds are locked before accounts.
 """
 
-import functools
 import hashlib
 import json
-import threading
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -41,77 +38,12 @@ MAX_AMOUNT_MINOR = 10**15
 
 def _lock_accounts(account_ids) -> None:
     """Lock account rows in ascending id: the one lock order every writer of the books follows."""
-    _held_postings_insert()
     list(
         Account.objects.select_for_update(no_key=True)
         .filter(pk__in=sorted(set(account_ids)))
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-
-
-# --- postings held to the end of a block ------------------------------------------------------
-
-_held = threading.local()
-
-
-@contextmanager
-def ledger_postings_held() -> Iterator[None]:
-    """Inside a transaction, ``ledger_entries_post`` (all or nothing) writes its entries at once and
-    holds their postings back: they are inserted together, sorted by account then entry, when the
-    block ends — or first thing in any other ledger write inside it, so the transaction still takes
-    account locks in ascending order. The posting trigger locks each account it moves until commit;
-    a caller with more to write after posting (a matching chunk: payouts, events, matches, lines)
-    then holds hot accounts for one insert and the commit rather than for all of its work.
-
-    Entries and their postings still commit together, and the balance trigger checks every entry
-    at commit. Entries posted inside a savepoint of the caller's (which may roll back) are not
-    held: their postings go in at once, and such a write after held entries is refused (RuntimeError:
-    flushing the held postings inside that savepoint would let them roll back without their
-    entries). A refusal from the postings (an overdraft) is raised when the block ends and the
-    transaction is lost with it: for callers whose transaction is all or nothing anyway.
-    Raises RuntimeError outside a transaction or when nested."""
-    if not connection.in_atomic_block:
-        raise RuntimeError("ledger_postings_held() needs a transaction")
-    if getattr(_held, "rows", None) is not None:
-        raise RuntimeError("ledger_postings_held() does not nest")
-    _held.rows = []
-    try:
-        # A savepoint of its own: if an error leaves the block and the caller carries on, the
-        # entries written in it go too — never entries whose postings were dropped.
-        with transaction.atomic():
-            _held.depth = len(connection.savepoint_ids)
-            yield
-            _held_postings_insert()
-    finally:
-        _held.rows = None
-
-
-def _held_postings_insert() -> None:
-    rows = getattr(_held, "rows", None)
-    if not rows:
-        return
-    if len(connection.savepoint_ids) != _held.depth:
-        # Written from inside a deeper savepoint, they would share its fate: rolled back with it
-        # while their entries (written at the block's depth) stay — an entry without postings,
-        # which no trigger sees. Refused instead: post at the block's depth, or before it.
-        raise RuntimeError("ledger postings are held: a ledger write inside a nested savepoint must come first")
-    _held.rows = []
-    try:
-        _insert_postings_rows(sorted(rows))
-    except IntegrityError as exc:
-        raise ledger_error_from(exc) from exc
-
-
-def _after_held_postings(func):
-    """A ledger write that locks accounts: postings held back go in first (lock order)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        _held_postings_insert()
-        return func(*args, **kwargs)
-
-    return wrapper
 
 
 @dataclass(frozen=True)
@@ -207,7 +139,6 @@ def account_get_or_create(
     return account
 
 
-@_after_held_postings
 def account_set_active(*, account: Account, is_active: bool) -> Account:
     Account.objects.filter(pk=account.pk).update(is_active=is_active)
     account.is_active = is_active
@@ -346,7 +277,6 @@ def _post_statement_pg(spec: EntrySpec, *, now: datetime, reverses_id: int | Non
 
 
 def _post(spec: EntrySpec, *, reverses_id: int | None = None) -> PostResult:
-    _held_postings_insert()
     _validate(spec)
     content_hash = _content_hash(spec, reverses_id)
     now = timezone.now()
@@ -432,8 +362,7 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
     """Post many entries in one database transaction.
 
     ``all_or_nothing=True``: every entry is posted (or replayed) or none is; the first refusal is
-    raised. Fast path: one INSERT for the entries and one for all postings (the latter at the end
-    of an enclosing ``ledger_postings_held`` block).
+    raised. Fast path: one INSERT for the entries and one for all postings.
     ``all_or_nothing=False`` (best effort): each entry gets its own savepoint; refused entries are
     reported in ``BatchResult.refused`` with their error code and the others are posted.
     Replays (same key, same content) are reported in ``replayed`` and post nothing.
@@ -455,12 +384,8 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
         raise InvalidInput("A batch cannot repeat an idempotency key.", code="duplicate_idempotency_key")
     for spec in entries:
         _validate(spec)
-    # Postings are held (see ledger_postings_held) only for a caller at the block's own depth.
-    hold = getattr(_held, "rows", None) is not None and len(connection.savepoint_ids) == _held.depth
     now = timezone.now()
     hashes = {spec.idempotency_key: _content_hash(spec, None) for spec in entries}
-    if not hold:
-        _held_postings_insert()  # held ones first, at the caller's depth: the flush's lock order
     try:
         with transaction.atomic():
             new_ids = _insert_entries_bulk(entries, now=now, hashes=hashes)
@@ -480,12 +405,7 @@ def ledger_entries_post(*, entries: Sequence[EntrySpec], all_or_nothing: bool = 
                 for spec in fresh
                 for leg in spec.legs
             )
-            # Held only at the block's own depth: rows from a deeper savepoint would outlive its
-            # rollback (their entries gone) and fail the whole block at the flush.
-            if hold:
-                _held.rows.extend(rows)
-            else:
-                _insert_postings_rows(rows)
+            _insert_postings_rows(rows)
     except IntegrityError as exc:
         raise ledger_error_from(exc) from exc
     for spec in fresh:
@@ -561,7 +481,6 @@ def _insert_entries_bulk(entries: Sequence[EntrySpec], *, now: datetime, hashes:
         return new_ids
 
 
-@_after_held_postings  # it reads the entry's postings: held ones must be in first
 def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str = "") -> PostResult:
     """Post the mirror image of ``entry`` (every leg negated), linked by ``reverses``.
 
@@ -587,7 +506,6 @@ def ledger_entry_reverse(*, entry: JournalEntry, idempotency_key: str, memo: str
 # --- holds ---------------------------------------------------------------------------------------
 
 
-@_after_held_postings
 def ledger_hold_create(
     *,
     idempotency_key: str,
@@ -649,7 +567,6 @@ class HoldSpec:
     expires_at: datetime | None = None
 
 
-@_after_held_postings
 def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
     """Reserve many amounts on one account in a single INSERT (bulk ingestion); returns the new
     holds in order. All or nothing: the triggers check each row exactly as for
@@ -671,7 +588,6 @@ def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence
         raise ledger_error_from(exc) from exc
 
 
-@_after_held_postings
 def ledger_holds_statement(
     *, account: Account, currency: str, holds: Sequence[HoldSpec], ids: Sequence[int]
 ) -> tuple[tuple[str, list], list[Hold]]:
@@ -718,7 +634,6 @@ def _hold_decrease_on_account(hold: Hold, legs: Sequence[Leg]) -> int:
     return -net if debit_normal else net
 
 
-@_after_held_postings
 def ledger_hold_commit(
     *,
     hold: Hold,
@@ -780,7 +695,6 @@ def ledger_hold_commit(
     return PostResult(entry=JournalEntry.objects.get(pk=entry_id), replayed=False)
 
 
-@_after_held_postings
 def _hold_resolve(*, hold: Hold, status: HoldStatus, memo: str = "") -> HoldResult:
     now = timezone.now()
     with transaction.atomic():
@@ -799,7 +713,6 @@ def ledger_hold_void(*, hold: Hold) -> HoldResult:
     return _hold_resolve(hold=hold, status=HoldStatus.VOIDED)
 
 
-@_after_held_postings
 def ledger_holds_expire(*, now: datetime | None = None, batch_size: int = 500) -> int:
     """Expire pending holds whose ``expires_at`` has passed, in short transactions of
     ``batch_size``. Returns how many expired. Safe to run concurrently and repeatedly: each hold

@@ -40,7 +40,6 @@ from reconciliation.services.ledger import (
     ledger_entries_post,
     ledger_entry_post,
     ledger_entry_reverse,
-    ledger_postings_held,
 )
 from reconciliation.services.statements import ledger_minor
 
@@ -163,10 +162,7 @@ def _match_chunk(ids: Sequence[int], *, dry_run: bool) -> MatchRunResult:
 
 
 def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
-    # Postings held to the end of the chunk: the bank and clearing accounts every chunk moves are
-    # then locked only for that insert and the commit, not while payouts, matches and lines are
-    # written, so runs sharing an import work side by side instead of queueing on those rows.
-    with transaction.atomic(durable=True), ledger_postings_held():
+    with transaction.atomic(durable=True):
         # Lines are read and locked by primary key, and ``new`` is checked in Python: with
         # ``status`` in the WHERE clause the planner, whose statistics say few lines are new,
         # scanned every new line of the import for each chunk — quadratic in the statement's size.
