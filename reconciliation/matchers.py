@@ -8,7 +8,7 @@ from django.utils import timezone
 from core.exceptions import InvalidInput
 from reconciliation.matching import Applied, Proposal, matcher_by_name
 from reconciliation.models import Match, MatchStatus, StatementLine, StatementLineStatus
-from reconciliation.services.ledger import ledger_entry_reverse
+from reconciliation.services.entries import ledger_entry_reverse
 
 
 class ReversalMatcher:

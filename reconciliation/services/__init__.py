@@ -1,19 +1,21 @@
-"""Writes to the books and the bank side. ``ledger`` posts entries and holds; ``statements``
-imports bank files; ``matching`` explains statement lines (see each module's docstring)."""
+"""Writes to the books and the bank side. ``entries`` posts journal entries, ``holds`` reserves
+money on accounts, ``accounts`` opens them and states the lock order; ``statements`` imports bank
+files; ``matching`` explains statement lines (see each module's docstring)."""
 
-from reconciliation.services.ledger import (
+from reconciliation.services.accounts import account_get_or_create, account_set_active
+from reconciliation.services.entries import (
     BatchResult,
     EntrySpec,
-    HoldResult,
-    HoldSpec,
     Leg,
     PostResult,
     Refusal,
-    account_get_or_create,
-    account_set_active,
     ledger_entries_post,
     ledger_entry_post,
     ledger_entry_reverse,
+)
+from reconciliation.services.holds import (
+    HoldResult,
+    HoldSpec,
     ledger_hold_commit,
     ledger_hold_create,
     ledger_hold_void,
@@ -26,6 +28,7 @@ __all__ = [
     "BatchResult",
     "EntrySpec",
     "HoldResult",
+    "HoldSpec",
     "Leg",
     "PostResult",
     "Refusal",
@@ -35,10 +38,9 @@ __all__ = [
     "ledger_entry_post",
     "ledger_entry_reverse",
     "ledger_hold_commit",
-    "HoldSpec",
     "ledger_hold_create",
-    "ledger_holds_create_bulk",
-    "ledger_holds_statement",
     "ledger_hold_void",
+    "ledger_holds_create_bulk",
     "ledger_holds_expire",
+    "ledger_holds_statement",
 ]

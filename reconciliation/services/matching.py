@@ -33,14 +33,8 @@ from reconciliation.models import (
     Suggestion,
     SuggestionStatus,
 )
-from reconciliation.services.ledger import (
-    EntrySpec,
-    Leg,
-    account_get_or_create,
-    ledger_entries_post,
-    ledger_entry_post,
-    ledger_entry_reverse,
-)
+from reconciliation.services.accounts import account_get_or_create
+from reconciliation.services.entries import EntrySpec, Leg, ledger_entries_post, ledger_entry_post, ledger_entry_reverse
 from reconciliation.services.statements import ledger_minor
 
 NEW = StatementLineStatus.NEW.value

@@ -52,7 +52,7 @@ from reconciliation.models import (
     StatementLine,
     StatementLineStatus,
 )
-from reconciliation.services.ledger import account_get_or_create
+from reconciliation.services.accounts import account_get_or_create
 from reconciliation.statements.camt import iter_camt_statements
 from reconciliation.statements.containers import describe, documents
 from reconciliation.statements.csv_import import parse_csv

@@ -884,3 +884,24 @@ def test_autocommit_reverse_twice_is_already_reversed(chart, funded_budget):
     assert ledger_snapshot() == before
     assert posted(chart.payable) == 0
     assert ledger_verify_report().ok
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_entry_posted_alone_writes_the_same_rows_as_the_same_entry_in_a_list(chart, funded_budget):
+    # Alone and outside a transaction, PostgreSQL takes the one-statement path; a list takes the
+    # common one. The two must agree (STYLE 14), so both run on the same input here.
+    legs = [Leg.debit(chart.budget, 700), Leg.credit(chart.payable, 650), Leg.credit(chart.fees, 50)]
+    content = {"kind": "reward_approve", "legs": legs, "memo": "m", "reference_type": "reward", "reference_id": "9"}
+
+    ledger_entry_post(idempotency_key="alone", **content)
+    ledger_entries_post(entries=[EntrySpec(idempotency_key="listed", **content)])
+
+    def written(key):
+        entry = JournalEntry.objects.get(idempotency_key=key)
+        fields = ("kind", "memo", "effective_date", "reference_type", "reference_id", "reverses_id", "content_hash")
+        postings = entry.postings.order_by("pk").values_list("account_id", "amount_minor", "currency")
+        return [getattr(entry, name) for name in fields], list(postings)
+
+    assert written("alone") == written("listed")
+    assert ledger_verify_report().ok
