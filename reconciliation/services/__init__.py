@@ -17,11 +17,9 @@ from reconciliation.services.holds import (
     HoldResult,
     HoldSpec,
     ledger_hold_commit,
-    ledger_hold_create,
     ledger_hold_void,
-    ledger_holds_create_bulk,
+    ledger_holds_create,
     ledger_holds_expire,
-    ledger_holds_statement,
 )
 
 __all__ = [
@@ -38,9 +36,7 @@ __all__ = [
     "ledger_entry_post",
     "ledger_entry_reverse",
     "ledger_hold_commit",
-    "ledger_hold_create",
     "ledger_hold_void",
-    "ledger_holds_create_bulk",
+    "ledger_holds_create",
     "ledger_holds_expire",
-    "ledger_holds_statement",
 ]

@@ -2,9 +2,8 @@
 
 A hold moves ``pending → committed | voided | expired`` exactly once; the hold trigger keeps the
 account's ``held_minor`` equal to its pending holds, so the no-overdraft CHECK counts reserved money
-as spent. Like ``entries``, every call but the bulk and statement forms joins the caller's
-transaction inside a savepoint of its own, so a refusal writes nothing and leaves the caller's
-transaction usable.
+as spent. Like ``entries``, every call joins the caller's transaction inside a savepoint of its
+own, so a refusal writes nothing and leaves the caller's transaction usable.
 """
 
 from collections.abc import Sequence
@@ -14,12 +13,13 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.bulk import insert_statement, model_new, rows_insert
 from core.exceptions import CurrencyMismatch, HoldNotPending, IdempotencyConflict, InactiveAccount, InvalidInput
 from reconciliation.db import constraint_name, ledger_error_from
 from reconciliation.models import Account, AccountKind, Hold, HoldStatus
 from reconciliation.services.accounts import accounts_lock
 from reconciliation.services.entries import (
+    KEY_MAX_LENGTH,
+    MAX_AMOUNT_MINOR,
     EntrySpec,
     Leg,
     PostResult,
@@ -29,7 +29,7 @@ from reconciliation.services.entries import (
 
 @dataclass(frozen=True)
 class HoldSpec:
-    """One hold of ``ledger_holds_create_bulk``: the arguments of ``ledger_hold_create``."""
+    """One hold for ``ledger_holds_create``."""
 
     idempotency_key: str
     amount_minor: int
@@ -45,113 +45,72 @@ class HoldResult:
     replayed: bool
 
 
-def ledger_hold_create(
-    *,
-    idempotency_key: str,
-    account: Account,
-    amount_minor: int,
-    currency: str,
-    expires_at: datetime | None = None,
-    memo: str = "",
-    reference_type: str = "",
-    reference_id: str = "",
-) -> HoldResult:
-    """Reserve ``amount_minor`` on ``account``: its available balance drops, its posted balance
-    does not. Idempotent by key (same account and amount → the existing hold).
-    Raises InsufficientFunds (no-overdraft account without enough available), CurrencyMismatch,
-    IdempotencyConflict, InvalidInput."""
-    if type(amount_minor) is not int or amount_minor <= 0:
-        raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
+def ledger_holds_create(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
+    """Reserve each of ``holds`` on ``account``: its available balance drops, its posted balance
+    does not. Returns the holds in the order given (a single hold is a list of one).
+
+    Idempotent by key: a key held before on the same account for the same amount returns that hold
+    and reserves nothing more; for another account or amount it raises IdempotencyConflict.
+    All or nothing, in a savepoint of the caller's transaction (or a transaction of its own). The
+    database checks every row, so concurrent callers cannot over-reserve a no-overdraft account.
+    Raises InsufficientFunds, CurrencyMismatch, InactiveAccount, InvalidInput (an amount that is not
+    a positive integer, a bad key, a key twice in the list), IdempotencyConflict.
+    """
     if currency != account.currency:
         raise CurrencyMismatch(f"{currency} does not match account {account.code}.")
     if not account.is_active:
         raise InactiveAccount(f"Account {account.code} is inactive.")
-    existing = Hold.objects.filter(idempotency_key=idempotency_key).first()
-    if existing is None:
+    for spec in holds:
+        if type(spec.amount_minor) is not int or not 0 < spec.amount_minor <= MAX_AMOUNT_MINOR:
+            raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
+        if not spec.idempotency_key or len(spec.idempotency_key) > KEY_MAX_LENGTH:
+            raise InvalidInput("An idempotency key of 1 to 200 characters is required.", code="invalid_idempotency_key")
+    keys = [spec.idempotency_key for spec in holds]
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("A batch cannot repeat an idempotency key.", code="duplicate_idempotency_key")
+    if not holds:
+        return []
+    for attempt in (1, 2):
         try:
             with transaction.atomic():
-                hold = Hold.objects.create(
-                    idempotency_key=idempotency_key,
-                    account=account,
-                    amount_minor=amount_minor,
-                    currency=currency,
-                    expires_at=expires_at,
-                    memo=memo[:500],
-                    reference_type=reference_type,
-                    reference_id=str(reference_id),
-                    created_at=timezone.now(),
-                )
-            return HoldResult(hold=hold, replayed=False)
+                return _holds_insert(account, holds)
         except IntegrityError as exc:
-            existing = Hold.objects.filter(idempotency_key=idempotency_key).first()
-            if existing is None:
+            # A concurrent caller inserted one of the keys first: once, then its holds are there to replay.
+            if attempt == 2 or "idempotency_key" not in (constraint_name(exc) or str(exc)):
                 raise ledger_error_from(exc) from exc
-    if (existing.account_id, existing.amount_minor, existing.currency) != (account.pk, amount_minor, currency):
-        raise IdempotencyConflict(
-            f"Idempotency key {idempotency_key!r} was used before for a different hold.",
-            details={"hold_id": existing.pk},
-        )
-    return HoldResult(hold=existing, replayed=True)
+    raise AssertionError("unreachable")
 
 
-def ledger_holds_create_bulk(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
-    """Reserve many amounts on one account in a single INSERT (bulk ingestion); returns the new
-    holds in order. All or nothing: the triggers check each row exactly as for
-    ``ledger_hold_create`` (currency, no overdraft), and a refusal aborts the caller's
-    transaction (no savepoint here). For callers that own the keys' uniqueness —
-    a key used before raises IntegrityError (constraint ``reconciliation_hold_idempotency_key_key``)
-    rather than replaying, because a replay here means the caller's own idempotency broke.
-    Raises InsufficientFunds, CurrencyMismatch, InactiveAccount, InvalidInput."""
-    rows = _holds_build(account=account, currency=currency, holds=holds)
-    if not rows:
-        return []
-    try:
-        # No savepoint of its own (one round trip less on the hot path): a refusal aborts the
-        # caller's transaction, which is what ingestion wants.
-        return rows_insert(Hold, rows)
-    except IntegrityError as exc:
-        if "idempotency_key" in (constraint_name(exc) or str(exc)):  # SQLite names only the column
-            raise
-        raise ledger_error_from(exc) from exc
-
-
-def ledger_holds_statement(
-    *, account: Account, currency: str, holds: Sequence[HoldSpec], ids: Sequence[int]
-) -> tuple[tuple[str, list], list[Hold]]:
-    """``ledger_holds_create_bulk`` as a statement for the caller to send with its other writes
-    in one round trip (``core.bulk.statements_run``), with primary keys it reserved
-    (``core.bulk.ids_reserve``). Validated here like the bulk call; the database checks each row
-    when the statement runs (a refusal raises IntegrityError there: the caller's transaction is
-    lost, nothing is kept). Returns the statement and the holds it will create, keys set."""
-    rows = _holds_build(account=account, currency=currency, holds=holds)
-    for hold, pk in zip(rows, ids, strict=True):
-        hold.pk = pk
-    return insert_statement(Hold, rows) if rows else ("", []), rows
-
-
-def _holds_build(*, account: Account, currency: str, holds: Sequence[HoldSpec]) -> list[Hold]:
-    if currency != account.currency:
-        raise CurrencyMismatch(f"{currency} does not match account {account.code}.")
-    if not account.is_active:
-        raise InactiveAccount(f"Account {account.code} is inactive.")
-    if any(type(h.amount_minor) is not int or h.amount_minor <= 0 for h in holds):
-        raise InvalidInput("A hold is a positive integer amount in minor units.", code="invalid_amount")
+def _holds_insert(account: Account, holds: Sequence[HoldSpec]) -> list[Hold]:
+    keys = [spec.idempotency_key for spec in holds]
+    existing = {hold.idempotency_key: hold for hold in Hold.objects.filter(idempotency_key__in=keys)}
+    for spec in holds:
+        hold = existing.get(spec.idempotency_key)
+        if hold is not None and (hold.account_id, hold.amount_minor) != (account.pk, spec.amount_minor):
+            raise IdempotencyConflict(
+                f"Idempotency key {spec.idempotency_key!r} was used before for a different hold.",
+                details={"hold_id": hold.pk},
+            )
     now = timezone.now()
-    return [
-        model_new(
-            Hold,
-            idempotency_key=h.idempotency_key,
-            account=account,
-            amount_minor=h.amount_minor,
-            currency=currency,
-            expires_at=h.expires_at,
-            memo=h.memo[:500],
-            reference_type=h.reference_type,
-            reference_id=str(h.reference_id),
-            created_at=now,
-        )
-        for h in holds
-    ]
+    new = Hold.objects.bulk_create(
+        [
+            Hold(
+                idempotency_key=spec.idempotency_key,
+                account=account,
+                amount_minor=spec.amount_minor,
+                currency=account.currency,
+                expires_at=spec.expires_at,
+                memo=spec.memo[:500],
+                reference_type=spec.reference_type,
+                reference_id=str(spec.reference_id),
+                created_at=now,
+            )
+            for spec in holds
+            if spec.idempotency_key not in existing
+        ]
+    )
+    created = iter(new)
+    return [existing.get(spec.idempotency_key) or next(created) for spec in holds]
 
 
 def ledger_hold_commit(

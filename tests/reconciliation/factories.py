@@ -9,7 +9,7 @@ import itertools
 import factory
 
 from reconciliation.models import Account, AccountKind, Hold, JournalEntry, Posting
-from reconciliation.services import Leg, ledger_entry_post
+from reconciliation.services import HoldSpec, Leg, ledger_entry_post, ledger_holds_create
 
 _funding_keys = itertools.count(1)
 
@@ -54,6 +54,16 @@ def fund(account: Account, amount_minor: int, *, source: Account | None = None) 
     ledger_entry_post(idempotency_key=f"test:fund:{next(_funding_keys)}", kind="test_funding", legs=legs)
     account.refresh_from_db()
     return account
+
+
+def hold(account: Account, amount_minor: int, *, key: str, **spec) -> Hold:
+    """One hold on ``account`` through the hold API (a list of one)."""
+    (created,) = ledger_holds_create(
+        account=account,
+        currency=account.currency,
+        holds=[HoldSpec(idempotency_key=key, amount_minor=amount_minor, **spec)],
+    )
+    return created
 
 
 def ledger_snapshot() -> tuple:

@@ -2,7 +2,8 @@ import pytest
 from django.urls import reverse
 
 from reconciliation.models import AccountKind
-from reconciliation.services import Leg, account_get_or_create, ledger_entry_post, ledger_hold_create
+from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+from tests.reconciliation.factories import hold
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +21,7 @@ def books():
         reference_id="42",
         legs=[Leg.debit(equity, 1_000), Leg.credit(budget, 1_000)],
     ).entry
-    ledger_hold_create(idempotency_key="hold-1", account=budget, amount_minor=250, currency="EUR")
+    hold(budget, 250, key="hold-1")
     return {"equity": equity, "budget": budget, "entry": entry}
 
 

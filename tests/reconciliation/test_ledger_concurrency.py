@@ -16,14 +16,15 @@ from core.exceptions import HoldNotPending, InsufficientFunds
 from reconciliation.models import Account, Hold, HoldStatus, JournalEntry
 from reconciliation.selectors import account_balance, ledger_verify_report
 from reconciliation.services import (
+    HoldSpec,
     Leg,
     ledger_entry_post,
     ledger_hold_commit,
-    ledger_hold_create,
     ledger_hold_void,
+    ledger_holds_create,
     ledger_holds_expire,
 )
-from tests.reconciliation.factories import AccountFactory, BudgetAccountFactory, fund
+from tests.reconciliation.factories import AccountFactory, BudgetAccountFactory, fund, hold
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -117,16 +118,16 @@ def test_the_same_idempotency_key_submitted_at_once_posts_one_entry(chart, in_tr
     assert ledger_verify_report().ok
 
 
-def test_holds_racing_for_a_budget_reserve_it_exactly_once(chart):
+@pytest.mark.parametrize("per_call", [1, 2], ids=["one hold per call", "two holds per call"])
+def test_holds_racing_for_a_budget_reserve_it_exactly_once(chart, per_call):
     fund(chart.budget, 10 * 1_000, source=chart.equity)
 
     def reserve(i):
         outcomes = []
         for attempt in range(3):
+            specs = [HoldSpec(f"hold:{i}:{attempt}:{n}", 1_000) for n in range(per_call)]
             try:
-                ledger_hold_create(
-                    idempotency_key=f"hold:{i}:{attempt}", account=chart.budget, amount_minor=1_000, currency="EUR"
-                )
+                ledger_holds_create(account=chart.budget, currency="EUR", holds=specs)
                 outcomes.append("held")
             except InsufficientFunds:
                 outcomes.append("insufficient_funds")
@@ -135,20 +136,37 @@ def test_holds_racing_for_a_budget_reserve_it_exactly_once(chart):
     results = run_concurrently(reserve)
 
     counts = Counter(outcome for outcomes in results for outcome in outcomes)
-    assert counts == {"held": 10, "insufficient_funds": WRITERS * 3 - 10}
+    assert counts == {"held": 10 // per_call, "insufficient_funds": WRITERS * 3 - 10 // per_call}
     balance = account_balance(account_id=chart.budget.pk)
     assert (balance.posted_minor, balance.held_minor) == (10_000, 10_000)
+    assert Hold.objects.count() == 10
+    assert ledger_verify_report().ok
+
+
+def test_the_same_hold_keys_submitted_at_once_reserve_once(chart):
+    fund(chart.budget, 10_000, source=chart.equity)
+    specs = [HoldSpec("hold:a", 1_000), HoldSpec("hold:b", 2_000)]
+
+    def submit(_):
+        return [h.pk for h in ledger_holds_create(account=chart.budget, currency="EUR", holds=specs)]
+
+    results = run_concurrently(submit)
+
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert len({tuple(r) for r in results}) == 1
+    assert Hold.objects.count() == 2
+    assert account_balance(account_id=chart.budget.pk).held_minor == 3_000
     assert ledger_verify_report().ok
 
 
 @pytest.mark.parametrize("same_key", [True, False], ids=["retries with one key", "different keys"])
 def test_one_hold_committed_by_many_at_once_is_committed_once(chart, same_key):
     fund(chart.budget, 10_000, source=chart.equity)
-    hold = ledger_hold_create(idempotency_key="hold:1", account=chart.budget, amount_minor=4_000, currency="EUR").hold
+    held = hold(chart.budget, 4_000, key="hold:1")
 
     def commit(i):
         return ledger_hold_commit(
-            hold=Hold.objects.get(pk=hold.pk),
+            hold=Hold.objects.get(pk=held.pk),
             idempotency_key="reward:1:approve" if same_key else f"reward:1:approve:{i}",
             kind="reward_approve",
             legs=[Leg.debit(chart.budget, 3_000), Leg.credit(chart.payable, 3_000)],
@@ -166,8 +184,8 @@ def test_one_hold_committed_by_many_at_once_is_committed_once(chart, same_key):
         assert len(successes) == 1 and successes[0].replayed is False
         assert len(errors) == WRITERS - 1
         assert all(isinstance(e, HoldNotPending) for e in errors), errors
-    hold.refresh_from_db()
-    assert (hold.status, hold.committed_amount_minor) == (HoldStatus.COMMITTED, 3_000)
+    held.refresh_from_db()
+    assert (held.status, held.committed_amount_minor) == (HoldStatus.COMMITTED, 3_000)
     assert JournalEntry.objects.filter(kind="reward_approve").count() == 1
     balance = account_balance(account_id=chart.budget.pk)
     assert (balance.posted_minor, balance.held_minor) == (7_000, 0)
@@ -176,13 +194,13 @@ def test_one_hold_committed_by_many_at_once_is_committed_once(chart, same_key):
 
 def test_commit_and_void_racing_on_one_hold_resolve_it_once(chart):
     fund(chart.budget, 10_000, source=chart.equity)
-    hold = ledger_hold_create(idempotency_key="hold:1", account=chart.budget, amount_minor=4_000, currency="EUR").hold
+    held = hold(chart.budget, 4_000, key="hold:1")
 
     def commit_or_void(i):
         if i % 2:
-            return ledger_hold_void(hold=Hold.objects.get(pk=hold.pk))
+            return ledger_hold_void(hold=Hold.objects.get(pk=held.pk))
         return ledger_hold_commit(
-            hold=Hold.objects.get(pk=hold.pk),
+            hold=Hold.objects.get(pk=held.pk),
             idempotency_key=f"reward:1:{i}",
             kind="reward_approve",
             legs=[Leg.debit(chart.budget, 4_000), Leg.credit(chart.payable, 4_000)],
@@ -190,18 +208,18 @@ def test_commit_and_void_racing_on_one_hold_resolve_it_once(chart):
 
     results = run_concurrently(commit_or_void)
 
-    hold.refresh_from_db()
+    held.refresh_from_db()
     errors = [r for r in results if isinstance(r, Exception)]
     assert all(isinstance(e, HoldNotPending) for e in errors), errors
     first_time = [r for r in results if not isinstance(r, Exception) and not r.replayed]
     assert len(first_time) == 1
-    if hold.status == HoldStatus.COMMITTED:
+    if held.status == HoldStatus.COMMITTED:
         # Every void lost; the other commits (other keys) were refused.
         assert len(errors) == WRITERS - 1
         assert account_balance(account_id=chart.budget.pk).posted_minor == 6_000
     else:
         # The voids after the first are replays; every commit was refused.
-        assert hold.status == HoldStatus.VOIDED
+        assert held.status == HoldStatus.VOIDED
         assert len(errors) == WRITERS // 2
         assert account_balance(account_id=chart.budget.pk).posted_minor == 10_000
     assert account_balance(account_id=chart.budget.pk).held_minor == 0
@@ -300,11 +318,11 @@ def test_a_hold_commit_and_a_plain_post_on_the_same_accounts_do_not_deadlock(db)
     gate = AccountFactory(code="platform:fees:EUR")
     low = AccountFactory(code="brand:1:funds:EUR")
     budget = fund(BudgetAccountFactory(), 10_000, source=AccountFactory(code="equity:EUR", kind="equity"))
-    hold = ledger_hold_create(idempotency_key="hold:1", account=budget, amount_minor=1_000, currency="EUR").hold
+    held = hold(budget, 1_000, key="hold:1")
 
     def commit():
         return ledger_hold_commit(
-            hold=hold,
+            hold=held,
             idempotency_key="reward:1:approve",
             kind="reward_approve",
             legs=[Leg.debit(budget, 1_000), Leg.credit(gate, 100), Leg.credit(low, 900)],
@@ -334,9 +352,7 @@ def test_expiring_holds_and_committing_one_of_them_do_not_deadlock(db):
     payable = AccountFactory(code="recipient:1:payable:EUR")
     due = timezone.now() - timedelta(minutes=1)
     h1, on_gate, h2 = (
-        ledger_hold_create(
-            idempotency_key=key, account=account, amount_minor=1_000, currency="EUR", expires_at=due
-        ).hold
+        hold(account, 1_000, key=key, expires_at=due)
         for key, account in [("hold:1", budget), ("hold:gate", gate), ("hold:2", budget)]
     )
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from reconciliation.models import Account, Hold, JournalEntry, Posting
 from reconciliation.selectors import ledger_verify_report
-from reconciliation.services import Leg, ledger_entry_post, ledger_hold_commit, ledger_hold_create, ledger_hold_void
-from tests.reconciliation.factories import AccountFactory, ledger_snapshot
+from reconciliation.services import Leg, ledger_entry_post, ledger_hold_commit, ledger_hold_void
+from tests.reconciliation.factories import AccountFactory, hold, ledger_snapshot
 
 pytestmark = pytest.mark.postgres
 
@@ -30,21 +30,15 @@ def books(chart, funded_budget):
         kind="reward_approve",
         legs=[Leg.debit(chart.budget, 1_000), Leg.credit(chart.payable, 1_000)],
     ).entry
-    pending = ledger_hold_create(
-        idempotency_key="hold:pending", account=chart.budget, amount_minor=2_000, currency="EUR"
-    ).hold
-    committed = ledger_hold_create(
-        idempotency_key="hold:committed", account=chart.budget, amount_minor=3_000, currency="EUR"
-    ).hold
+    pending = hold(chart.budget, 2_000, key="hold:pending")
+    committed = hold(chart.budget, 3_000, key="hold:committed")
     ledger_hold_commit(
         hold=committed,
         idempotency_key="reward:2:approve",
         kind="reward_approve",
         legs=[Leg.debit(chart.budget, 3_000), Leg.credit(chart.payable, 3_000)],
     )
-    voided = ledger_hold_create(
-        idempotency_key="hold:voided", account=chart.budget, amount_minor=500, currency="EUR"
-    ).hold
+    voided = hold(chart.budget, 500, key="hold:voided")
     ledger_hold_void(hold=voided)
     chart.entry, chart.pending, chart.committed, chart.voided = entry, pending, committed, voided
     chart.posting = entry.postings.order_by("pk").first()
@@ -246,7 +240,7 @@ def test_a_raw_posting_or_hold_for_an_unknown_account_is_refused(books):
         insert_posting(cursor, entry_id, books.payable, 100)
         insert_posting(cursor, entry_id, ghost, -100)
 
-    def hold(cursor):
+    def raw_hold(cursor):
         cursor.execute(
             f"INSERT INTO {HOLD} (idempotency_key, account_id, amount_minor, currency, status, memo, reference_type, "
             "reference_id, created_at) VALUES ('raw-hold', %s, 100, 'EUR', 'pending', '', '', '', %s)",
@@ -254,7 +248,7 @@ def test_a_raw_posting_or_hold_for_an_unknown_account_is_refused(books):
         )
 
     assert_refused(books, "unknown account", posting)
-    assert_refused(books, "unknown account", hold)
+    assert_refused(books, "unknown account", raw_hold)
 
 
 def test_a_raw_posting_to_an_inactive_account_is_refused(books):

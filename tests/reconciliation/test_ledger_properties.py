@@ -22,13 +22,14 @@ from reconciliation.models import Account, AccountKind, Hold, HoldStatus, Journa
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import (
     EntrySpec,
+    HoldSpec,
     Leg,
     ledger_entries_post,
     ledger_entry_post,
     ledger_entry_reverse,
     ledger_hold_commit,
-    ledger_hold_create,
     ledger_hold_void,
+    ledger_holds_create,
     ledger_holds_expire,
 )
 from tests.reconciliation.factories import ledger_snapshot
@@ -241,33 +242,32 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(
         target=holds,
         name=st.sampled_from(HOLDABLE),
-        amount=amounts,
+        hold_amounts=st.lists(amounts, min_size=1, max_size=3),
         expires_in=st.none() | st.integers(min_value=0, max_value=60),
     )
-    def hold_create(self, name, amount, expires_in):
-        key = self._key("hold")
+    def holds_create(self, name, hold_amounts, expires_in):
         expires_at = None if expires_in is None else self.now + timedelta(minutes=expires_in)
+        specs = [HoldSpec(self._key("hold"), amount, expires_at=expires_at) for amount in hold_amounts]
 
         def call():
-            return ledger_hold_create(
-                idempotency_key=key,
-                account=self.accounts[name],
-                amount_minor=amount,
-                currency="EUR",
-                expires_at=expires_at,
-            )
+            return ledger_holds_create(account=self.accounts[name], currency="EUR", holds=specs)
 
         account = self.accounts[name]
-        if not account.allow_overdraft and self.books.posted[name] - self.books.held(name) < amount:
+        if not account.allow_overdraft and self.books.posted[name] - self.books.held(name) < sum(hold_amounts):
             self._expect_refusal(InsufficientFunds, call)
             return multiple()
-        result = call()
-        assert not result.replayed
-        # A retry with the same key holds nothing more.
-        assert call().hold.pk == result.hold.pk
-        model = ModelHold(pk=result.hold.pk, account=name, amount=amount, expires_at=expires_at)
-        self.books.holds[model.pk] = model
-        return model
+        created = call()
+        assert not any(h.pk in self.books.holds for h in created)
+        # A retry with the same keys holds nothing more.
+        before = ledger_snapshot()
+        assert [h.pk for h in call()] == [h.pk for h in created]
+        assert ledger_snapshot() == before
+        models = [
+            ModelHold(pk=h.pk, account=name, amount=amount, expires_at=expires_at)
+            for h, amount in zip(created, hold_amounts, strict=True)
+        ]
+        self.books.holds.update({model.pk: model for model in models})
+        return multiple(*models)
 
     @rule(
         target=entries, hold=holds, share=st.just(100) | st.integers(min_value=1, max_value=99), with_fee=st.booleans()

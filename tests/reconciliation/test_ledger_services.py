@@ -30,6 +30,7 @@ from reconciliation.selectors import (
 )
 from reconciliation.services import (
     EntrySpec,
+    HoldSpec,
     Leg,
     account_get_or_create,
     account_set_active,
@@ -37,8 +38,8 @@ from reconciliation.services import (
     ledger_entry_post,
     ledger_entry_reverse,
     ledger_hold_commit,
-    ledger_hold_create,
     ledger_hold_void,
+    ledger_holds_create,
     ledger_holds_expire,
 )
 from tests.reconciliation.factories import (
@@ -246,7 +247,7 @@ def test_post_refused_for_insufficient_funds_leaves_the_key_free_for_a_corrected
 
 
 def test_post_counts_pending_holds_as_spent_on_a_no_overdraft_account(chart, funded_budget):
-    ledger_hold_create(idempotency_key="hold:1", account=chart.budget, amount_minor=60_000, currency="EUR")
+    hold(chart, 60_000)
     before = ledger_snapshot()
 
     with pytest.raises(InsufficientFunds):
@@ -421,23 +422,21 @@ def test_batch_best_effort_reports_each_refusal_with_its_code_and_posts_the_rest
 
 
 def hold(chart, amount_minor=10_000, key="hold:1", **kwargs):
-    return ledger_hold_create(
-        idempotency_key=key, account=chart.budget, amount_minor=amount_minor, currency="EUR", **kwargs
-    ).hold
+    (created,) = ledger_holds_create(
+        account=chart.budget, currency="EUR", holds=[HoldSpec(idempotency_key=key, amount_minor=amount_minor, **kwargs)]
+    )
+    return created
 
 
 def test_hold_reduces_available_but_not_posted(chart, funded_budget):
-    result = ledger_hold_create(
-        idempotency_key="hold:1",
+    (created,) = ledger_holds_create(
         account=chart.budget,
-        amount_minor=10_000,
         currency="EUR",
-        reference_type="reward",
-        reference_id=7,
+        holds=[HoldSpec(idempotency_key="hold:1", amount_minor=10_000, reference_type="reward", reference_id=7)],
     )
 
-    assert result.replayed is False
-    assert result.hold.status == HoldStatus.PENDING
+    stored = Hold.objects.get(pk=created.pk)
+    assert (stored.status, stored.amount_minor, stored.reference_id) == (HoldStatus.PENDING, 10_000, "7")
     balance = account_balance(account_id=chart.budget.pk)
     assert (balance.posted_minor, balance.held_minor, balance.available_minor) == (100_000, 10_000, 90_000)
     assert hold_pending_total(account=chart.budget) == 10_000
@@ -458,10 +457,9 @@ def test_hold_replay_returns_the_same_hold_and_holds_nothing_more(chart, funded_
     first = hold(chart)
     before = ledger_snapshot()
 
-    again = ledger_hold_create(idempotency_key="hold:1", account=chart.budget, amount_minor=10_000, currency="EUR")
+    again = hold(chart)
 
-    assert again.replayed is True
-    assert again.hold.pk == first.pk
+    assert again.pk == first.pk
     assert ledger_snapshot() == before
 
 
@@ -472,25 +470,35 @@ def test_hold_same_key_other_content_is_an_idempotency_conflict(chart, funded_bu
     before = ledger_snapshot()
 
     with pytest.raises(IdempotencyConflict):
-        ledger_hold_create(
-            idempotency_key="hold:1",
+        ledger_holds_create(
             account=other_budget if other == "account" else chart.budget,
-            amount_minor=10_000 if other == "account" else 10_001,
             currency="EUR",
+            holds=[HoldSpec(idempotency_key="hold:1", amount_minor=10_000 if other == "account" else 10_001)],
         )
 
     assert ledger_snapshot() == before
 
 
 @pytest.mark.parametrize(
-    ("amount", "currency", "error"),
-    [(0, "EUR", InvalidInput), (-5, "EUR", InvalidInput), (10.0, "EUR", InvalidInput), (100, "USD", CurrencyMismatch)],
+    ("key", "amount", "currency", "error"),
+    [
+        ("hold:1", 0, "EUR", InvalidInput),
+        ("hold:1", -5, "EUR", InvalidInput),
+        ("hold:1", 10.0, "EUR", InvalidInput),
+        ("hold:1", True, "EUR", InvalidInput),
+        ("hold:1", 2**63, "EUR", InvalidInput),
+        ("hold:1", 100, "USD", CurrencyMismatch),
+        ("", 100, "EUR", InvalidInput),
+        ("k" * 201, 100, "EUR", InvalidInput),
+    ],
 )
-def test_hold_refuses_bad_amounts_and_currencies(chart, funded_budget, amount, currency, error):
+def test_hold_refuses_bad_amounts_keys_and_currencies(chart, funded_budget, key, amount, currency, error):
     before = ledger_snapshot()
 
     with pytest.raises(error):
-        ledger_hold_create(idempotency_key="hold:1", account=chart.budget, amount_minor=amount, currency=currency)
+        ledger_holds_create(
+            account=chart.budget, currency=currency, holds=[HoldSpec(idempotency_key=key, amount_minor=amount)]
+        )
 
     assert ledger_snapshot() == before
 
