@@ -13,7 +13,7 @@ Per batch, in the lock order of ``campaigns.locks``:
    campaign-wide counters (``FOR UPDATE``);
 5. evaluation in Python, event by event in order: each sees what the events before it in the
    batch took (caps, counters, budget, signals), exactly as if they had been ingested one by one;
-6. writes, one statement per table: events, holds (``ledger_holds_create_bulk``), rewards and
+6. writes, one statement per table: events, holds (``ledger_holds_create``), rewards and
    their audit rows, counter deltas — for a single event all of them in one round trip.
 
 The reads of steps 3–4 are in ``ingest_reads``, the writes of step 6 in ``ingest_writes``.

@@ -11,7 +11,7 @@ from campaigns.models import Reward, RewardEvent, RuleCounter, TriggerEvent
 from campaigns.services.ingest_types import Item
 from core.bulk import insert_statement, model_new, rows_copy, rows_insert, statements_run
 from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
-from reconciliation.services import HoldSpec, ledger_holds_create_bulk, ledger_holds_statement
+from reconciliation.services import HoldSpec, ledger_holds_create
 
 
 def write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: datetime) -> None:
@@ -21,7 +21,7 @@ def write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: d
     rewarded = [i for i in items if i.status]
     for group in _by_campaign(rewarded):
         campaign = group[0].ctx.campaign
-        holds = ledger_holds_create_bulk(
+        holds = ledger_holds_create(
             account=campaign.budget_account, currency=campaign.currency, holds=[_hold_spec(brand, i) for i in group]
         )
         for item, hold in zip(group, holds, strict=True):
@@ -36,7 +36,7 @@ def write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: d
 
 def write_together(brand, items: list[Item], taken, keys: list[list[int]], *, now: datetime) -> None:
     """The same rows as ``_write``, sent as one multi-statement round trip (keys reserved)."""
-    event_ids, hold_ids, reward_ids = (iter(k) for k in keys)
+    event_ids, _, reward_ids = (iter(k) for k in keys)
     events = [_event_row(brand, item, now) for item in items]
     for item, event in zip(items, events, strict=True):
         event.pk = next(event_ids)
@@ -45,13 +45,9 @@ def write_together(brand, items: list[Item], taken, keys: list[list[int]], *, no
     rewarded = [i for i in items if i.status]
     for group in _by_campaign(rewarded):
         campaign = group[0].ctx.campaign
-        statement, holds = ledger_holds_statement(
-            account=campaign.budget_account,
-            currency=campaign.currency,
-            holds=[_hold_spec(brand, i) for i in group],
-            ids=[next(hold_ids) for _ in group],
+        holds = ledger_holds_create(
+            account=campaign.budget_account, currency=campaign.currency, holds=[_hold_spec(brand, i) for i in group]
         )
-        statements.append(statement)
         for item, hold in zip(group, holds, strict=True):
             item.reward = _reward_row(item, hold, now)
             item.reward.pk = next(reward_ids)
