@@ -10,9 +10,9 @@ from campaigns import api as campaigns_api
 from campaigns.tiktok import TikTokWebhookView
 from core.api.schema import SchemaView
 from payouts import api as payouts_api
+from payouts.whatsapp_webhook import WhatsAppWebhookView
 from payouts.wise_webhooks import WiseWebhookView
 from recipients import api as recipients_api
-from recipients.whatsapp import WhatsAppWebhookView
 from reconciliation import api as reconciliation_api
 
 

@@ -1,6 +1,6 @@
 """One-time codes that complete a WhatsApp opt-in: the claim page shows the code, the person
 sends it to the brand's WhatsApp number, and the signed inbound message proves they own that
-number (``recipients.whatsapp``)."""
+number (``payouts.whatsapp_webhook``)."""
 
 from django.db import models
 from django.db.models import Q

@@ -37,6 +37,11 @@ def test_every_app_of_the_project_is_a_layer():
 def test_every_exception_to_the_layers_starts_in_a_protected_interface():
     contracts = _contracts()
     interfaces = contracts["interfaces"]["protected_modules"]
-    for ignored in contracts["layers"]["ignore_imports"]:
+    for ignored in contracts["layers"].get("ignore_imports", []):
         importer = ignored.split("->")[0].strip().removesuffix(".**").removesuffix(".*")
         assert any(_within(importer, i) for i in interfaces), f"{ignored!r}: declare {importer} an interface"
+
+
+def test_the_layers_excuse_no_upward_import():
+    """Every page that calls several apps lives in the top app: no app imports a higher one."""
+    assert _contracts()["layers"].get("ignore_imports", []) == []

@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, TriggerEvent
 from core.models import InboundStatus, InboundWebhook
+from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Identifier
-from recipients.whatsapp import whatsapp_optin_code_issue
 from tests.campaigns.factories import funded_campaign
 
 APP_SECRET = "wa-app-secret"

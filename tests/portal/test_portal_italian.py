@@ -12,9 +12,9 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from campaigns.portal.services import invitation_create
 from campaigns.services import event_ingest
 from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.portal.services import invitation_create
 from tests.campaigns.conftest import event
 
 pytestmark = pytest.mark.django_db

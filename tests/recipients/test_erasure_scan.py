@@ -26,9 +26,9 @@ from payouts.services import (
     payout_batch_download,
     payouts_create_for_payable,
 )
+from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Person
 from recipients.services import person_erase, person_set_iban
-from recipients.whatsapp import whatsapp_optin_code_issue
 from reconciliation.models import Match, StatementLine
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services.matching import statement_lines_match

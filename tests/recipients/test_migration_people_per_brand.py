@@ -7,8 +7,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from campaigns.models import Reward, TriggerEvent
 from core.exceptions import NotFound
+from payouts.claim.services import PayoutDetails, claim_details_submit
 from recipients.brand_people import brand_person_get
-from recipients.claim.services import PayoutDetails, claim_details_submit
 from recipients.models import Identifier, Person
 from recipients.selectors import person_current_bank_account
 from tests.api.conftest import LOGIN_500, ingest

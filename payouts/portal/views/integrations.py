@@ -12,8 +12,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.api_keys import api_key_create, api_key_revoke
 from campaigns.models import WEBHOOK_EVENT_TYPES, ApiKey, ApiScope, BrandRole, WebhookDelivery, WebhookEndpoint
-from campaigns.portal.access import brand_view
-from campaigns.portal.views.common import report
 from campaigns.webhooks import (
     webhook_delivery_redeliver,
     webhook_endpoint_create,
@@ -22,6 +20,8 @@ from campaigns.webhooks import (
     webhook_endpoint_rotate_secret,
 )
 from core.exceptions import ApplicationError
+from payouts.portal.access import brand_view
+from payouts.portal.views.common import report
 
 
 class ApiKeyForm(forms.Form):

@@ -47,7 +47,7 @@ class PayoutForm(forms.Form):
         try:
             return iban_normalise(self.cleaned_data["iban"]).normalised
         except InvalidInput as exc:
-            # The checker's fixed messages are in the catalogue (recipients.claim.texts).
+            # The checker's fixed messages are in the catalogue (payouts.claim.texts).
             raise forms.ValidationError(gettext(exc.message)) from exc
 
     def clean_whatsapp(self):

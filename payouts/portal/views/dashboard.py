@@ -1,10 +1,10 @@
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
-from campaigns.portal.access import brand_view
-from campaigns.portal.charts import bar_chart_svg
-from campaigns.portal.selectors import brand_dashboard
 from core.money import format_minor
+from payouts.portal.access import brand_view
+from payouts.portal.charts import bar_chart_svg
+from payouts.portal.selectors import brand_dashboard
 
 
 @brand_view()

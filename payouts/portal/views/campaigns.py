@@ -11,13 +11,6 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.models import BrandRole, Campaign, CampaignStatus, RewardRule
-from campaigns.portal.access import brand_view
-from campaigns.portal.forms import AllocateForm, CampaignForm, RuleForm, aware
-from campaigns.portal.history import campaign_history
-from campaigns.portal.preview import rule_preview
-from campaigns.portal.selectors import brand_campaigns, brand_unallocated_minor, cost_per_action_minor
-from campaigns.portal.services import campaign_update, rule_replace, rule_retire
-from campaigns.portal.views.common import report
 from campaigns.selectors import campaign_budget
 from campaigns.services import (
     campaign_allocate,
@@ -30,6 +23,13 @@ from campaigns.services import (
 )
 from core.exceptions import ApplicationError
 from core.money import to_minor
+from payouts.portal.access import brand_view
+from payouts.portal.forms import AllocateForm, CampaignForm, RuleForm, aware
+from payouts.portal.history import campaign_history
+from payouts.portal.preview import rule_preview
+from payouts.portal.selectors import brand_campaigns, brand_unallocated_minor, cost_per_action_minor
+from payouts.portal.services import campaign_update, rule_replace, rule_retire
+from payouts.portal.views.common import report
 
 TRANSITIONS = {
     "launch": (campaign_launch, gettext_lazy("Campaign launched: the claim page is live.")),

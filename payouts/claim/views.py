@@ -1,4 +1,4 @@
-"""Claim pages: thin views over ``recipients.claim.services``. Mobile first, no JavaScript needed
+"""Claim pages: thin views over ``payouts.claim.services``. Mobile first, no JavaScript needed
 (waiting pages have a "check again" button; ``static/js/claim.js`` adds the live IBAN check and
 auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot."""
 
@@ -30,21 +30,21 @@ from campaigns.selectors import campaign_budget
 from campaigns.services import smallest_reservation_minor
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
-from recipients.claim.forms import PayoutForm
-from recipients.claim.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
-from recipients.claim.ratelimit import claim_rate_limited, client_ip, iban_check_limited
-from recipients.claim.services import (
+from payouts.claim.forms import PayoutForm
+from payouts.claim.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
+from payouts.claim.ratelimit import claim_rate_limited, client_ip, iban_check_limited
+from payouts.claim.services import (
     PayoutDetails,
     claim_details_submit,
     claim_tiktok_login_submit,
     claim_video_submit,
 )
-from recipients.claim.status import reward_claim_status
-from recipients.claim.texts import reason_text
+from payouts.claim.status import reward_claim_status
+from payouts.claim.texts import reason_text
+from payouts.whatsapp_webhook import whatsapp_optin_code_issue, whatsapp_optin_redeem
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.normalise import iban_normalise
 from recipients.selectors import person_cluster_ids
-from recipients.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem
 from recipients.whatsapp_link import click_to_chat_url
 
 TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)

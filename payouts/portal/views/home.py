@@ -10,10 +10,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from campaigns.models import BrandInvitation, BrandMembership, InvitationStatus
-from campaigns.portal.forms import BrandForm
-from campaigns.portal.services import brand_register, invitation_accept
-from campaigns.portal.views.common import report
 from core.exceptions import ApplicationError
+from payouts.portal.forms import BrandForm
+from payouts.portal.services import brand_register, invitation_accept
+from payouts.portal.views.common import report
 
 
 @login_required

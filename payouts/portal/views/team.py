@@ -5,11 +5,11 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from campaigns.models import BrandInvitation, BrandMembership, BrandRole, InvitationStatus
-from campaigns.portal.access import brand_view
-from campaigns.portal.forms import InviteForm, RoleForm
-from campaigns.portal.services import invitation_create, invitation_revoke, membership_change
-from campaigns.portal.views.common import report
 from core.exceptions import ApplicationError
+from payouts.portal.access import brand_view
+from payouts.portal.forms import InviteForm, RoleForm
+from payouts.portal.services import invitation_create, invitation_revoke, membership_change
+from payouts.portal.views.common import report
 
 
 @brand_view()

@@ -9,11 +9,11 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import render
 
 from campaigns.models import RewardStatus, Trigger
-from campaigns.portal.access import brand_view
-from campaigns.portal.forms import TableFilterForm
-from campaigns.portal.selectors import brand_payout_items, brand_rewards
 from core.money import minor_to_decimal
 from payouts.models import PayoutStatus
+from payouts.portal.access import brand_view
+from payouts.portal.forms import TableFilterForm
+from payouts.portal.selectors import brand_payout_items, brand_rewards
 
 PAGE_SIZE = 50
 

@@ -1,12 +1,12 @@
 from django.conf import settings
 from django.shortcuts import render
 
-from campaigns.portal.access import brand_view
-from campaigns.portal.forms import FundingForm
-from campaigns.portal.qr import epc_payload, epc_qr_svg
-from campaigns.portal.selectors import brand_unallocated_minor
 from core.exceptions import InvalidInput
 from core.money import to_minor
+from payouts.portal.access import brand_view
+from payouts.portal.forms import FundingForm
+from payouts.portal.qr import epc_payload, epc_qr_svg
+from payouts.portal.selectors import brand_unallocated_minor
 
 
 @brand_view()

@@ -32,9 +32,9 @@ from campaigns.models import (
 )
 from campaigns.platforms.tiktok import TikTokUnavailable, Video, tiktok_videos_query
 from campaigns.services import EventInput, event_ingest
+from payouts.claim.links import PAYOUT_SALT, token_make
 from payouts.notifications import TemplateMessage, whatsapp_sender
 from recipients import crypto
-from recipients.claim.links import PAYOUT_SALT, token_make
 from recipients.models import Identifier, IdentifierKind
 from recipients.selectors import person_cluster_ids, person_current_bank_account
 
