@@ -64,7 +64,7 @@ class PreparedEvent:
 @dataclass
 class CampaignContext:
     """The campaign an event is for, with its brand, budget account and active rules, read once
-    per call (``ingest_steps.campaign_context``)."""
+    per call (``ingest_reads.campaign_context``)."""
 
     campaign: Campaign
     rules: list[RewardRule]

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from campaigns.models import RewardEvent, WebhookCursor, WebhookEvent
 from campaigns.webhooks import CURSOR_STUCK_AFTER, webhook_endpoint_create, webhook_events_collect
-from core.bulk import rows_copy
+from core.bulk import rows_insert
 from tests.api.conftest import ingest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -58,8 +58,8 @@ def _later_rows(reward, n: int) -> None:
     """``n`` committed audit rows with ids above the open writer's, of a kind no webhook is for
     (so the test measures the cursor, not thousands of deliveries)."""
     now = timezone.now()
-    rows = [(reward.pk, "reward.review", "review", now)] * n
-    rows_copy(RewardEvent, ["reward_id", "kind", "to_status", "created_at"], rows)
+    rows = [RewardEvent(reward=reward, kind="reward.review", to_status="review", created_at=now) for _ in range(n)]
+    rows_insert(RewardEvent, rows, keys=False)
 
 
 def test_a_row_committed_after_thousands_of_later_ones_is_still_sent(brand, campaign, receiver):
