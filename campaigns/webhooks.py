@@ -67,6 +67,7 @@ from campaigns.models import (
 from campaigns.webhook_kick import webhook_collect_enqueue
 from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
+from core.locks import WEBHOOK_EMIT_CLASS
 from core.queue import enqueue_on_commit
 from recipients import crypto
 from reconciliation.models import JournalEntry, Posting
@@ -267,9 +268,6 @@ class EventNew:
     source: str
 
 
-EMIT_LOCK_CLASS = 7304  # pg_advisory_xact_lock(class, brand id); 7302 / 7303: campaigns.locks, ingest_combine
-
-
 def webhook_event_emit(
     *, brand, type: str, data: dict, source: str, now: datetime | None = None
 ) -> WebhookEvent | None:
@@ -297,7 +295,7 @@ def _events_emit(*, items: list[EventNew], now: datetime) -> list[WebhookEvent]:
                 # events as done instead of failing on the unique (brand, source) index.
                 cursor.execute(
                     "SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
-                    [EMIT_LOCK_CLASS, brand_ids],
+                    [WEBHOOK_EMIT_CLASS, brand_ids],
                 )
                 # Active endpoints only: enabling a disabled one creates the deliveries of the
                 # events it missed inside the retry window (``webhook_endpoint_enable``). The

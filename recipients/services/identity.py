@@ -20,9 +20,9 @@ Who may change where a person is paid — the rule every resolution follows:
 
 Concurrency: the partial unique constraint on active ``(brand, kind, value)`` decides races. A
 look-up that loses a race gets an IntegrityError inside its savepoint and simply runs again, now
-seeing the winner's rows. Lock order (defined here only): root person rows in ascending id, then
-identifier inserts in ascending ``(kind, value)`` order, so two resolvers can never wait on each
-other in a cycle. None of these services is durable: they join the caller's transaction
+seeing the winner's rows. Locks (classes 1 and 2 of ``core.locks``): root person rows in ascending
+id, then identifier inserts in ascending ``(kind, value)`` order, so two resolvers can never wait
+on each other in a cycle. None of these services is durable: they join the caller's transaction
 (``event_ingest`` resolves the person inside its own) and use a savepoint per attempt.
 """
 

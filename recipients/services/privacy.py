@@ -356,7 +356,7 @@ def _mentions(value, needles: list[str]) -> bool:
 
 def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, set[str]], now) -> dict[str, int]:
     needles = _needles(values)
-    # Lines before payouts: the lock order (``payouts.services.states``).
+    # Lines before payouts: the lock order (``core.locks``).
     lines, tied = _statement_lines_erase(cluster=cluster, values=values, needles=needles)
     counts = {
         "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),
