@@ -333,7 +333,7 @@ TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.DepthLimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.fields.DepthLimitedJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "UNAUTHENTICATED_USER": None,
 }
