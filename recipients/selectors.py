@@ -8,7 +8,7 @@ from django.db.models.functions import Coalesce
 from core.exceptions import InvalidInput
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, IdentifierKind, Person
-from recipients.normalise import IbanInfo, email_normalise, iban_normalise, phone_normalise
+from recipients.normalise import AccountInfo, email_normalise, iban_normalise, phone_normalise
 
 
 def person_root(*, person: Person) -> Person:
@@ -48,7 +48,7 @@ def person_current_bank_account(*, person: Person) -> BankAccount | None:
     return next((a for a in accounts if a.person_id == root.id), accounts[0] if accounts else None)
 
 
-def iban_validate(iban: str) -> IbanInfo:
+def iban_validate(iban: str) -> AccountInfo:
     """Normalised IBAN, country, BIC and bank name (where schwifty knows the bank) and the mask.
     Raises InvalidInput(code="invalid_iban") with a plain-language message."""
     return iban_normalise(iban)
