@@ -45,7 +45,8 @@ US_ACCOUNT = {
 
 
 @pytest.fixture
-def brand(db):
+def atlantic(db):
+    """The brand paying people in GBP and USD."""
     return BrandFactory(name="Atlantic", slug="atlantic")
 
 
@@ -90,12 +91,12 @@ def wise_says(psp, payout: Payout, state: str):
 
 
 def test_a_uk_and_a_us_person_are_paid_end_to_end_through_the_psp(
-    brand, books, psp, django_capture_on_commit_callbacks
+    atlantic, books, psp, django_capture_on_commit_callbacks
 ):
     psp.modulus_check = True
     uk_number = uk_account_number(SORT_CODE, 3)
-    oliver = reward_in(brand, "GBP", "oliver@example.co.uk")
-    ava = reward_in(brand, "USD", "ava@example.com")
+    oliver = reward_in(atlantic, "GBP", "oliver@example.co.uk")
+    ava = reward_in(atlantic, "USD", "ava@example.com")
     # the claim page asks each for the fields of their currency's accounts
     page = Client().get(f"/c/r/{token_make(PAYOUT_SALT, oliver.pk)}/")
     assert b'name="sort_code__sortCode"' in page.content and b'name="iban"' in page.content
@@ -148,8 +149,8 @@ def test_a_uk_and_a_us_person_are_paid_end_to_end_through_the_psp(
     assert ledger_verify_report().ok
 
 
-def test_a_bad_sort_code_modulus_on_the_claim_page_stores_nothing(brand, psp):
-    oliver = reward_in(brand, "GBP", "oliver@example.co.uk")
+def test_a_bad_sort_code_modulus_on_the_claim_page_stores_nothing(atlantic, psp):
+    oliver = reward_in(atlantic, "GBP", "oliver@example.co.uk")
     people, accounts = Person.objects.count(), BankAccount.objects.count()
 
     page = claim(
@@ -163,8 +164,8 @@ def test_a_bad_sort_code_modulus_on_the_claim_page_stores_nothing(brand, psp):
     assert (Person.objects.count(), BankAccount.objects.count()) == (people, accounts)
 
 
-def test_a_missing_required_field_is_said_and_nothing_is_stored(brand, db):
-    ava = reward_in(brand, "USD", "ava@example.com")
+def test_a_missing_required_field_is_said_and_nothing_is_stored(atlantic, db):
+    ava = reward_in(atlantic, "USD", "ava@example.com")
     fields = {k: v for k, v in US_ACCOUNT.items() if k != "aba__address.city"}
 
     page = claim(ava, fields, "Ava Johnson")
@@ -174,9 +175,9 @@ def test_a_missing_required_field_is_said_and_nothing_is_stored(brand, db):
     assert not BankAccount.objects.exists()
 
 
-def test_without_the_psp_a_local_account_waits_rather_than_go_to_the_sandbox_or_a_sepa_file(brand, books, db):
+def test_without_the_psp_a_local_account_waits_rather_than_go_to_the_sandbox_or_a_sepa_file(atlantic, books, db):
     RouteRule.objects.create(priority=1, rail="sepa_file")  # a catch-all to the file: it takes only IBANs in EUR
-    oliver = reward_in(brand, "GBP", "oliver@example.co.uk")
+    oliver = reward_in(atlantic, "GBP", "oliver@example.co.uk")
     uk = {"account_type": "sort_code", "sort_code__sortCode": SORT_CODE, "sort_code__accountNumber": "37778842"}
     assert claim(oliver, uk, "Oliver Smith").status_code == 302
 
@@ -186,15 +187,15 @@ def test_without_the_psp_a_local_account_waits_rather_than_go_to_the_sandbox_or_
     assert not Payout.objects.exists()
 
 
-def test_a_local_account_in_another_currency_is_asked_for_again(brand, books, psp, db):
+def test_a_local_account_in_another_currency_is_asked_for_again(atlantic, books, psp, db):
     """A person paid in USD whose current account is a UK one: the money waits, they are asked."""
-    ava = reward_in(brand, "USD", "ava@example.com")
+    ava = reward_in(atlantic, "USD", "ava@example.com")
     gb = account_normalise(
         kind="sort_code",
         currency="GBP",
         details={"sortCode": SORT_CODE, "accountNumber": uk_account_number(SORT_CODE, 1)},
     )
-    person_resolve(brand_id=brand.pk, identity=IdentityInput(email="ava@example.com", account=gb), source="api")
+    person_resolve(brand_id=atlantic.pk, identity=IdentityInput(email="ava@example.com", account=gb), source="api")
     rewards_mature(now=timezone.now() + timedelta(seconds=1))
 
     result = payouts_create_for_payable(enqueue=False)
