@@ -109,7 +109,9 @@ def _copies(*, campaign: Campaign, rule: RewardRule, payloads: list[EventInput],
         rows[BankAccount].append(
             dict(
                 id=account,
-                iban_ciphertext=crypto.encrypt(iban.normalised),
+                kind=iban.kind,
+                currency=iban.currency,
+                ciphertext=crypto.encrypt(iban.secret),
                 iban_fingerprint=iban_fp,
                 masked=iban.masked,
                 country=iban.country,

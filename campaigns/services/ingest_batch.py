@@ -118,7 +118,7 @@ def _people(brand, items: list[Item], *, simple_only: bool) -> None:
                 email=i.p.payload.email,
                 whatsapp=i.p.payload.whatsapp,
                 iban=i.p.payload.iban,
-                iban_info=i.p.iban_info,
+                account=i.p.iban_info,
                 social_provider=i.p.payload.social_provider,
                 social_uid=i.p.payload.social_uid,
                 phone_region=i.p.payload.phone_region,

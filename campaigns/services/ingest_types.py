@@ -5,7 +5,7 @@ from datetime import datetime
 
 from campaigns.models import Campaign, EventSource, Reward, RewardRule, Trigger, TriggerEvent
 from core.exceptions import ApplicationError
-from recipients.normalise import IbanInfo
+from recipients.normalise import AccountInfo
 from recipients.services import Resolved
 
 
@@ -58,7 +58,7 @@ class PreparedEvent:
     ip: str = ""
     # The IBAN validated and normalised once, here (None without one): resolving the person
     # does not parse it again.
-    iban_info: IbanInfo | None = None
+    iban_info: AccountInfo | None = None
 
 
 @dataclass

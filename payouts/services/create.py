@@ -38,7 +38,18 @@ def end_to_end_id_new() -> str:
     return f"JBP{timezone.now():%y%m%d}{secrets.token_hex(8).upper()}"
 
 
-def _route(*, currency: str, country: str, amount_minor: int) -> tuple[str, str]:
+def _route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
+    """The rail (and fallback) for one payout: the active routing rules, else the default rail,
+    else the first other configured rail. A rail that cannot carry the payout — its currency,
+    country, amount or kind of account (the SEPA file and the sandbox take only IBANs) — counts as
+    unavailable, so no rule can send a payout where it cannot travel. Raises NoRoute."""
+    usable = usable_rails()
+    carries = {
+        name: rail.capabilities().supports(
+            currency=currency, country=country, amount_minor=amount_minor, account_type=account_type
+        )
+        for name, rail in usable.items()
+    }
     rules = [
         RouteSpec(
             rail=r.rail,
@@ -53,10 +64,16 @@ def _route(*, currency: str, country: str, amount_minor: int) -> tuple[str, str]
     ]
     if not rules:
         default = get_rail().name
-        return default, ""
-    known = set(usable_rails())
+        rules = [
+            RouteSpec(rail=default, priority=0),
+            *(RouteSpec(rail=name) for name in sorted(usable) if name != default),
+        ]
     primary, fallback = route(
-        currency=currency, country=country, amount_minor=amount_minor, rules=rules, availability=lambda n: n in known
+        currency=currency,
+        country=country,
+        amount_minor=amount_minor,
+        rules=rules,
+        availability=lambda name: carries.get(name, False),
     )
     return primary, fallback or ""
 
@@ -84,8 +101,10 @@ def payouts_create_for_payable(
     """Create payouts for every payable reward that is in no live payout: one payout per person
     and currency, at once for instant campaigns, or once the oldest reward of an aggregate
     campaign has waited its ``aggregate_minutes``; never below the campaigns' ``min_payout_minor``
-    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable IBAN keeps the money payable and
-    is asked for one (once per group of rewards).
+    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable account (none, erased, one that
+    bounced, or a local account in another currency) keeps the money payable and is asked for one
+    (once per group of rewards). A payout no configured rail can carry is not created: the money
+    stays payable until one can.
 
     Idempotent and safe to run concurrently: each payout is created in its own durable
     transaction with its rewards locked and re-checked; the partial unique constraint on live
@@ -118,7 +137,7 @@ def payouts_create_for_payable(
             continue
         payee = Person.objects.get(pk=person_id)
         bank = person_current_bank_account(person=payee)
-        if bank is None or not bank.iban_ciphertext or _account_blocked(bank):
+        if bank is None or not bank.ciphertext or not bank.pays_in(currency) or _account_blocked(bank):
             result.waiting_for_iban.append(person_id)
             key = f"iban_needed:{person_id}:{min(r['id'] for r in rows)}"
             if not Notification.objects.filter(key__startswith=key).exists():
@@ -155,7 +174,9 @@ def _payout_create(
                 return None
             amount = sum(r.amount_minor for r in rewards)
             try:
-                rail, fallback = _route(currency=currency, country=bank.country, amount_minor=amount)
+                rail, fallback = _route(
+                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind
+                )
             except NoRoute:
                 return None
             payout = Payout.objects.create(

@@ -39,6 +39,7 @@ from recipients.services.identity import (
     RACE_CONSTRAINTS,
     Identity,
     IdentityInput,
+    bank_account_columns,
     constraint_name,
     identity_normalise,
     resolve_once,
@@ -310,15 +311,10 @@ def _people_create(
 
 
 def _account(person: Person, identity: Identity, source: str, now) -> BankAccount:
-    iban = identity.iban
     return BankAccount(
         person=person,
-        iban_ciphertext=crypto.encrypt(iban.normalised),
         iban_fingerprint=identity.iban_fingerprint,
-        masked=iban.masked,
-        country=iban.country,
-        bic=iban.bic,
-        bank_name=iban.bank_name,
+        **bank_account_columns(identity.iban),
         is_current=True,
         source=source,
         created_at=now,

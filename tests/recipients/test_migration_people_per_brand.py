@@ -16,13 +16,14 @@ from tests.campaigns.factories import BrandFactory, funded_campaign
 
 IBAN = "DE89370400440532013000"
 BEFORE = [("recipients", "0003_lean_indexes")]
-AFTER = [("recipients", "0004_people_per_brand")]
+AFTER = None  # through 0004 to recipients' latest migration: the code after it needs today's tables
 
 
 def _migrate(targets) -> None:
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
-    executor.migrate(targets)
+    latest = [node for node in executor.loader.graph.leaf_nodes() if node[0] == "recipients"]
+    executor.migrate(targets if targets is not None else latest)
 
 
 @pytest.mark.postgres
