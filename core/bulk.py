@@ -4,7 +4,9 @@ is big enough, ``bulk_create`` otherwise.
 For a thousand rows of a dozen columns, ``bulk_create`` spends longer preparing each value in
 Python and quoting it into one statement than the database spends storing it; COPY streams the
 rows with the driver's own adaptation and no SQL text. Row triggers and constraints run exactly
-as for INSERT, so nothing the database enforces is bypassed.
+as for INSERT, so nothing the database enforces is bypassed. Measured (A/B in one run, bench.ab
+--n 2000, best of three, on a shared machine): with ``bulk_create`` instead, bulk fell to 0.71x
+and bulk_2 to 0.30x.
 
 Only for plain models: no multi-table inheritance, an integer auto primary key, and values that
 are already what the column stores (``pre_save`` runs, so ``auto_now_add`` works; JSON fields are

@@ -7,7 +7,10 @@ so a lock taken by one is held when the next reads. Ingestion sends its IBAN loc
 fact the rules need, then its campaign locks with the counters, in two round trips however many
 facts there are.
 
-Measured: FIGURE
+Measured (A/B in one run, bench.ab --n 2000, best of three, on a shared machine): with the same
+reads sent one by one, bulk_2 (two bulk callers) fell to 0.62x; the other phases stayed within
+noise (single_1 1.03x, single_8 1.11x, bulk 0.96x). Prepared plans also halved PostgreSQL's CPU
+per single event (6.9 against 12.9 ms in the first round).
 """
 
 from collections.abc import Callable, Sequence
