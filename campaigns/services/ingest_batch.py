@@ -44,10 +44,9 @@ from campaigns.models import (
 from campaigns.services.campaigns import _transition
 from campaigns.services.ingest_reads import Known, Tally
 from campaigns.services.ingest_types import Item
-from core.bulk import rows_insert
+from core.bulk import queries_run, rows_insert
 from core.exceptions import ApplicationError
 from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
-from core.roundtrips import queries_run
 from recipients.services import IdentityInput, people_resolve
 from reconciliation.services import HoldSpec, ledger_holds_create
 

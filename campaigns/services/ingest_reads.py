@@ -23,8 +23,8 @@ from campaigns.locks import tally_lock_parse, tally_lock_statement
 from campaigns.models import Campaign, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
 from campaigns.services.ingest_types import CampaignContext, Item
+from core.bulk import Read
 from core.exceptions import NotFound
-from core.roundtrips import Read
 from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
 
 

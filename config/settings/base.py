@@ -102,7 +102,7 @@ def database_from_url(url: str, *, conn_max_age: int = 0) -> dict:
     elif database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_PREPARED_STATEMENTS", True):
         # Django turns psycopg's prepared statements off (prepare_threshold=None), and psycopg
         # then ignores even an explicit ``execute(..., prepare=True)``: the hot paths' pipelined
-        # statements (``core.roundtrips``) were parsed and planned on every event. A threshold no
+        # statements (``core.bulk``) were parsed and planned on every event. A threshold no
         # query reaches keeps Django's own queries unprepared (its client-side cursors interpolate
         # literals anyway) and lets the statements that ask for it be prepared once per
         # connection. Behind PgBouncer in transaction mode older than 1.21, set
