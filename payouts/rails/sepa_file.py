@@ -36,7 +36,6 @@ from payouts.rails.base import (
     SEPA_COUNTRIES,
     Capabilities,
     FinalRailError,
-    PayeeMatch,
     Rail,
     RailPayment,
     RailStatus,
@@ -47,6 +46,7 @@ from payouts.rails.base import (
     normalise_iban,
     validate_end_to_end_id,
 )
+from payouts.rails.vop import payee_verify, vop_provider
 
 PAIN001_SCHEMA = "pain.001.001.09"
 PAIN001_NAMESPACE = f"urn:iso:std:iso:20022:tech:xsd:{PAIN001_SCHEMA}"
@@ -383,7 +383,7 @@ class SepaFileRail(Rail):
         )
 
     def verify_payee(self, *, name: str, iban: str) -> VerifyPayeeResult:
-        return VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
+        return payee_verify(name=name, iban=iban)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -391,6 +391,6 @@ class SepaFileRail(Rail):
             countries=SEPA_COUNTRIES,
             instant=False,
             max_amount_minor=SEPA_MAX_AMOUNT_MINOR,
-            verify_payee=False,
+            verify_payee=vop_provider().configured,
             file_based=True,
         )

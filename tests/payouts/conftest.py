@@ -1,8 +1,11 @@
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from payouts.rails.adyen import AdyenTransfersRail
 from payouts.rails.psp_api import WiseRail
 from payouts.rails.sandbox import sandbox_store
+from tests.fakes.adyen_server import FakeAdyen
+from tests.fakes.vop_server import FakeVop
 from tests.fakes.wise_server import FakeWise
 
 
@@ -38,3 +41,39 @@ def sandbox_memory(settings):
     store = sandbox_store()
     store.reset()
     return store
+
+
+@pytest.fixture
+def fake_adyen():
+    fake = FakeAdyen().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def adyen_rail(fake_adyen):
+    return AdyenTransfersRail(
+        base_url=fake_adyen.api_url,
+        api_key=fake_adyen.api_key,
+        balance_account_id=fake_adyen.balance_account_id,
+        timeout_seconds=2.0,
+        instant_wait_seconds=2.0,
+        poll_interval_seconds=0.02,
+    )
+
+
+@pytest.fixture
+def fake_vop(settings):
+    """The EPC VoP fake, configured as the VoP provider of the rails without their own check."""
+    fake = FakeVop().start()
+    settings.PAYOUT_VOP = {
+        "BACKEND": "payouts.rails.vop.EpcVopClient",
+        "OPTIONS": {
+            "base_url": fake.base_url,
+            "requester_bic": "ABNANL2A",
+            "api_token": fake.token,
+            "timeout_seconds": 2.0,
+        },
+    }
+    yield fake
+    fake.stop()
