@@ -18,6 +18,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from campaigns.models import VopAction
 from core.money import format_minor
 
 
@@ -169,9 +170,14 @@ class Payout(models.Model):
     creditor_iban_fingerprint = models.CharField(max_length=64, blank=True, default="", db_index=True)
     creditor_country = models.CharField(max_length=2)
     debtor_account_code = models.CharField(max_length=120)
-    # Verification of Payee (where the rail offers it) and the review it may ask for.
+    # Verification of Payee, checked once before the payout is sent (or put into a file), and
+    # the campaign policy's action on the answer. A hold (review, ask, block) is ``needs_review``:
+    # staff release a review; the person confirms the bank's name (ask) or corrects their
+    # details (block, ask), which cancels this payout for a new one.
     vop_result = models.CharField(max_length=20, blank=True, default="")
     vop_suggested_name = models.CharField(max_length=140, blank=True, default="")
+    vop_checked_at = models.DateTimeField(null=True, blank=True)
+    vop_action = models.CharField(max_length=8, blank=True, default="", choices=VopAction.choices)
     needs_review = models.BooleanField(default=False)
     review_reason = models.CharField(max_length=200, blank=True, default="")
     reason_code = models.CharField(max_length=8, blank=True, default="")
@@ -249,6 +255,10 @@ class Payout(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="submitting") | Q(claimed_at__isnull=False), name="payout_submitting_claimed"
             ),
+            models.CheckConstraint(
+                condition=Q(vop_action="") | (Q(vop_action__in=VopAction.values) & Q(vop_checked_at__isnull=False)),
+                name="payout_vop_action_checked",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="payout_status_next_idx"),
@@ -293,6 +303,7 @@ class AttemptOutcome(models.TextChoices):
     RETRY = "retry", "Retryable error"
     FAILED = "failed", "Refused by the rail"
     REVIEW = "review", "Held for review"
+    PAYEE = "payee", "Held for the person (Verification of Payee)"
     SUPERSEDED = "superseded", "Another worker recorded this payout"
 
 

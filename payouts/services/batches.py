@@ -25,6 +25,7 @@ from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, P
 from payouts.pain002 import Outcome, Pain002Report
 from payouts.rails.sepa_file import DebtorAccount, build_pain001
 from payouts.services.execute import rail_payment_for
+from payouts.services.payee import payouts_payee_verify
 from payouts.services.states import (
     debtor_bank_account,
     drive,
@@ -61,24 +62,31 @@ def payout_batch_create(
     *, actor, currency: str = "EUR", execution_date: date | None = None, payout_ids: list[int] | None = None
 ) -> PayoutBatch:
     """Put every waiting payout of a file rail (or the given ones) into one pain.001 file paid
-    from the platform's debtor account: the file is built and validated, then, in one durable
-    transaction, the batch is stored and its payouts become ``submitted`` (payable → in transit,
-    one entry for the file). Raises InvalidInput (nothing waiting, no debtor account, invalid file)."""
+    from the platform's debtor account: payees not checked yet are checked first (each outside
+    the file's transaction; a policy hold keeps that payout out), then the file is built and
+    validated and, in one durable transaction, the batch is stored and its payouts become
+    ``submitted`` (payable → in transit, one entry for the file). Raises InvalidInput (nothing
+    waiting, no debtor account, invalid file)."""
     execution_date = execution_date or timezone.localdate()
     debtor = debtor_bank_account(currency)
     if debtor is None:
         raise InvalidInput(f"No platform bank account in {currency} to pay from.", code="no_debtor_account")
+    waiting = (
+        Payout.objects.filter(status=PayoutStatus.CREATED, rail__in=file_rail_names(), batch__isnull=True)
+        .filter(needs_review=False, currency=currency, debtor_account_code=debtor.ledger_account.code)
+        .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+    )
+    if payout_ids is not None:
+        waiting = waiting.filter(pk__in=payout_ids)
+    payouts_payee_verify(payout_ids=list(waiting.filter(vop_checked_at__isnull=True).values_list("id", flat=True)))
     now = timezone.now()
     with transaction.atomic(durable=True):
+        # Only checked payees go into a file: a hold took the others out (needs_review).
         qs = (
-            Payout.objects.select_for_update(skip_locked=True, of=("self",))
+            waiting.select_for_update(skip_locked=True, of=("self",))
             .select_related("bank_account")
-            .filter(status=PayoutStatus.CREATED, rail__in=file_rail_names(), batch__isnull=True, needs_review=False)
-            .filter(currency=currency, debtor_account_code=debtor.ledger_account.code)
-            .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+            .filter(vop_checked_at__isnull=False)
         )
-        if payout_ids is not None:
-            qs = qs.filter(pk__in=payout_ids)
         payouts = list(qs.order_by("id"))
         if not payouts:
             raise InvalidInput("No payouts are waiting for a file.", code="empty_batch")

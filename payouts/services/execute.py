@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
 from core.queue import enqueue
 from payouts import conf
@@ -27,7 +28,6 @@ from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
 from payouts.rails.base import (
     FinalRailError,
-    PayeeMatch,
     Rail,
     RailPayment,
     RailStatus,
@@ -37,8 +37,8 @@ from payouts.rails.base import (
     SubmitStatus,
     VerifyPayeeResult,
 )
+from payouts.services.payee import payee_check_record, payout_vop_action, payouts_payee_verify
 from payouts.services.states import drive, event_record, payout_lock
-from recipients.models import BankAccount
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ def payout_execute(*, payout_id: int, now: datetime | None = None) -> str:
     if payout is None or payout.status != PayoutStatus.CREATED:
         return "not_claimed"
     if _is_file_rail(payout.rail):
+        payouts_payee_verify(payout_ids=[payout_id])
         return "waits_for_batch"
     now = now or timezone.now()
     with transaction.atomic(durable=True):
@@ -134,42 +135,46 @@ def rail_payment_for(payout: Payout, *, iban: str | None = None) -> RailPayment:
     )
 
 
-def _needs_vop(payout: Payout, rail: Rail) -> bool:
-    return rail.capabilities().verify_payee and payout.bank_account.payee_checked_at is None
+@dataclass(frozen=True)
+class _PayeeCheck:
+    vop: VerifyPayeeResult
+    action: VopAction
 
 
 def _attempt(claim: _Claim, *, recovered: bool) -> str:
     """One attempt for a payout this worker has claimed. Every rail call happens here, outside
-    any transaction; each branch ends in exactly one ``_record_*`` transaction."""
+    any transaction; each branch ends in exactly one ``_record_*`` transaction. The payee is
+    checked once, before the first submit; a hold ends the attempt without one."""
     payout = Payout.objects.select_related("bank_account").get(pk=claim.payout_id)
     rail = get_rail(payout.rail)
-    vop: VerifyPayeeResult | None = None
+    check: _PayeeCheck | None = None
     try:
         if recovered:
             known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
             if known.status != RailStatus.UNKNOWN:
                 return _record_status(claim, known, via="rail")
-        if _needs_vop(payout, rail):
+        if payout.vop_checked_at is None:
             vop = rail.verify_payee(name=payout.creditor_name, iban=payout.bank_account.iban())
-            if vop.outcome == PayeeMatch.NO_MATCH:
-                return _record_review(claim, vop=vop, reason="Verification of Payee: the name does not match the IBAN.")
+            check = _PayeeCheck(vop, payout_vop_action(payout_id=payout.pk, outcome=vop.outcome))
+            if check.action != VopAction.PAY:
+                return _record_hold(claim, check)
         answer = rail.submit(rail_payment_for(payout))
     except FinalRailError as exc:
-        return _record_failure(claim, exc, vop=vop)
+        return _record_failure(claim, exc, check=check)
     except RetryableRailError as exc:
-        return _after_retryable(claim, rail, payout, exc, vop=vop)
-    return _record_rail_result(claim, answer, vop=vop)
+        return _after_retryable(claim, rail, payout, exc, check=check)
+    return _record_rail_result(claim, answer, check=check)
 
 
-def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, vop) -> str:
+def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, check) -> str:
     if claim.attempt < conf.max_attempts():
-        return _record_retry(claim, exc, vop=vop)
+        return _record_retry(claim, exc, check=check)
     # Out of attempts. Failing releases the money for a new payout, which is only safe if the
     # rail holds no transfer under this id: ask once more.
     try:
         known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
     except RetryableRailError:
-        return _record_review(claim, vop=vop, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
+        return _record_review(claim, check=check, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
     if known.status != RailStatus.UNKNOWN:
         return _record_status(claim, known, via="rail")
     failure = FinalRailError(
@@ -177,7 +182,7 @@ def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRa
         reason_code="NARR",
         reason_text=f"The payment rail was unavailable after {claim.attempt} attempts ({exc}).",
     )
-    return _record_failure(claim, failure, vop=vop)
+    return _record_failure(claim, failure, check=check)
 
 
 def _locked_claim(claim: _Claim) -> Payout | None:
@@ -199,26 +204,12 @@ def _finish_attempt(claim: _Claim, outcome: str, *, now, exc=None, response: str
     )
 
 
-def _store_vop(payout: Payout, vop: VerifyPayeeResult | None, now) -> None:
-    if vop is None:
-        return
-    payout.vop_result = vop.outcome
-    payout.vop_suggested_name = (vop.suggested_name or "")[:140]
-    payout.save(update_fields=["vop_result", "vop_suggested_name"])
-    BankAccount.objects.filter(pk=payout.bank_account_id).update(
-        payee_check_result=vop.outcome, payee_check_name=(vop.suggested_name or "")[:200], payee_checked_at=now
-    )
-    if vop.outcome == PayeeMatch.CLOSE_MATCH:
-        event_record(
-            payout,
-            kind="payout.vop_close_match",
-            from_status=payout.status,
-            data={"suggested": vop.suggested_name},
-            now=now,
-        )
+def _store_check(payout: Payout, check: _PayeeCheck | None, now) -> None:
+    if check is not None:
+        payee_check_record(payout, vop=check.vop, action=check.action, now=now)
 
 
-def _record_rail_result(claim: _Claim, answer: SubmitResult, *, vop=None) -> str:
+def _record_rail_result(claim: _Claim, answer: SubmitResult, *, check=None) -> str:
     """The rail accepted: submitted (payable → in transit), and settled too on an instant rail."""
     now = timezone.now()
     target = PayoutStatus.SETTLED if answer.status == SubmitStatus.SETTLED else PayoutStatus.SUBMITTED
@@ -229,7 +220,7 @@ def _record_rail_result(claim: _Claim, answer: SubmitResult, *, vop=None) -> str
                 claim, AttemptOutcome.SUPERSEDED, now=now, response=f"{answer.status} {answer.rail_reference}"
             )
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         drive(payout, target=target, now=now, via="rail", rail_reference=answer.rail_reference)
         outcome = AttemptOutcome.SETTLED if target == PayoutStatus.SETTLED else AttemptOutcome.ACCEPTED
         _finish_attempt(claim, outcome, now=now, response=f"{answer.status} {answer.rail_reference}")
@@ -262,13 +253,13 @@ def _record_status(claim: _Claim, known: StatusResult, *, via: str) -> str:
     return outcome
 
 
-def _record_failure(claim: _Claim, exc: FinalRailError, *, vop=None) -> str:
+def _record_failure(claim: _Claim, exc: FinalRailError, *, check=None) -> str:
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         drive(
             payout,
             target=PayoutStatus.FAILED,
@@ -281,13 +272,13 @@ def _record_failure(claim: _Claim, exc: FinalRailError, *, vop=None) -> str:
     return AttemptOutcome.FAILED
 
 
-def _record_retry(claim: _Claim, exc: RetryableRailError, *, vop=None) -> str:
+def _record_retry(claim: _Claim, exc: RetryableRailError, *, check=None) -> str:
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         payout.status = PayoutStatus.CREATED
         payout.next_attempt_at = now + timedelta(seconds=backoff_seconds(claim.attempt))
         payout.reason_text = f"Attempt {claim.attempt}: {exc}"[:500]
@@ -304,14 +295,28 @@ def _record_retry(claim: _Claim, exc: RetryableRailError, *, vop=None) -> str:
     return AttemptOutcome.RETRY
 
 
-def _record_review(claim: _Claim, *, vop, reason: str) -> str:
+def _record_hold(claim: _Claim, check: _PayeeCheck) -> str:
+    """The payee check's policy holds the payout (back to ``created``): for staff (review) or for
+    the person (ask, block). Nothing was sent."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            return AttemptOutcome.SUPERSEDED
+        payee_check_record(payout, vop=check.vop, action=check.action, now=now)
+        outcome = AttemptOutcome.REVIEW if check.action == VopAction.REVIEW else AttemptOutcome.PAYEE
+        _finish_attempt(claim, outcome, now=now, response=payout.review_reason)
+    return outcome
+
+
+def _record_review(claim: _Claim, *, check, reason: str) -> str:
     """Hold the payout (back to ``created``, flagged) until staff release or cancel it."""
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         payout.status = PayoutStatus.CREATED
         payout.needs_review = True
         payout.review_reason = reason[:200]

@@ -77,3 +77,24 @@ def fake_vop(settings):
     }
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def instant(settings, sandbox, fake_adyen, fake_vop):
+    """Payouts go on the instant rail (the Adyen fake), payees checked by the EPC VoP fake."""
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "psp_instant": {
+            "BACKEND": "payouts.rails.adyen.AdyenTransfersRail",
+            "OPTIONS": {
+                "base_url": fake_adyen.api_url,
+                "api_key": fake_adyen.api_key,
+                "balance_account_id": fake_adyen.balance_account_id,
+                "timeout_seconds": 2.0,
+                "instant_wait_seconds": 2.0,
+                "poll_interval_seconds": 0.02,
+            },
+        },
+    }
+    settings.PAYOUT_DEFAULT_RAIL = "psp_instant"
+    return fake_adyen
