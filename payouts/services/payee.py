@@ -32,7 +32,7 @@ from core.exceptions import InvalidTransition
 from core.queue import enqueue_on_commit
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.rails import get_rail
-from payouts.rails.base import PayeeMatch, RetryableRailError, VerifyPayeeResult
+from payouts.rails.base import PayeeMatch, Rail, RetryableRailError, VerifyPayeeResult
 from payouts.services.actions import cancel_locked
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.states import event_record, payout_lock
@@ -52,8 +52,10 @@ HOLD_REASONS = {
     VopAction.ASK: "Verification of Payee: close match; waiting for the person to confirm the bank's name.",
     VopAction.BLOCK: "Verification of Payee: {result}; waiting for the person to correct their details.",
 }
+RANK = {action.value: rank for rank, action in enumerate(STRICTNESS)}
+DEFAULT_POLICY = {outcome: Campaign._meta.get_field(field).default for outcome, field in POLICY_FIELDS.items()}
 PERSON_ACTIONS = (VopAction.ASK, VopAction.BLOCK)
-CHECK_CHUNK = 500
+CHECK_CHUNK = 2000
 logger = logging.getLogger(__name__)
 
 
@@ -77,14 +79,14 @@ def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
     ):
         policies[payout_id].append(tuple(policy))
     actions = {}
+    columns = {outcome: i for i, outcome in enumerate(POLICY_FIELDS)}
     for payout_id, outcome in outcomes.items():
-        field = POLICY_FIELDS.get(PayeeMatch(outcome))
-        if field is None:
+        column = columns.get(outcome)
+        if column is None:
             actions[payout_id] = VopAction.PAY
             continue
-        column = list(POLICY_FIELDS.values()).index(field)
-        chosen = {row[column] for row in policies[payout_id]} or {Campaign._meta.get_field(field).default}
-        actions[payout_id] = max((VopAction(a) for a in chosen), key=STRICTNESS.index)
+        chosen = {row[column] for row in policies[payout_id]} or {DEFAULT_POLICY[outcome]}
+        actions[payout_id] = VopAction(max(chosen, key=RANK.__getitem__))
     return actions
 
 
@@ -122,17 +124,23 @@ def payouts_payee_verify(*, payout_ids: list[int], now: datetime | None = None) 
     may go into a file; those already checked, in a file or past created are skipped. Returns
     {payout id: action taken}. Each check runs outside any transaction (one whose VoP service
     could not be asked is logged and left unchecked, out of files); the answers are recorded in
-    short durable transactions of up to 500 payouts that re-check each payout under its lock
+    short durable transactions of up to 2,000 payouts that re-check each payout under its lock
     (ascending ids), so a check run twice records once. A single payout is a batch of one."""
     payouts = list(
-        Payout.objects.select_related("bank_account")
-        .filter(pk__in=payout_ids, status=PayoutStatus.CREATED, vop_checked_at__isnull=True, batch__isnull=True)
+        Payout.objects.filter(
+            pk__in=payout_ids, status=PayoutStatus.CREATED, vop_checked_at__isnull=True, batch__isnull=True
+        )
+        .only("pk", "rail", "creditor_name", "bank_account")
         .order_by("pk")
     )
-    rails: dict[str, object] = {}
+    rails: dict[str, Rail] = {}
     answers: dict[int, VerifyPayeeResult] = {}
     for payout in payouts:
         rail = rails.setdefault(payout.rail, get_rail(payout.rail))
+        if not rail.capabilities().verify_payee:
+            # Nothing can be asked: no IBAN to decrypt, the answer is known.
+            answers[payout.pk] = VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
+            continue
         try:
             answers[payout.pk] = rail.verify_payee(name=payout.creditor_name, iban=payout.bank_account.iban())
         except RetryableRailError:
@@ -143,29 +151,30 @@ def payouts_payee_verify(*, payout_ids: list[int], now: datetime | None = None) 
     ids = sorted(answers)
     for start in range(0, len(ids), CHECK_CHUNK):
         with transaction.atomic(durable=True):
-            locked = list(
+            locked = (
                 Payout.objects.select_for_update(of=("self",))
                 .filter(pk__in=ids[start : start + CHECK_CHUNK], status=PayoutStatus.CREATED)
                 .filter(vop_checked_at__isnull=True, batch__isnull=True)
                 .order_by("pk")
+                .values_list("pk", "bank_account_id")
             )
             plain = defaultdict(list)  # paid answers with no name to keep: one UPDATE per answer
-            for payout in locked:
-                vop, action = answers[payout.pk], actions[payout.pk]
+            for payout_id, bank_account_id in locked:
+                vop, action = answers[payout_id], actions[payout_id]
                 if action == VopAction.PAY and not vop.suggested_name and vop.outcome != PayeeMatch.NO_MATCH:
-                    plain[vop.outcome].append(payout)
+                    plain[vop.outcome].append((payout_id, bank_account_id))
                 else:
-                    payee_check_record(payout, vop=vop, action=action, now=now)
-                recorded[payout.pk] = action
+                    payee_check_record(payout_lock(payout_id), vop=vop, action=action, now=now)
+                recorded[payout_id] = action
             for outcome, group in plain.items():
-                Payout.objects.filter(pk__in=[p.pk for p in group]).update(
+                Payout.objects.filter(pk__in=[payout_id for payout_id, _ in group]).update(
                     vop_result=outcome,
                     vop_suggested_name="",
                     vop_checked_at=now,
                     vop_action=VopAction.PAY,
                     updated_at=now,
                 )
-                BankAccount.objects.filter(pk__in={p.bank_account_id for p in group}).update(
+                BankAccount.objects.filter(pk__in={account_id for _, account_id in group}).update(
                     payee_check_result=outcome, payee_check_name="", payee_checked_at=now
                 )
     return recorded
