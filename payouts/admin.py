@@ -228,6 +228,7 @@ class PayoutBatchAdmin(admin.ModelAdmin):
         "count",
         "control_sum",
         "status",
+        "instant",
         "approval",
         "download_link",
         "status_report_link",

@@ -32,6 +32,8 @@ class PayoutStatus(models.TextChoices):
     CANCELLED = "cancelled", _("Cancelled")
 
 
+SERVICE_LEVELS = [("instant", "Instant (SCT Inst)"), ("standard", "Standard (SCT, 1 business day)")]
+
 # A payout in one of these still owns its rewards (their items are active).
 LIVE_STATUSES = (PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED, PayoutStatus.SETTLED)
 
@@ -60,6 +62,8 @@ class PayoutBatch(models.Model):
     status = models.CharField(max_length=12, choices=BatchStatus.choices, default=BatchStatus.BUILT)
     file = models.TextField(help_text="The XSD-validated pain.001.001.09 document.")
     requires_approval = models.BooleanField(default=False)
+    # Marked SCT Inst (LclInstrm INST): the debtor's bank executes instant files.
+    instant = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -161,6 +165,9 @@ class Payout(models.Model):
     # Generated and stored at creation, before any rail call: the rail's idempotency key.
     end_to_end_id = models.CharField(max_length=35, unique=True)
     rail_reference = models.CharField(max_length=120, blank=True, default="")
+    # How the payment travels, as the rail reported it after routing (instant: SCT Inst; standard:
+    # SCT, next business day); blank until it is sent. What the person's status page promises.
+    service_level = models.CharField(max_length=10, blank=True, default="", choices=SERVICE_LEVELS)
     # Creditor snapshot: what was sent, even if the person changes their IBAN later.
     bank_account = models.ForeignKey(
         "recipients.BankAccount", null=True, blank=True, on_delete=models.PROTECT, related_name="payouts"
@@ -259,6 +266,9 @@ class Payout(models.Model):
                 condition=Q(vop_action="") | (Q(vop_action__in=VopAction.values) & Q(vop_checked_at__isnull=False)),
                 name="payout_vop_action_checked",
             ),
+            models.CheckConstraint(
+                condition=Q(service_level__in=["", "instant", "standard"]), name="payout_service_level_valid"
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="payout_status_next_idx"),
@@ -304,6 +314,7 @@ class AttemptOutcome(models.TextChoices):
     FAILED = "failed", "Refused by the rail"
     REVIEW = "review", "Held for review"
     PAYEE = "payee", "Held for the person (Verification of Payee)"
+    FALLBACK = "fallback", "Moved to the route's fallback rail (no instant transfer possible)"
     SUPERSEDED = "superseded", "Another worker recorded this payout"
 
 

@@ -23,7 +23,8 @@ from core.payment_files import ERASED, payout_files_pseudonymise
 from payouts import conf
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
-from payouts.rails.sepa_file import DebtorAccount, build_pain001
+from payouts.rails.base import ServiceLevel
+from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account
 from payouts.services.execute import rail_payment_for
 from payouts.services.payee import payouts_payee_verify
 from payouts.services.states import (
@@ -93,6 +94,7 @@ def payout_batch_create(
         accounts = {p.bank_account_id: p.bank_account for p in payouts}
         ibans = {account_id: account.iban() for account_id, account in accounts.items()}
         batch_id = batch_id_new(execution_date)
+        instant = instant_file_account(debtor.iban)
         xml = build_pain001(
             batch_id=batch_id,
             debtor=DebtorAccount(
@@ -100,6 +102,7 @@ def payout_batch_create(
             ),
             payments=[rail_payment_for(p, iban=ibans[p.bank_account_id]) for p in payouts],
             execution_date=execution_date,
+            instant=instant,
         )
         total = sum(p.amount_minor for p in payouts)
         batch = PayoutBatch.objects.create(
@@ -113,6 +116,7 @@ def payout_batch_create(
             control_sum_minor=total,
             file=xml.decode(),
             requires_approval=total >= conf.batch_approval_threshold_minor(),
+            instant=instant,
             created_by=actor,
         )
         # One entry for the file: each person's payable → in transit (a person with several
@@ -140,13 +144,18 @@ def payout_batch_create(
             sent_entry=sent,
             submitted_at=now,
             rail_reference=batch.payment_information_id,
+            service_level=ServiceLevel.INSTANT if instant else ServiceLevel.STANDARD,
             updated_at=now,
         )
         batch_event_record(
             batch,
             kind="batch.built",
             actor=actor,
-            data={"execution_date": execution_date.isoformat(), "requires_approval": batch.requires_approval},
+            data={
+                "execution_date": execution_date.isoformat(),
+                "requires_approval": batch.requires_approval,
+                "instant": instant,
+            },
             now=now,
         )
         hook_fire(AUDIT_ROWS_WRITTEN)

@@ -22,12 +22,13 @@ from django.utils import timezone
 
 from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue
+from core.queue import enqueue, enqueue_on_commit
 from payouts import conf
 from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
 from payouts.rails.base import (
     FinalRailError,
+    InstantUnreachableError,
     Rail,
     RailPayment,
     RailStatus,
@@ -159,6 +160,10 @@ def _attempt(claim: _Claim, *, recovered: bool) -> str:
             if check.action != VopAction.PAY:
                 return _record_hold(claim, check)
         answer = rail.submit(rail_payment_for(payout))
+    except InstantUnreachableError as exc:
+        if not payout.fallback_rail:
+            return _record_failure(claim, exc, check=check)
+        return _to_fallback_rail(claim, rail, payout, exc, check=check)
     except FinalRailError as exc:
         return _record_failure(claim, exc, check=check)
     except RetryableRailError as exc:
@@ -183,6 +188,41 @@ def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRa
         reason_text=f"The payment rail was unavailable after {claim.attempt} attempts ({exc}).",
     )
     return _record_failure(claim, failure, check=check)
+
+
+def _to_fallback_rail(claim: _Claim, rail: Rail, payout: Payout, exc: InstantUnreachableError, *, check) -> str:
+    """The instant-only rail cannot reach the person's bank: the payout moves to its route's
+    fallback rail and runs there with the same end_to_end_id — only once this rail confirms it
+    holds nothing under that id, so the money can never leave twice."""
+    try:
+        known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
+    except RetryableRailError as lookup:
+        return _after_retryable(claim, rail, payout, lookup, check=check)
+    if known.status != RailStatus.UNKNOWN:
+        return _record_status(claim, known, via="rail")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locked = _locked_claim(claim)
+        if locked is None:
+            return AttemptOutcome.SUPERSEDED
+        _store_check(locked, check, now)
+        previous = locked.rail
+        locked.rail, locked.fallback_rail = locked.fallback_rail, ""
+        locked.status = PayoutStatus.CREATED
+        locked.next_attempt_at = None
+        locked.reason_text = f"{previous}: {exc.reason_text}"[:500]
+        locked.updated_at = now
+        locked.save(update_fields=["rail", "fallback_rail", "status", "next_attempt_at", "reason_text", "updated_at"])
+        event_record(
+            locked,
+            kind="payout.rail_fallback",
+            from_status=PayoutStatus.SUBMITTING,
+            data={"from": previous, "to": locked.rail, "reason_code": exc.reason_code},
+            now=now,
+        )
+        _finish_attempt(claim, AttemptOutcome.FALLBACK, now=now, exc=exc, response=exc.rail_code)
+        enqueue_on_commit("payouts.tasks.payout_execute_task", locked.pk)
+    return AttemptOutcome.FALLBACK
 
 
 def _locked_claim(claim: _Claim) -> Payout | None:
@@ -221,7 +261,14 @@ def _record_rail_result(claim: _Claim, answer: SubmitResult, *, check=None) -> s
             )
             return AttemptOutcome.SUPERSEDED
         _store_check(payout, check, now)
-        drive(payout, target=target, now=now, via="rail", rail_reference=answer.rail_reference)
+        drive(
+            payout,
+            target=target,
+            now=now,
+            via="rail",
+            rail_reference=answer.rail_reference,
+            service_level=answer.service_level or "",
+        )
         outcome = AttemptOutcome.SETTLED if target == PayoutStatus.SETTLED else AttemptOutcome.ACCEPTED
         _finish_attempt(claim, outcome, now=now, response=f"{answer.status} {answer.rail_reference}")
     return outcome
@@ -244,6 +291,7 @@ def _record_status(claim: _Claim, known: StatusResult, *, via: str) -> str:
             reason_code=known.reason_code or "",
             reason_text=known.reason_text or "",
             rail_reference=known.rail_reference or "",
+            service_level=known.service_level or "",
         )
         outcome = {
             PayoutStatus.SETTLED: AttemptOutcome.SETTLED,
