@@ -26,6 +26,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from campaigns.models import Campaign, VopAction
 from core.exceptions import InvalidTransition
@@ -204,7 +205,7 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
                 "This payout is not waiting for a name to confirm.", code="payee_confirm_not_waiting"
             )
         if not name or name != locked.vop_suggested_name:
-            raise InvalidTransition("The bank's name has changed: please look again.", code="payee_name_changed")
+            raise InvalidTransition(_("Your bank's answer has changed: please look again."), code="payee_name_changed")
         previous = locked.creditor_name
         locked.creditor_name = name
         locked.needs_review = False
