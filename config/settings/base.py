@@ -431,6 +431,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "DeliveryStatusEnum": "campaigns.models.DeliveryStatus",
     "TriggerEnum": "campaigns.models.Trigger",
     "EventOutcomeEnum": "campaigns.models.EventOutcome",
+    "VopActionEnum": "campaigns.models.VopAction",
+    "VopActionWithoutAskEnum": "campaigns.models.campaigns.VOP_ACTIONS_WITHOUT_ASK",
 }
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
     "drf_spectacular.hooks.postprocess_schema_enums",

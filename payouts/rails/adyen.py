@@ -132,7 +132,7 @@ class AdyenTransfersRail(Rail):
         fallback: bool = True,
         timeout_seconds: float = 10.0,
         instant_wait_seconds: float = 10.0,
-        poll_interval_seconds: float = 0.1,
+        poll_interval_seconds: float = 0.05,
         max_amount_minor: int | None = None,
         status_lookback_days: int = 180,
     ):
@@ -284,8 +284,11 @@ class AdyenTransfersRail(Rail):
         seconds; what is still in flight then is the poller's."""
         deadline = time.monotonic() + self.instant_wait
         path = f"/transfers/{urllib.parse.quote(str(transfer['id']))}"
+        pause = self.poll_interval
         while self.status_from_transfer(transfer).status == RailStatus.SUBMITTED and time.monotonic() < deadline:
-            time.sleep(self.poll_interval)
+            time.sleep(pause)
+            # Most instant transfers book within a second or two: ask often at first, then less.
+            pause = min(pause * 2, 1.0)
             transfer = self._request("GET", path)
         return transfer
 
