@@ -105,6 +105,10 @@ def seed_payouts(n: int, run: str) -> list[tuple[str, int]]:
                     creditor_iban_masked=account.masked,
                     creditor_country=account.country,
                     debtor_account_code=bank.ledger_account.code,
+                    # Checked as each payout's execution task checks it (no VoP service here).
+                    vop_result="not_possible",
+                    vop_action="pay",
+                    vop_checked_at=now,
                     created_at=now,
                     updated_at=now,
                 )

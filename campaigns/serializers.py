@@ -28,7 +28,8 @@ class CampaignSerializer(fields.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "slug", "mode", "currency", "timezone", "starts_at", "ends_at", "status",
-            "payout_mode", "aggregate_minutes", "min_payout_minor", "created_at",
+            "payout_mode", "aggregate_minutes", "min_payout_minor",
+            "vop_no_match", "vop_close_match", "vop_not_possible", "created_at",
         ]  # fmt: skip
         read_only_fields = fields
 

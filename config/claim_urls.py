@@ -15,6 +15,7 @@ urlpatterns = [
     path("iban-check/", views.iban_check, name="iban_check"),
     path("r/<str:token>/", views.payout_form, name="payout_form"),
     path("s/<str:token>/", views.status_page, name="status"),
+    path("s/<str:token>/confirm-name/", views.payee_confirm, name="payee_confirm"),
     path("v/<str:token>/", views.video_status, name="video_status"),
     path(campaign, views.campaign_page, name="campaign"),
     path(f"{campaign}tiktok/", views.tiktok_claim, name="tiktok"),

@@ -122,7 +122,8 @@ def _fakes() -> list[checks.CheckMessage]:
         problems.append(
             checks.Error(
                 "PAYOUT_DEFAULT_RAIL is the sandbox: payouts 'settle' at once and nobody is paid.",
-                hint="Set PAYOUT_DEFAULT_RAIL=sepa_file or psp_api (or SANDBOXED_DEPLOYMENT=nobody-is-paid).",
+                hint="Set PAYOUT_DEFAULT_RAIL=psp_instant, sepa_file or psp_api "
+                "(or SANDBOXED_DEPLOYMENT=nobody-is-paid).",
                 id="core.E110",
             )
         )
@@ -130,7 +131,8 @@ def _fakes() -> list[checks.CheckMessage]:
         problems.append(
             checks.Error(
                 f"PAYOUT_DEFAULT_RAIL={rail!r} is not configured.",
-                hint="Set WISE_BASE_URL, WISE_API_TOKEN, WISE_PROFILE_ID, WISE_WEBHOOK_PUBLIC_KEY (psp_api).",
+                hint="Set ADYEN_BASE_URL, ADYEN_API_KEY, ADYEN_BALANCE_ACCOUNT_ID (psp_instant) or WISE_BASE_URL, "
+                "WISE_API_TOKEN, WISE_PROFILE_ID, WISE_WEBHOOK_PUBLIC_KEY (psp_api).",
                 id="core.E111",
             )
         )
@@ -191,6 +193,21 @@ def _rail_credentials(rails: dict) -> list[checks.CheckMessage]:
             problems.append(
                 checks.Error(
                     "The psp_api rail is missing credentials.", hint=f"Set {', '.join(missing)}.", id="core.E112"
+                )
+            )
+    instant = rails.get("psp_instant", {}).get("OPTIONS")
+    if instant is not None:
+        missing = [
+            env
+            for env, key in (("ADYEN_API_KEY", "api_key"), ("ADYEN_BALANCE_ACCOUNT_ID", "balance_account_id"))
+            if not instant.get(key)
+        ]
+        if not str(instant.get("base_url", "")).startswith("https://"):
+            missing.append("ADYEN_BASE_URL (https)")
+        if missing:
+            problems.append(
+                checks.Error(
+                    "The psp_instant rail is missing credentials.", hint=f"Set {', '.join(missing)}.", id="core.E112"
                 )
             )
     sepa = rails.get("sepa_file", {}).get("OPTIONS", {})

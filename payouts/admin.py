@@ -121,12 +121,23 @@ class PayoutAdmin(admin.ModelAdmin):
         "rail",
         "status",
         "waiting_for",
+        "payee_check",
         "creditor_iban_masked",
         "reason_code",
         "created_at",
         "settled_at",
     ]
-    list_filter = ["status", "rail", "needs_review", "requires_approval", CampaignFilter, BrandFilter, "created_at"]
+    list_filter = [
+        "status",
+        "rail",
+        "needs_review",
+        "requires_approval",
+        "vop_result",
+        "vop_action",
+        CampaignFilter,
+        BrandFilter,
+        "created_at",
+    ]
     date_hierarchy = "created_at"
     search_fields = ["end_to_end_id", "rail_reference", "=person__id"]
     list_select_related = ["person"]
@@ -161,6 +172,13 @@ class PayoutAdmin(admin.ModelAdmin):
         if obj.next_attempt_at:
             return f"retry at {obj.next_attempt_at:%H:%M:%S}"
         return ""
+
+    @admin.display(description="payee check (VoP)", ordering="vop_result")
+    def payee_check(self, obj: Payout) -> str:
+        if not obj.vop_checked_at:
+            return ""
+        suggested = f" (bank: {obj.vop_suggested_name})" if obj.vop_suggested_name else ""
+        return f"{obj.vop_result.replace('_', ' ')}{suggested} → {obj.vop_action}"
 
     @admin.action(description="Approve / release from review", permissions=["approve"])
     def approve(self, request, queryset):
@@ -210,6 +228,7 @@ class PayoutBatchAdmin(admin.ModelAdmin):
         "count",
         "control_sum",
         "status",
+        "instant",
         "approval",
         "download_link",
         "status_report_link",

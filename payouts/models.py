@@ -18,6 +18,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from campaigns.models import VopAction
 from core.money import format_minor
 
 
@@ -30,6 +31,8 @@ class PayoutStatus(models.TextChoices):
     RETURNED = "returned", _("Returned")
     CANCELLED = "cancelled", _("Cancelled")
 
+
+SERVICE_LEVELS = [("instant", "Instant (SCT Inst)"), ("standard", "Standard (SCT, 1 business day)")]
 
 # A payout in one of these still owns its rewards (their items are active).
 LIVE_STATUSES = (PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED, PayoutStatus.SETTLED)
@@ -59,6 +62,8 @@ class PayoutBatch(models.Model):
     status = models.CharField(max_length=12, choices=BatchStatus.choices, default=BatchStatus.BUILT)
     file = models.TextField(help_text="The XSD-validated pain.001.001.09 document.")
     requires_approval = models.BooleanField(default=False)
+    # Marked SCT Inst (LclInstrm INST): the debtor's bank executes instant files.
+    instant = models.BooleanField(default=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -160,6 +165,9 @@ class Payout(models.Model):
     # Generated and stored at creation, before any rail call: the rail's idempotency key.
     end_to_end_id = models.CharField(max_length=35, unique=True)
     rail_reference = models.CharField(max_length=120, blank=True, default="")
+    # How the payment travels, as the rail reported it after routing (instant: SCT Inst; standard:
+    # SCT, next business day); blank until it is sent. What the person's status page promises.
+    service_level = models.CharField(max_length=10, blank=True, default="", choices=SERVICE_LEVELS)
     # Creditor snapshot: what was sent, even if the person changes their IBAN later.
     bank_account = models.ForeignKey(
         "recipients.BankAccount", null=True, blank=True, on_delete=models.PROTECT, related_name="payouts"
@@ -169,9 +177,14 @@ class Payout(models.Model):
     creditor_iban_fingerprint = models.CharField(max_length=64, blank=True, default="", db_index=True)
     creditor_country = models.CharField(max_length=2)
     debtor_account_code = models.CharField(max_length=120)
-    # Verification of Payee (where the rail offers it) and the review it may ask for.
+    # Verification of Payee, checked once before the payout is sent (or put into a file), and
+    # the campaign policy's action on the answer. A hold (review, ask, block) is ``needs_review``:
+    # staff release a review; the person confirms the bank's name (ask) or corrects their
+    # details (block, ask), which cancels this payout for a new one.
     vop_result = models.CharField(max_length=20, blank=True, default="")
     vop_suggested_name = models.CharField(max_length=140, blank=True, default="")
+    vop_checked_at = models.DateTimeField(null=True, blank=True)
+    vop_action = models.CharField(max_length=8, blank=True, default="", choices=VopAction.choices)
     needs_review = models.BooleanField(default=False)
     review_reason = models.CharField(max_length=200, blank=True, default="")
     reason_code = models.CharField(max_length=8, blank=True, default="")
@@ -249,6 +262,13 @@ class Payout(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="submitting") | Q(claimed_at__isnull=False), name="payout_submitting_claimed"
             ),
+            models.CheckConstraint(
+                condition=Q(vop_action="") | (Q(vop_action__in=VopAction.values) & Q(vop_checked_at__isnull=False)),
+                name="payout_vop_action_checked",
+            ),
+            models.CheckConstraint(
+                condition=Q(service_level__in=["", "instant", "standard"]), name="payout_service_level_valid"
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="payout_status_next_idx"),
@@ -293,6 +313,8 @@ class AttemptOutcome(models.TextChoices):
     RETRY = "retry", "Retryable error"
     FAILED = "failed", "Refused by the rail"
     REVIEW = "review", "Held for review"
+    PAYEE = "payee", "Held for the person (Verification of Payee)"
+    FALLBACK = "fallback", "Moved to the route's fallback rail (no instant transfer possible)"
     SUPERSEDED = "superseded", "Another worker recorded this payout"
 
 

@@ -80,6 +80,12 @@ _TEXTS = {
         # No promise to stop the next payout: one may already be on its way to the new account.
         "From now on we pay your rewards into {iban}. If you did not ask for this, reply to this message at once.",
     ),
+    "payee_check": (
+        "payee_check",
+        "Please check your bank details",
+        "Your bank says the name for {iban} is not the one we have. Open your reward page to confirm or correct "
+        "it; the {amount} stays yours until then.",
+    ),
     "iban_needed": (
         "iban_needed",
         "Tell us where to send your money",

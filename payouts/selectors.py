@@ -35,6 +35,15 @@ def business_days_before(day: date, days: int) -> date:
     return day
 
 
+def business_days_after(day: date, days: int) -> date:
+    """The date ``days`` business days (Mon-Fri) after ``day``."""
+    while days > 0:
+        day += timedelta(days=1)
+        if day.weekday() < 5:
+            days -= 1
+    return day
+
+
 def _exception(kind: str, title: str, qs, link: str) -> list[OpenException]:
     rows = list(qs.values("currency").annotate(n=Count("id"), total=Sum("amount_minor")))
     return [

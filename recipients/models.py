@@ -140,7 +140,10 @@ class BankAccount(models.Model):
     is_current = models.BooleanField(default=True)
     source = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
-    # Verification of Payee (name vs IBAN), filled in by the payouts app when a rail offers it.
+    # The name the account is held under, as the person gave it with the account on their own
+    # claim link or confirmed against their bank's answer; payouts are made out to it.
+    holder_name = models.CharField(max_length=140, blank=True, default="")
+    # Verification of Payee (name vs IBAN): the last check, filled in by the payouts app.
     payee_check_result = models.CharField(max_length=20, blank=True, default="")
     payee_check_name = models.CharField(max_length=200, blank=True, default="")
     payee_checked_at = models.DateTimeField(null=True, blank=True)

@@ -15,6 +15,7 @@ from campaigns.models.campaigns import (
     CampaignTally,
     PayoutMode,
     RuleCounter,
+    VopAction,
 )
 from campaigns.models.events import (
     EventOutcome,
@@ -53,6 +54,7 @@ __all__ = [
     "EventOutcome",
     "EventSource",
     "PayoutMode",
+    "VopAction",
     "Reward",
     "RewardEvent",
     "RewardInReview",

@@ -28,6 +28,21 @@ class PayoutMode(models.TextChoices):
     AGGREGATE = "aggregate", _("Aggregate (one payout per person every N minutes)")
 
 
+class VopAction(models.TextChoices):
+    """What a payout does with a Verification of Payee answer other than a match (the brand's
+    policy per campaign). ``ask`` is for a close match only: the person sees the name their bank
+    holds and confirms it or corrects their details; ``block`` waits for corrected details."""
+
+    PAY = "pay", _("Pay")
+    REVIEW = "review", _("Hold for our review")
+    ASK = "ask", _("Ask the person to confirm their bank's name")
+    BLOCK = "block", _("Block until the person corrects their details")
+
+
+# For answers with no name to show, a person can only correct, not confirm.
+VOP_ACTIONS_WITHOUT_ASK = [(v, label) for v, label in VopAction.choices if v != VopAction.ASK]
+
+
 def validate_timezone(value: str) -> None:
     try:
         zoneinfo.ZoneInfo(value)
@@ -64,6 +79,29 @@ class Campaign(models.Model):
     payout_mode = models.CharField(max_length=12, choices=PayoutMode.choices, default=PayoutMode.INSTANT)
     aggregate_minutes = models.PositiveIntegerField(default=0)
     min_payout_minor = models.BigIntegerField(default=0)
+    # Verification of Payee policy: what each answer other than a match does to a payout. A
+    # payout holding rewards of several campaigns follows the strictest of their policies.
+    vop_no_match = models.CharField(
+        max_length=8,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        default=VopAction.REVIEW,
+        verbose_name=_("Name does not match the account"),
+        help_text=_("A typo or someone else's account: by default our team looks before paying."),
+    )
+    vop_close_match = models.CharField(
+        max_length=8,
+        choices=VopAction.choices,
+        default=VopAction.ASK,
+        verbose_name=_("Name is close to the account holder's"),
+        help_text=_("By default the person sees the name their bank holds and confirms it or corrects it."),
+    )
+    vop_not_possible = models.CharField(
+        max_length=8,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        default=VopAction.PAY,
+        verbose_name=_("The bank cannot check the name"),
+        help_text=_("Many banks cannot answer yet: not a sign of a wrong account, so by default we pay."),
+    )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."
@@ -95,6 +133,12 @@ class Campaign(models.Model):
             models.CheckConstraint(
                 condition=Q(payout_mode="instant") | Q(aggregate_minutes__gt=0),
                 name="campaign_aggregate_needs_minutes",
+            ),
+            models.CheckConstraint(
+                condition=Q(vop_no_match__in=["pay", "review", "block"])
+                & Q(vop_close_match__in=VopAction.values)
+                & Q(vop_not_possible__in=["pay", "review", "block"]),
+                name="campaign_vop_policy_valid",
             ),
         ]
         indexes = [models.Index(fields=["status"], name="campaign_status_idx")]

@@ -259,6 +259,33 @@ if os.environ.get("WISE_BASE_URL"):
         },
     }
 
+# The instant rail: SCT Inst through Adyen's Transfers API (payouts.rails.adyen), falling back to
+# a standard SCT where the receiving bank takes no instant payments (ADYEN_INSTANT_ONLY: refuse
+# instead, and let the route's fallback rail carry the payout).
+if os.environ.get("ADYEN_BASE_URL"):
+    PAYOUT_RAILS["psp_instant"] = {
+        "BACKEND": "payouts.rails.adyen.AdyenTransfersRail",
+        "OPTIONS": {
+            "base_url": os.environ["ADYEN_BASE_URL"],
+            "api_key": os.environ.get("ADYEN_API_KEY", ""),
+            "balance_account_id": os.environ.get("ADYEN_BALANCE_ACCOUNT_ID", ""),
+            "fallback": not env_bool("ADYEN_INSTANT_ONLY", False),
+        },
+    }
+# Verification of Payee for rails without their own check (payouts.rails.vop): an EPC VOP API.
+PAYOUT_VOP = {}
+if os.environ.get("VOP_BASE_URL"):
+    PAYOUT_VOP = {
+        "BACKEND": "payouts.rails.vop.EpcVopClient",
+        "OPTIONS": {
+            "base_url": os.environ["VOP_BASE_URL"],
+            "requester_bic": os.environ.get("VOP_REQUESTER_BIC", ""),
+            "api_token": os.environ.get("VOP_API_TOKEN", ""),
+        },
+    }
+# Debtor accounts whose bank executes pain.001 files marked instant (LclInstrm INST).
+SEPA_INSTANT_FILE_IBANS = [i.strip() for i in os.environ.get("SEPA_INSTANT_FILE_IBANS", "").split(",") if i.strip()]
+
 # --- Brand portal, claim pages and allauth (helper G) ------------------------------------------
 # Brand users sign in with django-allauth (email + verified address, optional TOTP); people being
 # rewarded never get an account: the TikTok provider is used only to prove who they are on the
@@ -407,6 +434,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "DeliveryStatusEnum": "campaigns.models.DeliveryStatus",
     "TriggerEnum": "campaigns.models.Trigger",
     "EventOutcomeEnum": "campaigns.models.EventOutcome",
+    "VopActionEnum": "campaigns.models.VopAction",
+    "VopActionWithoutAskEnum": "campaigns.models.campaigns.VOP_ACTIONS_WITHOUT_ASK",
 }
 SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
     "drf_spectacular.hooks.postprocess_schema_enums",

@@ -11,15 +11,18 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, IngestResult, event_ingest
-from core.exceptions import Conflict, IdempotencyConflict
+from core.exceptions import Conflict, IdempotencyConflict, InvalidTransition
 from core.queue import enqueue_on_commit
+from payouts.models import Payout, PayoutItem
+from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
 from recipients.models import Person
 from recipients.normalise import AccountInfo
-from recipients.services import IdentityInput, consent_record, person_resolve
+from recipients.services import IdentityInput, bank_account_holder_name_set, consent_record, person_resolve
 from recipients.services.identity import identity_normalise, resolve_once, run_with_retries
 
 CHANNEL = "claim_page"
@@ -60,9 +63,9 @@ def _person_with_consent(
         language=details.language,
         proven=frozenset({"social"} if social_uid else ()),
     )
+    normalised = identity_normalise(identity)  # InvalidInput here, before anything is written
     with transaction.atomic(durable=True):
         if anchor is not None:
-            normalised = identity_normalise(identity)
             person, _ = run_with_retries(
                 lambda: resolve_once(
                     normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True
@@ -71,6 +74,8 @@ def _person_with_consent(
         else:
             person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
         consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
+        # The form asks for the name "as on your bank account": the account is held under it.
+        bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
     return person
 
 
@@ -122,10 +127,27 @@ def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> 
     opt-in), behind the person's own claim link: the IBAN becomes the current account of the
     reward's person, contact details no other person of the brand holds join them, consent is
     recorded. The payouts app pays once the reward is payable. Also used
-    to give a new IBAN after a payout came back. Raises InvalidInput."""
+    to give a new IBAN after a payout came back, or to correct the details a payout waits for
+    after its Verification of Payee (that payout is replaced by one to the new details). Raises
+    InvalidInput."""
     # The person's own brand: a person several brands knew before people were scoped per brand
     # has none (recipients 0004), and only this link, their own, may give them an account.
-    return _person_with_consent(brand_id=reward.person.brand_id, details=details, ip=ip, anchor=reward.person)
+    person = _person_with_consent(brand_id=reward.person.brand_id, details=details, ip=ip, anchor=reward.person)
+    # A payout waiting for them (their bank's answer on the name) goes to these details instead.
+    payouts_payee_recheck(person=person)
+    return person
+
+
+def claim_payee_confirm(*, reward: Reward, name: str) -> Payout:
+    """On their own status page the person confirms the name their bank gave for the account
+    (a close match): the reward's payout is paid to that name (``payout_payee_confirm``).
+    Idempotent. Raises InvalidTransition when the reward's payout does not wait for it."""
+    item = (
+        PayoutItem.objects.filter(reward=reward).select_related("payout").order_by("-payout__created_at", "-id").first()
+    )
+    if item is None:
+        raise InvalidTransition(_("This reward has no payout waiting for you."), code="payee_confirm_not_waiting")
+    return payout_payee_confirm(payout=item.payout, name=name)
 
 
 def claim_video_submit(

@@ -36,6 +36,7 @@ from payouts.claim.ratelimit import claim_rate_limited, client_ip, iban_check_li
 from payouts.claim.services import (
     PayoutDetails,
     claim_details_submit,
+    claim_payee_confirm,
     claim_tiktok_login_submit,
     claim_video_submit,
 )
@@ -370,13 +371,17 @@ def payout_form(request, token: str):
     )
 
 
+def _status_reward(token: str) -> Reward:
+    reward_id = token_read(STATUS_SALT, token)
+    return get_object_or_404(Reward.objects.select_related("campaign__brand", "person"), pk=reward_id or 0)
+
+
 @require_GET
 def status_page(request, token: str):
-    reward_id = token_read(STATUS_SALT, token)
-    reward = get_object_or_404(Reward.objects.select_related("campaign__brand", "person"), pk=reward_id or 0)
+    reward = _status_reward(token)
     status = reward_claim_status(reward=reward)
     if request.GET.get("format") == "json":
-        return JsonResponse({"state": status.state})
+        return JsonResponse({"state": status.state, "speed": status.speed})
     _language(request, reward.campaign)
     return render(
         request,
@@ -387,10 +392,27 @@ def status_page(request, token: str):
             status=status,
             amount=format_minor(reward.amount_minor, reward.currency),
             fix_url=reverse("claim:payout_form", kwargs={"token": token_make(PAYOUT_SALT, reward.pk)}),
+            confirm_url=reverse("claim:payee_confirm", kwargs={"token": token}),
             poll_url=f"{request.path}?format=json",
             step="status",
         ),
     )
+
+
+@require_POST
+def payee_confirm(request, token: str):
+    """The person confirms the name their bank gave for their account ("did you mean …?"): the
+    signed status link is the credential, the name posted must be the one the page showed."""
+    reward = _status_reward(token)
+    _language(request, reward.campaign)
+    if not _limited(request, reward.campaign):
+        try:
+            payout = claim_payee_confirm(reward=reward, name=request.POST.get("name", ""))
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, _("Thank you: we are paying %(name)s now.") % {"name": payout.creditor_name})
+    return redirect("claim:status", token=token)
 
 
 @require_GET

@@ -20,8 +20,9 @@ from campaigns.models import (
     RewardRule,
     Trigger,
     Verification,
+    VopAction,
 )
-from campaigns.models.campaigns import validate_timezone
+from campaigns.models.campaigns import VOP_ACTIONS_WITHOUT_ASK, Campaign, validate_timezone
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
@@ -59,6 +60,28 @@ class CampaignForm(forms.Form):
     aggregate_minutes = forms.IntegerField(
         label=_("Aggregate interval (minutes)"), min_value=0, initial=0, required=False
     )
+    # Verification of Payee: what a payout does when the person's bank answers other than "match".
+    vop_no_match = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_no_match").verbose_name,
+        help_text=Campaign._meta.get_field("vop_no_match").help_text,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        initial=VopAction.REVIEW,
+        required=False,
+    )
+    vop_close_match = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_close_match").verbose_name,
+        help_text=Campaign._meta.get_field("vop_close_match").help_text,
+        choices=VopAction.choices,
+        initial=VopAction.ASK,
+        required=False,
+    )
+    vop_not_possible = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_not_possible").verbose_name,
+        help_text=Campaign._meta.get_field("vop_not_possible").help_text,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        initial=VopAction.PAY,
+        required=False,
+    )
 
     def __init__(self, *args, live: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -77,6 +100,9 @@ class CampaignForm(forms.Form):
         if data.get("payout_mode") == PayoutMode.AGGREGATE and not data.get("aggregate_minutes"):
             self.add_error("aggregate_minutes", _("Aggregate payouts need an interval in minutes."))
         data["aggregate_minutes"] = data.get("aggregate_minutes") or 0
+        for name in ("vop_no_match", "vop_close_match", "vop_not_possible"):
+            # A form posted without the policy (an older page) keeps what is set, or the default.
+            data[name] = data.get(name) or self.initial.get(name) or self.fields[name].initial
         return data
 
 

@@ -29,7 +29,16 @@ from core.exceptions import Conflict, InvalidInput, InvalidTransition, Permissio
 INVITATION_DAYS = 14
 # Fields a live campaign may still change; the rest (mode, currency, start) define what people
 # were promised and are fixed at launch.
-LIVE_EDITABLE = ("name", "ends_at", "payout_mode", "aggregate_minutes", "min_payout_minor")
+LIVE_EDITABLE = (
+    "name",
+    "ends_at",
+    "payout_mode",
+    "aggregate_minutes",
+    "min_payout_minor",
+    "vop_no_match",
+    "vop_close_match",
+    "vop_not_possible",
+)
 
 
 def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:

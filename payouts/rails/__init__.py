@@ -19,6 +19,7 @@ BUILTIN_RAILS: dict[str, dict[str, Any]] = {
     "sandbox": {"BACKEND": "payouts.rails.sandbox.SandboxRail", "OPTIONS": {}},
     "sepa_file": {"BACKEND": "payouts.rails.sepa_file.SepaFileRail", "OPTIONS": {}},
     "psp_api": {"BACKEND": "payouts.rails.psp_api.WiseRail", "OPTIONS": {}},
+    "psp_instant": {"BACKEND": "payouts.rails.adyen.AdyenTransfersRail", "OPTIONS": {}},
 }
 
 

@@ -117,6 +117,14 @@ class RailStatus(StrEnum):
     UNKNOWN = "unknown"  # the rail has nothing under this id: submitting is safe
 
 
+class ServiceLevel(StrEnum):
+    """How a payment travels, as the rail reports it after routing: the status page promises only
+    what this says."""
+
+    INSTANT = "instant"  # SCT Inst (or the sandbox): credited within seconds
+    STANDARD = "standard"  # SCT: credited by the next business day
+
+
 class PayeeMatch(StrEnum):
     MATCH = "match"
     CLOSE_MATCH = "close_match"
@@ -200,6 +208,7 @@ class Capabilities:
 class SubmitResult:
     status: SubmitStatus
     rail_reference: str
+    service_level: ServiceLevel | None = None  # None: the rail does not say
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +217,7 @@ class StatusResult:
     rail_reference: str | None = None
     reason_code: str | None = None
     reason_text: str | None = None
+    service_level: ServiceLevel | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +260,17 @@ class FinalRailError(RailError):
 
     def __init__(self, message: str, *, reason_code: str, **kwargs):
         super().__init__(message, reason_code=reason_code, **kwargs)
+
+
+class InstantUnreachableError(FinalRailError):
+    """An instant-only rail could not route the payment because the receiving bank takes no
+    instant transfers (the rail holds no transfer for it): the route's fallback rail may carry it."""
+
+    code = "rail_instant_unreachable"
+
+    def __init__(self, message: str, **kwargs):
+        kwargs.setdefault("reason_code", "CNOR")
+        super().__init__(message, **kwargs)
 
 
 class Rail(ABC):

@@ -51,6 +51,7 @@ from payouts.rails.base import (
     RailPayment,
     RailStatus,
     RetryableRailError,
+    ServiceLevel,
     StatusResult,
     SubmitResult,
     SubmitStatus,
@@ -299,8 +300,10 @@ class SandboxRail(Rail):
                 rail_code=reference,
             )
         if transfer["status"] == "submitted":
-            return SubmitResult(status=SubmitStatus.ACCEPTED, rail_reference=reference)
-        return SubmitResult(status=SubmitStatus.SETTLED, rail_reference=reference)
+            return SubmitResult(
+                status=SubmitStatus.ACCEPTED, rail_reference=reference, service_level=ServiceLevel.INSTANT
+            )
+        return SubmitResult(status=SubmitStatus.SETTLED, rail_reference=reference, service_level=ServiceLevel.INSTANT)
 
     def status(self, end_to_end_id: str, *, rail_reference: str | None = None) -> StatusResult:
         with self.store.transaction() as conn:
@@ -322,12 +325,14 @@ class SandboxRail(Rail):
                 status=RailStatus.FAILED, rail_reference=reference, reason_code=code, reason_text=reason_text(code)
             )
         if transfer["status"] == "submitted":
-            return StatusResult(status=RailStatus.SUBMITTED, rail_reference=reference)
+            return StatusResult(
+                status=RailStatus.SUBMITTED, rail_reference=reference, service_level=ServiceLevel.INSTANT
+            )
         if code:  # settled with a return code: the receiving bank sent it back
             return StatusResult(
                 status=RailStatus.RETURNED, rail_reference=reference, reason_code=code, reason_text=reason_text(code)
             )
-        return StatusResult(status=RailStatus.SETTLED, rail_reference=reference)
+        return StatusResult(status=RailStatus.SETTLED, rail_reference=reference, service_level=ServiceLevel.INSTANT)
 
     def verify_payee(self, *, name: str, iban: str) -> VerifyPayeeResult:
         kind, arg = self._behaviour(iban)

@@ -36,7 +36,6 @@ from payouts.rails.base import (
     SEPA_COUNTRIES,
     Capabilities,
     FinalRailError,
-    PayeeMatch,
     Rail,
     RailPayment,
     RailStatus,
@@ -47,6 +46,7 @@ from payouts.rails.base import (
     normalise_iban,
     validate_end_to_end_id,
 )
+from payouts.rails.vop import payee_verify, vop_provider
 
 PAIN001_SCHEMA = "pain.001.001.09"
 PAIN001_NAMESPACE = f"urn:iso:std:iso:20022:tech:xsd:{PAIN001_SCHEMA}"
@@ -101,6 +101,13 @@ def uetr_for(end_to_end_id: str) -> str:
     return str(uuid.UUID(bytes=digest, version=4))
 
 
+def instant_file_account(iban: str) -> bool:
+    """Whether the bank of this debtor account executes pain.001 files marked instant
+    (``settings.SEPA_INSTANT_FILE_IBANS``)."""
+    accepting = {normalise_iban(i) for i in getattr(settings, "SEPA_INSTANT_FILE_IBANS", [])}
+    return normalise_iban(iban) in accepting
+
+
 def _configured(name: str) -> str:
     """A SEPA debtor setting: ``settings.SEPA_DEBTOR_<NAME>``, else the file rail's OPTIONS."""
     options = getattr(settings, "PAYOUT_RAILS", {}).get("sepa_file", {}).get("OPTIONS", {})
@@ -120,8 +127,9 @@ class _BatchTransfer(SepaTransfer):
     """sepaxml's SepaTransfer with our identifiers instead of its random ones (sepaxml 2.7 has no
     parameter for MsgId/PmtInfId, so the two hooks that create them are overridden)."""
 
-    def __init__(self, config: dict, *, msg_id: str):
+    def __init__(self, config: dict, *, msg_id: str, instant: bool = False):
         self._fixed_msg_id = msg_id
+        self._instant = instant
         super().__init__(config, schema=PAIN001_SCHEMA, clean=False)
 
     def _create_header(self):
@@ -139,6 +147,13 @@ class _BatchTransfer(SepaTransfer):
             if agent is not None and len(agent) == 0:
                 # sepaxml leaves FinInstnId empty without a BIC; the EPC wants Othr/Id NOTPROVIDED.
                 ET.SubElement(ET.SubElement(agent, "Othr"), "Id").text = "NOTPROVIDED"
+            if self._instant:
+                # EPC SCT Inst C2PSP guidelines: LclInstrm/Cd INST asks for an instant transfer;
+                # the XSD wants it right after SvcLvl.
+                payment_type = pmt_inf.find("PmtTpInf")
+                local = ET.Element("LclInstrm")
+                ET.SubElement(local, "Cd").text = "INST"
+                payment_type.insert(list(payment_type).index(payment_type.find("SvcLvl")) + 1, local)
 
 
 def _check_inputs(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPayment]) -> None:
@@ -212,8 +227,11 @@ def _check_document(xml: bytes, *, payments: list[RailPayment], dates: dict[str,
         )
 
 
-def build_pain001(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPayment], execution_date: date) -> bytes:
-    """Build a pain.001.001.09 credit-transfer file for one debtor account.
+def build_pain001(
+    *, batch_id: str, debtor: DebtorAccount, payments: list[RailPayment], execution_date: date, instant: bool = False
+) -> bytes:
+    """Build a pain.001.001.09 credit-transfer file for one debtor account; ``instant`` marks its
+    payments as SCT Inst (``PmtTpInf/LclInstrm/Cd`` INST), for a bank that executes such files.
 
     Each payment goes into the block of its ``requested_execution_date`` (``execution_date`` when
     it has none or asks for an earlier day). Names and remittance texts are transliterated to the
@@ -228,7 +246,7 @@ def build_pain001(*, batch_id: str, debtor: DebtorAccount, payments: list[RailPa
     config = {"name": sepa_text(name, 70), "IBAN": normalise_iban(debtor.iban), "batch": True, "currency": "EUR"}
     if bic:
         config["BIC"] = bic
-    transfer = _BatchTransfer(config, msg_id=batch_id)
+    transfer = _BatchTransfer(config, msg_id=batch_id, instant=instant)
     dates: dict[str, str] = {}
     for payment in payments:
         day = max(payment.requested_execution_date or execution_date, execution_date)
@@ -264,7 +282,8 @@ _BIC = re.compile(r"^[A-Z]{6}[A-Z2-9][A-NP-Z0-9]([A-Z0-9]{3})?$")
 
 def epc_usage_rule_problems(xml: bytes) -> list[str]:
     """The EPC SCT implementation guidelines' usage rules the ISO XSD does not enforce (EPC132-08):
-    names present and in the Latin set, agent BIC or ``Othr/Id`` NOTPROVIDED, TRF / SEPA / SLEV, EUR
+    names present and in the Latin set, agent BIC or ``Othr/Id`` NOTPROVIDED, TRF / SEPA / SLEV (and
+    no local instrument but SCT Inst's INST), EUR
     amounts of 0.01-999,999,999.99 with two decimals, identifiers of at most 35 characters that
     neither start with nor contain "//", creditor IBANs, and at most 140 characters of remittance."""
     document = etree.fromstring(xml, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
@@ -297,6 +316,8 @@ def epc_usage_rule_problems(xml: bytes) -> list[str]:
             problems.append(f"{where}: PmtMtd must be TRF")
         if text(block, "p:PmtTpInf/p:SvcLvl/p:Cd") != "SEPA":
             problems.append(f"{where}: PmtTpInf/SvcLvl/Cd must be SEPA")
+        if text(block, "p:PmtTpInf/p:LclInstrm/p:Cd") not in (None, "INST"):
+            problems.append(f"{where}: PmtTpInf/LclInstrm/Cd may only be INST (an instant transfer)")
         if text(block, "p:ChrgBr") not in (None, "SLEV"):
             problems.append(f"{where}: ChrgBr must be SLEV")
         check_name(f"{where}/Dbtr/Nm", text(block, "p:Dbtr/p:Nm"))
@@ -358,8 +379,12 @@ class SepaFileRail(Rail):
             raise ImproperlyConfigured("PAYOUT_RAILS['sepa_file']['OPTIONS'] needs debtor_name and debtor_iban.")
         return self._debtor
 
-    def build_file(self, *, batch_id: str, payments: list[RailPayment], execution_date: date) -> bytes:
-        return build_pain001(batch_id=batch_id, debtor=self.debtor(), payments=payments, execution_date=execution_date)
+    def build_file(
+        self, *, batch_id: str, payments: list[RailPayment], execution_date: date, instant: bool = False
+    ) -> bytes:
+        return build_pain001(
+            batch_id=batch_id, debtor=self.debtor(), payments=payments, execution_date=execution_date, instant=instant
+        )
 
     def submit(self, payment: RailPayment) -> SubmitResult:
         if (
@@ -386,14 +411,14 @@ class SepaFileRail(Rail):
         )
 
     def verify_payee(self, *, name: str, iban: str) -> VerifyPayeeResult:
-        return VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
+        return payee_verify(name=name, iban=iban)
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
             currencies=frozenset({"EUR"}),
             countries=SEPA_COUNTRIES,
-            instant=False,
+            instant=self._debtor is not None and instant_file_account(self._debtor.iban),
             max_amount_minor=SEPA_MAX_AMOUNT_MINOR,
-            verify_payee=False,
+            verify_payee=vop_provider().configured,
             file_based=True,
         )

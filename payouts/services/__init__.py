@@ -1,6 +1,7 @@
 """Writes for payouts (see each module): ``create`` (from payable rewards), ``execute`` (claim,
-rail, record, poll, recover), ``actions`` (staff actions, returns, bank settlement), ``batches``
-(pain.001 files), ``states`` (the state machine and its ledger entries)."""
+rail, record, poll, recover), ``payee`` (Verification of Payee, the campaigns' policy, the
+person's confirmation or correction), ``actions`` (staff actions, returns, bank settlement),
+``batches`` (pain.001 files), ``states`` (the state machine and its ledger entries)."""
 
 from payouts.services.actions import (
     payout_approve,
@@ -30,6 +31,7 @@ from payouts.services.execute import (
     payouts_poll,
     payouts_recover_stale,
 )
+from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
 from payouts.services.states import in_transit_account
 
 __all__ = [
@@ -51,10 +53,13 @@ __all__ = [
     "payout_execute",
     "payout_mark_returned",
     "payout_mark_settled",
+    "payout_payee_confirm",
     "payout_retry",
     "payout_rewards_mark_paid",
     "payouts_create_for_payable",
     "payouts_enqueue_due",
+    "payouts_payee_recheck",
+    "payouts_payee_verify",
     "payouts_poll",
     "payouts_recover_stale",
 ]

@@ -21,6 +21,7 @@ from payouts.services.states import (
     drive,
     event_record,
     in_transit_account,
+    items_release,
     payout_lock,
     settled_entry_key,
     settled_entry_post,
@@ -38,7 +39,8 @@ def _require_perm(user, perm: str) -> None:
 
 def payout_approve(*, payout: Payout, approver) -> Payout:
     """Four-eyes approval of a payout above the threshold, or release of one held for review
-    (e.g. Verification of Payee: no match). The approver must be staff with
+    (e.g. Verification of Payee: no match), or for the person (staff vouch for the payee: it is
+    paid as it stands, its check not asked again). The approver must be staff with
     ``payouts.approve_payout`` and must not be who created the payout (auto-created payouts:
     any such approver, recorded). Execution is enqueued on commit.
     Raises PermissionDenied, InvalidTransition (not waiting for anyone)."""
@@ -72,26 +74,26 @@ def payout_cancel(*, payout: Payout, actor, reason: str) -> Payout:
     _require_perm(actor, "payouts.cancel_payout")
     if not reason.strip():
         raise InvalidInput("Say why the payout is cancelled.", code="reason_required")
-    now = timezone.now()
     with transaction.atomic(durable=True):
         payout = payout_lock(payout.pk)
-        if payout.status != PayoutStatus.CREATED:
-            raise InvalidTransition(f"A {payout.status} payout cannot be cancelled.")
-        payout.status = PayoutStatus.CANCELLED
-        payout.cancelled_at = now
-        payout.reason_text = reason[:500]
-        payout.updated_at = now
-        payout.save(update_fields=["status", "cancelled_at", "reason_text", "updated_at"])
-        PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
-        event_record(
-            payout,
-            kind="payout.cancelled",
-            from_status=PayoutStatus.CREATED,
-            actor=actor,
-            data={"reason": reason},
-            now=now,
-        )
+        cancel_locked(payout, actor=actor, reason=reason, now=timezone.now())
     return payout
+
+
+def cancel_locked(payout: Payout, *, actor, reason: str, now: datetime) -> None:
+    """created → cancelled for a payout the caller has locked, in its transaction: its rewards
+    are free for the next payout. Raises InvalidTransition for a payout past created."""
+    if payout.status != PayoutStatus.CREATED:
+        raise InvalidTransition(f"A {payout.status} payout cannot be cancelled.")
+    payout.status = PayoutStatus.CANCELLED
+    payout.cancelled_at = now
+    payout.reason_text = reason[:500]
+    payout.updated_at = now
+    payout.save(update_fields=["status", "cancelled_at", "reason_text", "updated_at"])
+    items_release(payout)
+    event_record(
+        payout, kind="payout.cancelled", from_status=PayoutStatus.CREATED, actor=actor, data={"reason": reason}, now=now
+    )
 
 
 def payout_retry(*, payout: Payout, actor) -> Payout | CreateResult:

@@ -23,8 +23,10 @@ from core.payment_files import ERASED, payout_files_pseudonymise
 from payouts import conf
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
-from payouts.rails.sepa_file import DebtorAccount, build_pain001
+from payouts.rails.base import ServiceLevel
+from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account
 from payouts.services.execute import rail_payment_for
+from payouts.services.payee import payouts_payee_verify
 from payouts.services.states import (
     debtor_bank_account,
     drive,
@@ -61,30 +63,38 @@ def payout_batch_create(
     *, actor, currency: str = "EUR", execution_date: date | None = None, payout_ids: list[int] | None = None
 ) -> PayoutBatch:
     """Put every waiting payout of a file rail (or the given ones) into one pain.001 file paid
-    from the platform's debtor account: the file is built and validated, then, in one durable
-    transaction, the batch is stored and its payouts become ``submitted`` (payable → in transit,
-    one entry for the file). Raises InvalidInput (nothing waiting, no debtor account, invalid file)."""
+    from the platform's debtor account: payees not checked yet are checked first (each outside
+    the file's transaction; a policy hold keeps that payout out), then the file is built and
+    validated and, in one durable transaction, the batch is stored and its payouts become
+    ``submitted`` (payable → in transit, one entry for the file). Raises InvalidInput (nothing
+    waiting, no debtor account, invalid file)."""
     execution_date = execution_date or timezone.localdate()
     debtor = debtor_bank_account(currency)
     if debtor is None:
         raise InvalidInput(f"No platform bank account in {currency} to pay from.", code="no_debtor_account")
+    waiting = (
+        Payout.objects.filter(status=PayoutStatus.CREATED, rail__in=file_rail_names(), batch__isnull=True)
+        .filter(needs_review=False, currency=currency, debtor_account_code=debtor.ledger_account.code)
+        .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+    )
+    if payout_ids is not None:
+        waiting = waiting.filter(pk__in=payout_ids)
+    payouts_payee_verify(payout_ids=list(waiting.filter(vop_checked_at__isnull=True).values_list("id", flat=True)))
     now = timezone.now()
     with transaction.atomic(durable=True):
+        # Only checked payees go into a file: a hold took the others out (needs_review).
         qs = (
-            Payout.objects.select_for_update(skip_locked=True, of=("self",))
+            waiting.select_for_update(skip_locked=True, of=("self",))
             .select_related("bank_account")
-            .filter(status=PayoutStatus.CREATED, rail__in=file_rail_names(), batch__isnull=True, needs_review=False)
-            .filter(currency=currency, debtor_account_code=debtor.ledger_account.code)
-            .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
+            .filter(vop_checked_at__isnull=False)
         )
-        if payout_ids is not None:
-            qs = qs.filter(pk__in=payout_ids)
         payouts = list(qs.order_by("id"))
         if not payouts:
             raise InvalidInput("No payouts are waiting for a file.", code="empty_batch")
         accounts = {p.bank_account_id: p.bank_account for p in payouts}
         ibans = {account_id: account.iban() for account_id, account in accounts.items()}
         batch_id = batch_id_new(execution_date)
+        instant = instant_file_account(debtor.iban)
         xml = build_pain001(
             batch_id=batch_id,
             debtor=DebtorAccount(
@@ -92,6 +102,7 @@ def payout_batch_create(
             ),
             payments=[rail_payment_for(p, iban=ibans[p.bank_account_id]) for p in payouts],
             execution_date=execution_date,
+            instant=instant,
         )
         total = sum(p.amount_minor for p in payouts)
         batch = PayoutBatch.objects.create(
@@ -105,6 +116,7 @@ def payout_batch_create(
             control_sum_minor=total,
             file=xml.decode(),
             requires_approval=total >= conf.batch_approval_threshold_minor(),
+            instant=instant,
             created_by=actor,
         )
         # One entry for the file: each person's payable → in transit (a person with several
@@ -132,13 +144,18 @@ def payout_batch_create(
             sent_entry=sent,
             submitted_at=now,
             rail_reference=batch.payment_information_id,
+            service_level=ServiceLevel.INSTANT if instant else ServiceLevel.STANDARD,
             updated_at=now,
         )
         batch_event_record(
             batch,
             kind="batch.built",
             actor=actor,
-            data={"execution_date": execution_date.isoformat(), "requires_approval": batch.requires_approval},
+            data={
+                "execution_date": execution_date.isoformat(),
+                "requires_approval": batch.requires_approval,
+                "instant": instant,
+            },
             now=now,
         )
         hook_fire(AUDIT_ROWS_WRITTEN)

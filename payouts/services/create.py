@@ -187,7 +187,7 @@ def _payout_create(
                 fallback_rail=fallback,
                 end_to_end_id=end_to_end_id_new(),
                 bank_account=bank,
-                creditor_name=(root.display_name or f"Person {root.pk}")[:140],
+                creditor_name=(bank.holder_name or root.display_name or f"Person {root.pk}")[:140],
                 creditor_iban_masked=bank.masked,
                 creditor_iban_fingerprint=bank.iban_fingerprint,
                 creditor_country=bank.country,

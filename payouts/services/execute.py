@@ -20,14 +20,15 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue
+from core.queue import enqueue, enqueue_on_commit
 from payouts import conf
 from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
 from payouts.rails.base import (
     FinalRailError,
-    PayeeMatch,
+    InstantUnreachableError,
     Rail,
     RailPayment,
     RailStatus,
@@ -37,8 +38,8 @@ from payouts.rails.base import (
     SubmitStatus,
     VerifyPayeeResult,
 )
+from payouts.services.payee import payee_ask, payee_check_record, payout_vop_action, payouts_payee_verify
 from payouts.services.states import drive, event_record, payout_lock
-from recipients.models import BankAccount
 from recipients.normalise import IBAN
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def payout_execute(*, payout_id: int, now: datetime | None = None) -> str:
     if payout is None or payout.status != PayoutStatus.CREATED:
         return "not_claimed"
     if _is_file_rail(payout.rail):
+        payouts_payee_verify(payout_ids=[payout_id])
         return "waits_for_batch"
     now = now or timezone.now()
     with transaction.atomic(durable=True):
@@ -139,47 +141,50 @@ def rail_payment_for(payout: Payout, *, iban: str | None = None) -> RailPayment:
     )
 
 
-def _needs_vop(payout: Payout, rail: Rail) -> bool:
-    # Verification of Payee is the EU's name-against-IBAN check: a local account has none.
-    return (
-        rail.capabilities().verify_payee
-        and payout.bank_account.kind == IBAN
-        and payout.bank_account.payee_checked_at is None
-    )
+@dataclass(frozen=True)
+class _PayeeCheck:
+    vop: VerifyPayeeResult
+    action: VopAction
 
 
 def _attempt(claim: _Claim, *, recovered: bool) -> str:
     """One attempt for a payout this worker has claimed. Every rail call happens here, outside
-    any transaction; each branch ends in exactly one ``_record_*`` transaction."""
+    any transaction; each branch ends in exactly one ``_record_*`` transaction. The payee is
+    checked once, before the first submit; a hold ends the attempt without one."""
     payout = Payout.objects.select_related("bank_account").get(pk=claim.payout_id)
     rail = get_rail(payout.rail)
-    vop: VerifyPayeeResult | None = None
+    check: _PayeeCheck | None = None
     try:
         if recovered:
             known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
             if known.status != RailStatus.UNKNOWN:
                 return _record_status(claim, known, via="rail")
-        if _needs_vop(payout, rail):
-            vop = rail.verify_payee(name=payout.creditor_name, iban=payout.bank_account.iban())
-            if vop.outcome == PayeeMatch.NO_MATCH:
-                return _record_review(claim, vop=vop, reason="Verification of Payee: the name does not match the IBAN.")
+        if payout.vop_checked_at is None:
+            vop = payee_ask(rail, payout)
+            check = _PayeeCheck(vop, payout_vop_action(payout_id=payout.pk, outcome=vop.outcome))
+            if check.action != VopAction.PAY:
+                return _record_hold(claim, check)
         answer = rail.submit(rail_payment_for(payout))
+    except InstantUnreachableError as exc:
+        if not payout.fallback_rail:
+            return _record_failure(claim, exc, check=check)
+        return _to_fallback_rail(claim, rail, payout, exc, check=check)
     except FinalRailError as exc:
-        return _record_failure(claim, exc, vop=vop)
+        return _record_failure(claim, exc, check=check)
     except RetryableRailError as exc:
-        return _after_retryable(claim, rail, payout, exc, vop=vop)
-    return _record_rail_result(claim, answer, vop=vop)
+        return _after_retryable(claim, rail, payout, exc, check=check)
+    return _record_rail_result(claim, answer, check=check)
 
 
-def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, vop) -> str:
+def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, check) -> str:
     if claim.attempt < conf.max_attempts():
-        return _record_retry(claim, exc, vop=vop)
+        return _record_retry(claim, exc, check=check)
     # Out of attempts. Failing releases the money for a new payout, which is only safe if the
     # rail holds no transfer under this id: ask once more.
     try:
         known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
     except RetryableRailError:
-        return _record_review(claim, vop=vop, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
+        return _record_review(claim, check=check, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
     if known.status != RailStatus.UNKNOWN:
         return _record_status(claim, known, via="rail")
     failure = FinalRailError(
@@ -187,7 +192,42 @@ def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRa
         reason_code="NARR",
         reason_text=f"The payment rail was unavailable after {claim.attempt} attempts ({exc}).",
     )
-    return _record_failure(claim, failure, vop=vop)
+    return _record_failure(claim, failure, check=check)
+
+
+def _to_fallback_rail(claim: _Claim, rail: Rail, payout: Payout, exc: InstantUnreachableError, *, check) -> str:
+    """The instant-only rail cannot reach the person's bank: the payout moves to its route's
+    fallback rail and runs there with the same end_to_end_id — only once this rail confirms it
+    holds nothing under that id, so the money can never leave twice."""
+    try:
+        known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
+    except RetryableRailError as lookup:
+        return _after_retryable(claim, rail, payout, lookup, check=check)
+    if known.status != RailStatus.UNKNOWN:
+        return _record_status(claim, known, via="rail")
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locked = _locked_claim(claim)
+        if locked is None:
+            return AttemptOutcome.SUPERSEDED
+        _store_check(locked, check, now)
+        previous = locked.rail
+        locked.rail, locked.fallback_rail = locked.fallback_rail, ""
+        locked.status = PayoutStatus.CREATED
+        locked.next_attempt_at = None
+        locked.reason_text = f"{previous}: {exc.reason_text}"[:500]
+        locked.updated_at = now
+        locked.save(update_fields=["rail", "fallback_rail", "status", "next_attempt_at", "reason_text", "updated_at"])
+        event_record(
+            locked,
+            kind="payout.rail_fallback",
+            from_status=PayoutStatus.SUBMITTING,
+            data={"from": previous, "to": locked.rail, "reason_code": exc.reason_code},
+            now=now,
+        )
+        _finish_attempt(claim, AttemptOutcome.FALLBACK, now=now, exc=exc, response=exc.rail_code)
+        enqueue_on_commit("payouts.tasks.payout_execute_task", locked.pk)
+    return AttemptOutcome.FALLBACK
 
 
 def _locked_claim(claim: _Claim) -> Payout | None:
@@ -209,26 +249,12 @@ def _finish_attempt(claim: _Claim, outcome: str, *, now, exc=None, response: str
     )
 
 
-def _store_vop(payout: Payout, vop: VerifyPayeeResult | None, now) -> None:
-    if vop is None:
-        return
-    payout.vop_result = vop.outcome
-    payout.vop_suggested_name = (vop.suggested_name or "")[:140]
-    payout.save(update_fields=["vop_result", "vop_suggested_name"])
-    BankAccount.objects.filter(pk=payout.bank_account_id).update(
-        payee_check_result=vop.outcome, payee_check_name=(vop.suggested_name or "")[:200], payee_checked_at=now
-    )
-    if vop.outcome == PayeeMatch.CLOSE_MATCH:
-        event_record(
-            payout,
-            kind="payout.vop_close_match",
-            from_status=payout.status,
-            data={"suggested": vop.suggested_name},
-            now=now,
-        )
+def _store_check(payout: Payout, check: _PayeeCheck | None, now) -> None:
+    if check is not None:
+        payee_check_record(payout, vop=check.vop, action=check.action, now=now)
 
 
-def _record_rail_result(claim: _Claim, answer: SubmitResult, *, vop=None) -> str:
+def _record_rail_result(claim: _Claim, answer: SubmitResult, *, check=None) -> str:
     """The rail accepted: submitted (payable → in transit), and settled too on an instant rail."""
     now = timezone.now()
     target = PayoutStatus.SETTLED if answer.status == SubmitStatus.SETTLED else PayoutStatus.SUBMITTED
@@ -239,8 +265,15 @@ def _record_rail_result(claim: _Claim, answer: SubmitResult, *, vop=None) -> str
                 claim, AttemptOutcome.SUPERSEDED, now=now, response=f"{answer.status} {answer.rail_reference}"
             )
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
-        drive(payout, target=target, now=now, via="rail", rail_reference=answer.rail_reference)
+        _store_check(payout, check, now)
+        drive(
+            payout,
+            target=target,
+            now=now,
+            via="rail",
+            rail_reference=answer.rail_reference,
+            service_level=answer.service_level or "",
+        )
         outcome = AttemptOutcome.SETTLED if target == PayoutStatus.SETTLED else AttemptOutcome.ACCEPTED
         _finish_attempt(claim, outcome, now=now, response=f"{answer.status} {answer.rail_reference}")
     return outcome
@@ -263,6 +296,7 @@ def _record_status(claim: _Claim, known: StatusResult, *, via: str) -> str:
             reason_code=known.reason_code or "",
             reason_text=known.reason_text or "",
             rail_reference=known.rail_reference or "",
+            service_level=known.service_level or "",
         )
         outcome = {
             PayoutStatus.SETTLED: AttemptOutcome.SETTLED,
@@ -272,13 +306,13 @@ def _record_status(claim: _Claim, known: StatusResult, *, via: str) -> str:
     return outcome
 
 
-def _record_failure(claim: _Claim, exc: FinalRailError, *, vop=None) -> str:
+def _record_failure(claim: _Claim, exc: FinalRailError, *, check=None) -> str:
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         drive(
             payout,
             target=PayoutStatus.FAILED,
@@ -291,13 +325,13 @@ def _record_failure(claim: _Claim, exc: FinalRailError, *, vop=None) -> str:
     return AttemptOutcome.FAILED
 
 
-def _record_retry(claim: _Claim, exc: RetryableRailError, *, vop=None) -> str:
+def _record_retry(claim: _Claim, exc: RetryableRailError, *, check=None) -> str:
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         payout.status = PayoutStatus.CREATED
         payout.next_attempt_at = now + timedelta(seconds=backoff_seconds(claim.attempt))
         payout.reason_text = f"Attempt {claim.attempt}: {exc}"[:500]
@@ -314,14 +348,28 @@ def _record_retry(claim: _Claim, exc: RetryableRailError, *, vop=None) -> str:
     return AttemptOutcome.RETRY
 
 
-def _record_review(claim: _Claim, *, vop, reason: str) -> str:
+def _record_hold(claim: _Claim, check: _PayeeCheck) -> str:
+    """The payee check's policy holds the payout (back to ``created``): for staff (review) or for
+    the person (ask, block). Nothing was sent."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        payout = _locked_claim(claim)
+        if payout is None:
+            return AttemptOutcome.SUPERSEDED
+        payee_check_record(payout, vop=check.vop, action=check.action, now=now)
+        outcome = AttemptOutcome.REVIEW if check.action == VopAction.REVIEW else AttemptOutcome.PAYEE
+        _finish_attempt(claim, outcome, now=now, response=payout.review_reason)
+    return outcome
+
+
+def _record_review(claim: _Claim, *, check, reason: str) -> str:
     """Hold the payout (back to ``created``, flagged) until staff release or cancel it."""
     now = timezone.now()
     with transaction.atomic(durable=True):
         payout = _locked_claim(claim)
         if payout is None:
             return AttemptOutcome.SUPERSEDED
-        _store_vop(payout, vop, now)
+        _store_check(payout, check, now)
         payout.status = PayoutStatus.CREATED
         payout.needs_review = True
         payout.review_reason = reason[:200]

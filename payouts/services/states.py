@@ -121,7 +121,9 @@ def items_release(payout: Payout) -> None:
     PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
 
 
-def step_submitted(payout: Payout, *, now: datetime, rail_reference: str = "", actor=None) -> None:
+def step_submitted(
+    payout: Payout, *, now: datetime, rail_reference: str = "", service_level: str = "", actor=None
+) -> None:
     """submitting | created (file batches) → submitted: payable → in transit."""
     previous = payout.status
     payout.sent_entry = _post(
@@ -136,7 +138,9 @@ def step_submitted(payout: Payout, *, now: datetime, rail_reference: str = "", a
     payout.submitted_at = now
     if rail_reference:
         payout.rail_reference = rail_reference[:120]
-    _save(payout, now, "sent_entry", "status", "submitted_at", "rail_reference")
+    if service_level:
+        payout.service_level = service_level
+    _save(payout, now, "sent_entry", "status", "submitted_at", "rail_reference", "service_level")
     event_record(payout, kind="payout.submitted", from_status=previous, actor=actor, now=now)
 
 
@@ -261,12 +265,14 @@ def drive(
     reason_code: str = "",
     reason_text: str = "",
     rail_reference: str = "",
+    service_level: str = "",
     bank: Account | None = None,
     actor=None,
 ) -> bool:
     """Move a locked payout forward to ``target`` (submitted, settled, returned or failed) through
     every step in between, e.g. submitting → submitted → settled when an instant rail answers
-    "settled". Returns False when the payout is already there or past it (idempotent replays).
+    "settled". ``service_level`` is how the rail said it sends the payment (kept when it is
+    sent). Returns False when the payout is already there or past it (idempotent replays).
     Raises InvalidTransition for a move the machine does not allow (e.g. settled → failed)."""
     order = [PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED, PayoutStatus.SETTLED]
     status = payout.status
@@ -289,7 +295,7 @@ def drive(
         return True
     goal = order.index(target) if target in order else order.index(PayoutStatus.SETTLED)
     if order.index(status) < order.index(PayoutStatus.SUBMITTED) <= goal:
-        step_submitted(payout, now=now, rail_reference=rail_reference, actor=actor)
+        step_submitted(payout, now=now, rail_reference=rail_reference, service_level=service_level, actor=actor)
     if payout.status == PayoutStatus.SUBMITTED and goal >= order.index(PayoutStatus.SETTLED):
         step_settled(payout, now=now, via=via, bank=bank, actor=actor)
     if target == PayoutStatus.RETURNED:

@@ -7,11 +7,19 @@
 """
 
 from recipients.services.identity import IdentityInput
-from recipients.services.people import ComplexBatch, Resolved, people_resolve, person_resolve, person_set_iban
+from recipients.services.people import (
+    ComplexBatch,
+    Resolved,
+    bank_account_holder_name_set,
+    people_resolve,
+    person_resolve,
+    person_set_iban,
+)
 from recipients.services.privacy import consent_record, person_erase, person_export
 
 __all__ = [
     "ComplexBatch",
+    "bank_account_holder_name_set",
     "IdentityInput",
     "Resolved",
     "consent_record",

@@ -35,6 +35,7 @@ from core.exceptions import ApplicationError
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from recipients.normalise import iban_normalise
+from recipients.selectors import person_cluster_ids
 from recipients.services.identity import (
     RACE_CONSTRAINTS,
     Identity,
@@ -388,4 +389,24 @@ def person_set_iban(*, person: Person, iban: str, source: str, actor=None) -> Ba
             actor=actor,
         )
     )
+    return account
+
+
+def bank_account_holder_name_set(*, person: Person, fingerprint: str, name: str) -> BankAccount | None:
+    """Record ``name`` as the name ``person``'s current account (an IBAN or a local account, by
+    its ``fingerprint``) is held under: the person gave the two together on their own claim link,
+    or confirmed their bank's name for the account. Payouts are made out to it. No-op (None) when
+    that account is not the current account of the person's cluster. Joins the caller's
+    transaction."""
+    name = " ".join((name or "").split())[:140]
+    if not fingerprint:
+        return None
+    account = BankAccount.objects.filter(
+        person_id__in=person_cluster_ids(person=person), iban_fingerprint=fingerprint, is_current=True
+    ).first()
+    if account is None or not name:
+        return None
+    if account.holder_name != name:
+        account.holder_name = name
+        account.save(update_fields=["holder_name"])
     return account

@@ -118,6 +118,7 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
                 "bic": account.bic,
                 "bank_name": account.bank_name,
                 "is_current": account.is_current,
+                "holder_name": account.holder_name,
                 "source": account.source,
                 "created_at": account.created_at,
                 "payee_check_result": account.payee_check_result,
@@ -290,7 +291,7 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
         wiped = identifiers.exclude(kind=IdentifierKind.IBAN).update(value="", is_active=False)
         kept = identifiers.filter(kind=IdentifierKind.IBAN).update(is_active=False)
         accounts = BankAccount.objects.filter(person_id__in=cluster).update(
-            ciphertext="", masked=Concat(F("country"), Value(" (erased)"))
+            ciphertext="", masked=Concat(F("country"), Value(" (erased)")), holder_name="", payee_check_name=""
         )
         Consent.objects.filter(person_id__in=cluster).update(ip=None)
         PersonEvent.objects.create(
@@ -343,6 +344,8 @@ def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
         if value:
             values[kind].add(value)
     values["name"] |= {n for n in Person.objects.filter(id__in=cluster).values_list("display_name", flat=True) if n}
+    for held in BankAccount.objects.filter(person_id__in=cluster).values_list("holder_name", "payee_check_name"):
+        values["name"] |= {n for n in held if n}
     for account in BankAccount.objects.filter(person_id__in=cluster).exclude(ciphertext=""):
         if account.kind == IBAN:
             values["iban"].add(account.iban())

@@ -80,6 +80,15 @@ def test_outside_production_nothing_is_checked():
         ({"PAYOUT_RAILS": {"psp_api": {**WISE, "OPTIONS": {**WISE["OPTIONS"], "api_token": ""}}}}, "core.E112"),
         (
             {
+                "PAYOUT_RAILS": {
+                    "psp_api": WISE,
+                    "psp_instant": {"OPTIONS": {"base_url": "http://adyen.test/btl/v4", "api_key": "k"}},
+                }
+            },
+            "core.E112",
+        ),
+        (
+            {
                 "PAYOUT_DEFAULT_RAIL": "sepa_file",
                 "PAYOUT_RAILS": {"sepa_file": {"OPTIONS": {"debtor_iban": "NL91ABNA0417164300"}}},
             },

@@ -1,8 +1,11 @@
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from payouts.rails.adyen import AdyenTransfersRail
 from payouts.rails.psp_api import WiseRail
 from payouts.rails.sandbox import sandbox_store
+from tests.fakes.adyen_server import FakeAdyen
+from tests.fakes.vop_server import FakeVop
 from tests.fakes.wise_server import FakeWise
 
 
@@ -61,3 +64,60 @@ def psp(settings, fake_wise):
     }
     cache.clear()
     return fake_wise
+
+
+@pytest.fixture
+def fake_adyen():
+    fake = FakeAdyen().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def adyen_rail(fake_adyen):
+    return AdyenTransfersRail(
+        base_url=fake_adyen.api_url,
+        api_key=fake_adyen.api_key,
+        balance_account_id=fake_adyen.balance_account_id,
+        timeout_seconds=2.0,
+        instant_wait_seconds=2.0,
+        poll_interval_seconds=0.02,
+    )
+
+
+@pytest.fixture
+def fake_vop(settings):
+    """The EPC VoP fake, configured as the VoP provider of the rails without their own check."""
+    fake = FakeVop().start()
+    settings.PAYOUT_VOP = {
+        "BACKEND": "payouts.rails.vop.EpcVopClient",
+        "OPTIONS": {
+            "base_url": fake.base_url,
+            "requester_bic": "ABNANL2A",
+            "api_token": fake.token,
+            "timeout_seconds": 2.0,
+        },
+    }
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def instant(settings, sandbox, fake_adyen, fake_vop):
+    """Payouts go on the instant rail (the Adyen fake), payees checked by the EPC VoP fake."""
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "psp_instant": {
+            "BACKEND": "payouts.rails.adyen.AdyenTransfersRail",
+            "OPTIONS": {
+                "base_url": fake_adyen.api_url,
+                "api_key": fake_adyen.api_key,
+                "balance_account_id": fake_adyen.balance_account_id,
+                "timeout_seconds": 2.0,
+                "instant_wait_seconds": 2.0,
+                "poll_interval_seconds": 0.02,
+            },
+        },
+    }
+    settings.PAYOUT_DEFAULT_RAIL = "psp_instant"
+    return fake_adyen

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from payouts.admin import RouteRuleForm
 from payouts.models import Payout, PayoutBatch, RouteRule
-from payouts.services import payout_batch_create, payouts_create_for_payable
+from payouts.services import payout_batch_create, payout_execute, payouts_create_for_payable
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import iban, payable_reward, staff
 
@@ -108,3 +108,18 @@ def test_status_report_upload_needs_the_permission(client, sandbox, debtor, bran
     batch = payout_batch_create(actor=staff("olga"))
     client.force_login(staff("viewer", "view_payoutbatch"))
     assert client.get(reverse("admin:payouts_payoutbatch_status_report", args=[batch.pk])).status_code == 403
+
+
+def test_the_payee_check_is_shown_and_filterable(client, ops, sandbox, debtor, brand, campaign, settings):
+    account = iban()
+    settings.SANDBOX_FAILING_IBANS = {account: "vop_close_match:G. ROSSI"}
+    payable_reward(brand, account_iban=account)
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+    url = reverse("admin:payouts_payout_changelist")
+
+    listed = client.get(url + "?vop_result=close_match&vop_action=ask").content.decode()
+
+    assert "close match (bank: G. ROSSI) → ask" in listed and "waiting for the person to confirm" in listed
+    detail = client.get(reverse("admin:payouts_payout_change", args=[payout_id])).content.decode()
+    assert "G. ROSSI" in detail and "field-vop_checked_at" in detail and "field-vop_action" in detail

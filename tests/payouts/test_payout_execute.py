@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils import timezone
 from django_q.conf import Conf
 
+from campaigns.models import Campaign, VopAction
 from payouts.models import AttemptOutcome, Payout, PayoutItem, PayoutStatus
 from payouts.rails.base import RailStatus, StatusResult
 from payouts.services import execute as execute_module
@@ -268,14 +269,17 @@ def test_verification_of_payee_no_match_holds_for_review_then_staff_release(sand
     assert sandbox.transfer_count(payout.end_to_end_id) == 1
 
 
-def test_verification_of_payee_close_match_pays_and_flags(sandbox, debtor, brand, campaign, settings):
+def test_verification_of_payee_close_match_pays_and_flags_where_the_campaign_says_pay(
+    sandbox, debtor, brand, campaign, settings
+):
+    Campaign.objects.filter(pk=campaign.pk).update(vop_close_match=VopAction.PAY)
     account = iban()
     settings.SANDBOX_FAILING_IBANS = {account: "vop_close_match:G. ROSSI"}
     payout = one_payout(brand, account_iban=account)
     assert payout_execute(payout_id=payout.pk) == AttemptOutcome.SETTLED
     payout.refresh_from_db()
     assert payout.vop_result == "close_match" and payout.vop_suggested_name == "G. ROSSI"
-    assert payout.events.filter(kind="payout.vop_close_match").exists()
+    assert payout.events.filter(kind="payout.vop_paid_anyway").exists()
     assert payout.bank_account.payee_check_result == "close_match"
 
 

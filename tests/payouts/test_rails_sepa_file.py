@@ -6,7 +6,7 @@ from lxml import etree
 
 from core.exceptions import InvalidInput
 from payouts.matchers import EndToEndMatcher
-from payouts.models import Payout
+from payouts.models import Payout, PayoutBatch, RouteRule
 from payouts.rails import get_rail
 from payouts.rails.base import RailStatus, SubmitStatus
 from payouts.rails.sepa_file import (
@@ -19,10 +19,10 @@ from payouts.rails.sepa_file import (
     pain001_schema,
     uetr_for,
 )
-from payouts.services import payout_execute, payouts_create_for_payable
+from payouts.services import payout_batch_create, payout_execute, payouts_create_for_payable
 from reconciliation.models import StatementLine
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
-from tests.payouts.payout_fixtures import iban, payable_reward
+from tests.payouts.payout_fixtures import DEBTOR_IBAN, iban, payable_reward, staff
 from tests.payouts.rail_builders import TODAY, gbp_payment, rail_payment
 
 NS = {"p": PAIN001_NAMESPACE}
@@ -292,3 +292,47 @@ def test_a_statement_line_with_only_the_uetr_finds_its_payout(sandbox, debtor, b
     assert proposal.target_id == str(payout_id) and proposal.reason.startswith("UETR ")
     line.uetr = uetr_for("someone-else")
     assert EndToEndMatcher().propose([line]) == []
+
+
+def test_an_instant_file_asks_for_sct_inst_and_still_validates():
+    payments = [rail_payment(), rail_payment(requested_execution_date=date(2025, 1, 3))]
+
+    xml = build_pain001(batch_id="JBB-INST", debtor=DEBTOR, payments=payments, execution_date=TODAY, instant=True)
+
+    document = _parse(xml)
+    assert pain001_schema().validate(document) and epc_usage_rule_problems(xml) == []
+    for block in document.iterfind("p:CstmrCdtTrfInitn/p:PmtInf", NS):
+        payment_type = block.find("p:PmtTpInf", NS)
+        assert [etree.QName(e).localname for e in payment_type] == ["SvcLvl", "LclInstrm"]
+        assert block.findtext("p:PmtTpInf/p:LclInstrm/p:Cd", namespaces=NS) == "INST"
+
+
+def test_a_standard_file_names_no_local_instrument():
+    xml = build_pain001(batch_id="JBB-STD", debtor=DEBTOR, payments=[rail_payment()], execution_date=TODAY)
+
+    assert _parse(xml).find(".//p:LclInstrm", NS) is None
+
+
+def test_the_epc_rules_allow_no_local_instrument_but_inst():
+    xml = build_pain001(
+        batch_id="JBB-INST", debtor=DEBTOR, payments=[rail_payment()], execution_date=TODAY, instant=True
+    )
+
+    assert any("LclInstrm" in p for p in epc_usage_rule_problems(xml.replace(b"<Cd>INST</Cd>", b"<Cd>CORE</Cd>")))
+
+
+@pytest.mark.parametrize(("accepting", "instant", "level"), [(True, True, "instant"), (False, False, "standard")])
+def test_a_batch_is_instant_where_the_debtor_bank_takes_instant_files(
+    sandbox, debtor, brand, campaign, settings, accepting, instant, level
+):
+    settings.SEPA_INSTANT_FILE_IBANS = [DEBTOR_IBAN] if accepting else []
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+
+    batch = payout_batch_create(actor=staff("olga"))
+
+    assert PayoutBatch.objects.get(pk=batch.pk).instant is instant
+    assert (b"<Cd>INST</Cd>" in batch.file.encode()) is instant
+    assert Payout.objects.get(pk=payout_id).service_level == level
+    assert batch.events.get(kind="batch.built").data["instant"] is instant

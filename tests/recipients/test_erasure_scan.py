@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
-from campaigns.models import Reward, TriggerEvent
+from campaigns.models import Campaign, Reward, TriggerEvent, VopAction
 from campaigns.services import event_ingest
 from core.audit import audit_verify
 from payouts.models import Payout, PayoutEvent, PayoutStatus, RouteRule
@@ -174,7 +174,10 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
             evidence={"order_email": EMAIL, "client_ip": IP, "name": NAME},
         ),
     )
-    # paid, and one payout comes back from her bank
+    # paid (her bank knows her account by her name in capitals: a close match the campaigns pay,
+    # so the bank's name for her lands on the payout and the account), and one payout comes back
+    Campaign.objects.update(vop_close_match=VopAction.PAY)
+    settings.SANDBOX_FAILING_IBANS = {IBAN: f"vop_close_match:{NAME.upper()}"}
     pay_everything()
     payout = Payout.objects.filter(status=PayoutStatus.SETTLED).order_by("id").first()
     path = bank_statement(tmp_path / "camt053.xml", payout, statement_id="STMT-1", message_id="MSG-1")
@@ -195,6 +198,11 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
 
 def test_after_erasure_no_column_of_any_table_holds_any_of_her_values(app_log, giulia):
     person, values, open_id = giulia
+    assert {(table, column) for table, column, value in hits([NAME])} >= {
+        ("recipients_bankaccount", "holder_name"),  # the name she gave with her account
+        ("recipients_bankaccount", "payee_check_name"),  # her bank's name for it (Verification of Payee)
+        ("payouts_payout", "vop_suggested_name"),
+    }
     assert {table for table, _, _ in hits(values)} >= {
         "recipients_person",
         "recipients_identifier",

@@ -65,6 +65,9 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "timezone": data["timezone"],
         "payout_mode": data["payout_mode"],
         "aggregate_minutes": data["aggregate_minutes"],
+        "vop_no_match": data["vop_no_match"],
+        "vop_close_match": data["vop_close_match"],
+        "vop_not_possible": data["vop_not_possible"],
     }
 
 
