@@ -9,8 +9,10 @@ class PayoutsConfig(AppConfig):
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from payouts import hooks
         from payouts.matchers import MATCHERS
+        from payouts.notices import notice_render
         from payouts.selectors import payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
+        from recipients.services.notices import notice_renderer_register
         from reconciliation.bank_selectors import register_exception_source
         from reconciliation.matching import register
 
@@ -20,3 +22,4 @@ class PayoutsConfig(AppConfig):
         webhook_collector_register(PAYOUT_EVENTS)
         hook_register(REWARD_CHANGED, hooks.rewards_changed)
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
+        notice_renderer_register(notice_render)

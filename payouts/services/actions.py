@@ -4,7 +4,7 @@ settlement seen on the bank statement (and undoing it), and the follow-ups after
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Min
 from django.utils import timezone
 
 from campaigns.models import RewardStatus
@@ -21,12 +21,15 @@ from payouts.services.states import (
     drive,
     event_record,
     in_transit_account,
+    notice_new,
     payout_lock,
     settled_entry_key,
     settled_entry_post,
     step_returned,
     step_settled,
 )
+from recipients.models import NoticeKind
+from recipients.services.notices import notices_record
 from reconciliation.models import Account
 from reconciliation.services import EntrySpec, Leg, ledger_entries_post
 
@@ -332,6 +335,7 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
         payouts.append(payout)
     _settle_rows_update(payouts, now=now)
     _settled_events_record(payouts, now=now)
+    _paid_notices_record(payouts, now=now)
     # One follow-up task for the set: enqueueing one per payout costs a broker round trip each.
     enqueue_on_commit("payouts.tasks.payouts_settled_followup_task", ids)
     return entries
@@ -368,6 +372,21 @@ def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
         [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}, now) for p in payouts],
     )
     hook_fire(AUDIT_ROWS_WRITTEN)
+
+
+def _paid_notices_record(payouts: list[Payout], *, now: datetime) -> None:
+    """``step_settled``'s notice for each payout, each linking to its first reward (one query)."""
+    first = dict(
+        PayoutItem.objects.filter(payout_id__in=[p.pk for p in payouts])
+        .values_list("payout_id")
+        .annotate(reward_id=Min("reward_id"))
+    )
+    notices_record(
+        notices=[
+            notice_new(p, kind=NoticeKind.PAID, key=f"payout:{p.pk}:paid", reward_id=first.get(p.pk)) for p in payouts
+        ],
+        now=now,
+    )
 
 
 def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:
