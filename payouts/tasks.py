@@ -4,6 +4,7 @@ import logging
 
 from campaigns.models import RewardStatus
 from campaigns.services import rewards_mature
+from core.queue import enqueue
 from payouts.hooks import paying_now
 from payouts.models import PayoutItem, PayoutStatus
 from payouts.services import (
@@ -14,11 +15,14 @@ from payouts.services import (
     payouts_enqueue_due,
     payouts_poll,
     payouts_recover_stale,
+    rewards_unclaimed_process,
 )
 from recipients.models import Person
 
 TICK_SCHEDULE_NAME = "payouts.tick"
 BATCH_EXPIRY_SCHEDULE_NAME = "payouts.batches_expire"
+UNCLAIMED_SCHEDULE_NAME = "payouts.unclaimed"
+UNCLAIMED_TASK = "payouts.tasks.rewards_unclaimed_task"
 logger = logging.getLogger(__name__)
 
 
@@ -98,3 +102,13 @@ def payout_batches_expire_task() -> str:
     expire and their payouts are paid again (``payout_batches_expire``)."""
     expired = payout_batches_expire()
     return f"{len(expired)} payout batches expired"
+
+
+def rewards_unclaimed_task(after_id: int = 0) -> str:
+    """Daily (migration 0007): remind people who have not given an account, and return the money
+    of those whose claim window is over (``rewards_unclaimed_process``); what its time budget did
+    not reach goes to a follow-up task."""
+    result = rewards_unclaimed_process(after_id=after_id)
+    if not result.done:
+        enqueue(UNCLAIMED_TASK, result.last_id)
+    return f"{result.reminded} reminded, {result.expired} expired"

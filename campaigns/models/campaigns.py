@@ -23,6 +23,10 @@ class CampaignStatus(models.TextChoices):
     CLOSED = "closed", pgettext_lazy("campaign status", "Closed")
 
 
+# The shortest window leaves a day between reminders; the longest is ten years.
+CLAIM_WINDOW_DAYS = (3, 3650)
+
+
 class PayoutMode(models.TextChoices):
     INSTANT = "instant", _("Instant (one payout per reward)")
     AGGREGATE = "aggregate", _("Aggregate (one payout per person every N minutes)")
@@ -64,6 +68,14 @@ class Campaign(models.Model):
     payout_mode = models.CharField(max_length=12, choices=PayoutMode.choices, default=PayoutMode.INSTANT)
     aggregate_minutes = models.PositiveIntegerField(default=0)
     min_payout_minor = models.BigIntegerField(default=0)
+    # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
+    claim_window_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Days a person has to give a bank account once a reward is owed to them (3 to 3650); reminded "
+        "after a third and two thirds, then the money goes back to the campaign (the brand's funds once closed). "
+        "Empty: it waits for ever.",
+    )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."
@@ -96,6 +108,11 @@ class Campaign(models.Model):
                 condition=Q(payout_mode="instant") | Q(aggregate_minutes__gt=0),
                 name="campaign_aggregate_needs_minutes",
             ),
+            models.CheckConstraint(
+                condition=Q(claim_window_days__isnull=True)
+                | Q(claim_window_days__gte=CLAIM_WINDOW_DAYS[0], claim_window_days__lte=CLAIM_WINDOW_DAYS[1]),
+                name="campaign_claim_window_range",
+            ),
         ]
         indexes = [models.Index(fields=["status"], name="campaign_status_idx")]
 
@@ -109,6 +126,9 @@ class Campaign(models.Model):
     def clean(self) -> None:
         if self.payout_mode == PayoutMode.AGGREGATE and not self.aggregate_minutes:
             raise ValidationError({"aggregate_minutes": "Aggregate payouts need an interval in minutes."})
+        low, high = CLAIM_WINDOW_DAYS
+        if self.claim_window_days is not None and not low <= self.claim_window_days <= high:
+            raise ValidationError({"claim_window_days": f"Give people between {low} and {high} days."})
 
 
 class CampaignTally(models.Model):

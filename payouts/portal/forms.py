@@ -21,7 +21,7 @@ from campaigns.models import (
     Trigger,
     Verification,
 )
-from campaigns.models.campaigns import validate_timezone
+from campaigns.models.campaigns import CLAIM_WINDOW_DAYS, validate_timezone
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
@@ -58,6 +58,16 @@ class CampaignForm(forms.Form):
     payout_mode = forms.ChoiceField(label=_("Payout mode"), choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
     aggregate_minutes = forms.IntegerField(
         label=_("Aggregate interval (minutes)"), min_value=0, initial=0, required=False
+    )
+    claim_window_days = forms.IntegerField(
+        label=_("Days to give a bank account"),
+        min_value=CLAIM_WINDOW_DAYS[0],
+        max_value=CLAIM_WINDOW_DAYS[1],
+        required=False,
+        help_text=_(
+            "After this many days without a bank account, a person's reward goes back to the campaign "
+            "(reminders after a third and two thirds of it). Empty: it waits for ever."
+        ),
     )
 
     def __init__(self, *args, live: bool = False, **kwargs):

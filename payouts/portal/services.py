@@ -28,8 +28,9 @@ from core.exceptions import Conflict, InvalidInput, InvalidTransition, Permissio
 
 INVITATION_DAYS = 14
 # Fields a live campaign may still change; the rest (mode, currency, start) define what people
-# were promised and are fixed at launch.
-LIVE_EDITABLE = ("name", "ends_at", "payout_mode", "aggregate_minutes", "min_payout_minor")
+# were promised and are fixed at launch. A shorter claim window never takes money sooner than
+# the date a reminder told the person (payouts.services.unclaimed).
+LIVE_EDITABLE = ("name", "ends_at", "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days")
 
 
 def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:

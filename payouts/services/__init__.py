@@ -1,6 +1,7 @@
 """Writes for payouts (see each module): ``create`` (from payable rewards), ``execute`` (claim,
 rail, record, poll, recover), ``actions`` (staff actions, returns, bank settlement), ``batches``
-(pain.001 files), ``states`` (the state machine and its ledger entries)."""
+(pain.001 files), ``states`` (the state machine and its ledger entries), ``unclaimed`` (reminders,
+then money nobody gave an account for goes back)."""
 
 from payouts.services.actions import (
     payout_approve,
@@ -31,9 +32,11 @@ from payouts.services.execute import (
     payouts_recover_stale,
 )
 from payouts.services.states import in_transit_account
+from payouts.services.unclaimed import UnclaimedResult, rewards_unclaimed_process
 
 __all__ = [
     "CreateResult",
+    "UnclaimedResult",
     "in_transit_account",
     "payout_apply_rail_status",
     "payout_approve",
@@ -57,4 +60,5 @@ __all__ = [
     "payouts_enqueue_due",
     "payouts_poll",
     "payouts_recover_stale",
+    "rewards_unclaimed_process",
 ]

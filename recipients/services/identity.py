@@ -165,6 +165,22 @@ def lock_roots(root_ids: set[int]) -> list[Person]:
     return roots
 
 
+def person_root_lock(*, person: Person) -> Person:
+    """Lock the root row of ``person``'s human (erased or not) and return it: what a change of
+    where they are paid takes first, so a caller holding it sees every account given before and
+    none given meanwhile. Joins the caller's transaction (savepoints); a merge in between is
+    followed to the new root. Raises Conflict (``person_contended``) like ``run_with_retries``."""
+
+    def once() -> Person:
+        row = Person.objects.filter(pk=person.pk).values("id", "merged_into_id").get()
+        root = Person.objects.select_for_update().get(pk=row["merged_into_id"] or row["id"])
+        if root.merged_into_id:
+            raise Retry
+        return root
+
+    return run_with_retries(once)
+
+
 def cluster_ids(root: Person) -> list[int]:
     return sorted(Person.objects.filter(Q(id=root.id) | Q(merged_into_id=root.id)).values_list("id", flat=True))
 

@@ -1,10 +1,10 @@
 """Erasure finishes the job (issue 18): a person who went through every flow — the claim page
 with a TikTok login, a WhatsApp opt-in through the signed webhook, the brand's API, a payout and
 its return (the bank's camt.053 showing it leave and come back, imported and matched), a second
-payout to a new account in a downloaded pain.001 file, the notices of each step sent — is erased, and then no text, JSON or
-binary column of any table holds any of their values, nor does any line the app logged, while the
-books still verify, the audit chain still proves, the matches point at the same lines and a
-statement imported again still finds those bookings known."""
+payout to a new account in a downloaded pain.001 file, the notices of each step sent — is erased,
+and then no text, JSON or binary column of any table holds any of their values, nor does any line
+the app logged, while the books still verify, the audit chain still proves, the matches point at
+the same lines and a statement imported again still finds those bookings known."""
 
 import hashlib
 import hmac

@@ -65,6 +65,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "timezone": data["timezone"],
         "payout_mode": data["payout_mode"],
         "aggregate_minutes": data["aggregate_minutes"],
+        "claim_window_days": data.get("claim_window_days"),
     }
 
 
