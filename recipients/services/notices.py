@@ -17,8 +17,8 @@ and delivering them at least once, once per channel.
 
 What a notice says is the payouts app's (it knows payouts, rewards and the claim links): it
 registers the renderer with ``notice_renderer_register`` (``PayoutsConfig.ready``), which is
-called in the person's language. One bad notice is logged and retried later; it never holds up
-the others.
+called in the person's language. A notice that cannot be worded counts as a failed attempt on
+each channel (so it ends failed, not retried for ever); nothing one notice does holds up the others.
 """
 
 import logging
@@ -190,10 +190,18 @@ def _notice_send(notice: Notice) -> int:
     sent = 0
     if due:
         language = person.preferred_language or settings.LANGUAGE_CODE
-        with translation.override(language):
-            text = _renderer[0](notice, person)
+        try:
+            with translation.override(language):
+                text = _renderer[0](notice, person)
+        except Exception:  # a notice that cannot be worded counts as a failed attempt on each channel
+            logger.exception("notice %s could not be worded", notice.pk)
+            text = None
         for delivery in due:
-            if _claim(delivery, now=timezone.now()):
+            if not _claim(delivery, now=timezone.now()):
+                continue
+            if text is None:
+                _record_failure(delivery, code="render_error", error="The notice could not be worded.", retryable=True)
+            else:
                 sent += _deliver(delivery, text=text, language=language, to=contacts[delivery.channel])
     _settle(notice)
     return sent

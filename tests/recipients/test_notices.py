@@ -181,7 +181,9 @@ def test_an_erased_person_is_told_nothing(sandbox, debtor, brand, campaign):
     assert Notice.objects.get(payout=payout).status == "done" and not NoticeDelivery.objects.exists()
 
 
-def test_one_notice_that_cannot_be_worded_does_not_hold_up_the_others(sandbox, debtor, brand, campaign, monkeypatch):
+def test_one_notice_that_cannot_be_worded_does_not_hold_up_the_others(
+    sandbox, debtor, brand, campaign, monkeypatch, settings
+):
     first, second = settled(brand), settled(brand, email="marco@example.com", whatsapp="+39 347 765 4321")
     render = notices_service._renderer[0]
 
@@ -196,6 +198,14 @@ def test_one_notice_that_cannot_be_worded_does_not_hold_up_the_others(sandbox, d
     stuck = Notice.objects.get(payout=first)
     assert stuck.status == "pending" and stuck.next_attempt_at > timezone.now()
     assert len(FakeWhatsAppSender.sent) == 1
+    # it is not retried for ever: after the last attempt its channels have failed
+    settings.NOTICE_MAX_ATTEMPTS = 2
+    time_passes()
+    notices_send_due()
+    stuck.refresh_from_db()
+    assert stuck.status == "done" and set(stuck.deliveries.values_list("status", "error_code")) == {
+        ("failed", "render_error")
+    }
 
 
 def test_the_send_task_hands_what_its_budget_did_not_reach_to_a_follow_up(
