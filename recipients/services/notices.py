@@ -184,6 +184,10 @@ def _notice_send(notice: Notice) -> int:
     NoticeDelivery.objects.bulk_create(
         [NoticeDelivery(notice=notice, channel=c, next_attempt_at=now) for c in channels], ignore_conflicts=True
     )
+    # A channel the person no longer has (erased, or the number withdrawn) will never be sent.
+    NoticeDelivery.objects.filter(notice=notice).exclude(channel__in=channels).filter(_claimable(now)).update(
+        status=DeliveryState.FAILED, next_attempt_at=None, error_code="no_address", error="No such channel any more."
+    )
     due = list(
         NoticeDelivery.objects.filter(notice=notice, channel__in=channels).filter(_claimable(now)).order_by("channel")
     )

@@ -181,6 +181,20 @@ def test_an_erased_person_is_told_nothing(sandbox, debtor, brand, campaign):
     assert Notice.objects.get(payout=payout).status == "done" and not NoticeDelivery.objects.exists()
 
 
+def test_a_channel_the_person_no_longer_has_fails_instead_of_waiting_for_ever(
+    sandbox, debtor, brand, campaign, flaky_whatsapp
+):
+    flaky_whatsapp.append(WhatsAppSendError("(#130429) Rate limit hit", code="130429", retryable=True))
+    payout = settled(brand)
+    notices_send_due()  # the e-mail goes, WhatsApp waits for its next attempt
+    person_erase(person=payout.person)
+    time_passes()
+    notices_send_due()
+    whatsapp = NoticeDelivery.objects.get(notice__payout=payout, channel="whatsapp")
+    assert (whatsapp.status, whatsapp.error_code) == ("failed", "no_address") and FakeWhatsAppSender.sent == []
+    assert Notice.objects.get(payout=payout).status == "done"
+
+
 def test_one_notice_that_cannot_be_worded_does_not_hold_up_the_others(
     sandbox, debtor, brand, campaign, monkeypatch, settings
 ):
