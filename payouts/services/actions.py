@@ -21,7 +21,7 @@ from payouts.services.states import (
     drive,
     event_record,
     in_transit_account,
-    notice_new,
+    paid_notice_key,
     payout_lock,
     settled_entry_key,
     settled_entry_post,
@@ -29,7 +29,7 @@ from payouts.services.states import (
     step_settled,
 )
 from recipients.models import NoticeKind
-from recipients.services.notices import notices_record
+from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account
 from reconciliation.services import EntrySpec, Leg, ledger_entries_post
 
@@ -375,15 +375,23 @@ def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
 
 
 def _paid_notices_record(payouts: list[Payout], *, now: datetime) -> None:
-    """``step_settled``'s notice for each payout, each linking to its first reward (one query)."""
-    first = dict(
+    """``step_settled``'s notice for each payout, each linking to its first reward, in one query
+    (the matcher's payouts are loaded with only the columns settlement needs)."""
+    rows = (
         PayoutItem.objects.filter(payout_id__in=[p.pk for p in payouts])
-        .values_list("payout_id")
+        .values_list("payout_id", "payout__person_id")
         .annotate(reward_id=Min("reward_id"))
     )
     notices_record(
         notices=[
-            notice_new(p, kind=NoticeKind.PAID, key=f"payout:{p.pk}:paid", reward_id=first.get(p.pk)) for p in payouts
+            NoticeNew(
+                person_id=person_id,
+                kind=NoticeKind.PAID,
+                key=paid_notice_key(payout_id),
+                payout_id=payout_id,
+                reward_id=reward_id,
+            )
+            for payout_id, person_id, reward_id in rows
         ],
         now=now,
     )

@@ -121,10 +121,9 @@ def _save(payout: Payout, now: datetime, *fields: str) -> None:
     payout.save(update_fields=[*fields, "updated_at"])
 
 
-def notice_new(payout: Payout, *, kind: str, key: str, reward_id: int | None, data: dict | None = None) -> NoticeNew:
-    return NoticeNew(
-        person_id=payout.person_id, kind=kind, key=key, payout_id=payout.pk, reward_id=reward_id, data=data or {}
-    )
+def paid_notice_key(payout_id: int) -> str:
+    """The settlement's notice: once per payout, whichever path settles it (this one or the bulk one)."""
+    return f"payout:{payout_id}:paid"
 
 
 def notice_record(payout: Payout, *, kind: str, key: str, data: dict | None = None) -> None:
@@ -132,7 +131,18 @@ def notice_record(payout: Payout, *, kind: str, key: str, data: dict | None = No
     reward_id = (
         PayoutItem.objects.filter(payout=payout).order_by("reward_id").values_list("reward_id", flat=True).first()
     )
-    notices_record(notices=[notice_new(payout, kind=kind, key=key, reward_id=reward_id, data=data)])
+    notices_record(
+        notices=[
+            NoticeNew(
+                person_id=payout.person_id,
+                kind=kind,
+                key=key,
+                payout_id=payout.pk,
+                reward_id=reward_id,
+                data=data or {},
+            )
+        ]
+    )
 
 
 def items_release(payout: Payout) -> None:
@@ -194,7 +204,7 @@ def step_settled(
     event_record(
         payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
     )
-    notice_record(payout, kind=NoticeKind.PAID, key=f"payout:{payout.pk}:paid")
+    notice_record(payout, kind=NoticeKind.PAID, key=paid_notice_key(payout.pk))
     enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 

@@ -9,15 +9,24 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone, translation
 
-from payouts.models import Payout
+from bench.camt_gen import GenLine
+from payouts.models import Payout, RouteRule
 from payouts.notices import WORDINGS, notice_render
-from payouts.services import payout_execute, payout_mark_returned, payouts_create_for_payable
+from payouts.services import (
+    payout_batch_create,
+    payout_execute,
+    payout_mark_returned,
+    payouts_create_for_payable,
+)
 from recipients.models import Notice, NoticeKind, Person
 from recipients.services import IdentityInput, person_resolve, person_set_iban
 from recipients.services.notices import notices_send_due
+from reconciliation.services.matching import statement_lines_match
+from reconciliation.services.statements import statement_import
 from tests.fakes.whatsapp_server import FakeWhatsAppCloud
 from tests.payouts.payout_fixtures import *  # noqa: F403 - fixtures
-from tests.payouts.payout_fixtures import iban, payable_reward
+from tests.payouts.payout_fixtures import iban, payable_reward, staff
+from tests.payouts.test_e2e_reconciliation import camt, eur
 
 BASE = "https://pay.joyback.example"
 
@@ -146,3 +155,25 @@ def test_every_kind_is_worded_in_english_and_italian_with_its_link(sandbox, debt
         assert "%(" not in english.body + italian.body and "/c/" in italian.body, kind
         assert english.subject != italian.subject and english.body.split("\n")[0] != italian.body.split("\n")[0], kind
         assert len(english.parameters) == len(WORDINGS[kind].parameters), kind
+
+
+def test_a_statement_settling_file_payouts_in_bulk_records_one_paid_notice_each(
+    tmp_path, sandbox, debtor, brand, campaign
+):
+    # given two payouts sent in a pain.001 file (in transit, nobody told yet)
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    people = [payable_reward(brand, account_iban=iban()).person_id for _ in range(2)]
+    payouts_create_for_payable()
+    filed = list(payout_batch_create(actor=staff("olga")).payouts.order_by("id"))
+    assert not Notice.objects.filter(kind="paid").exists()
+    # when the bank statement shows each debit (the matcher's bulk settlement)
+    lines = [GenLine(amount=eur(p.amount_minor), credit_debit="DBIT", end_to_end_id=p.end_to_end_id) for p in filed]
+    path, _ = camt(tmp_path, lines)
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    assert dict(statement_lines_match().matched) == {"payout_end_to_end": 2}
+    # then each person has one paid notice linking to their reward, recorded with the settlement
+    paid = Notice.objects.filter(kind="paid").order_by("payout_id")
+    assert [(n.payout_id, n.person_id) for n in paid] == [(p.pk, p.person_id) for p in filed]
+    assert sorted(p.person_id for p in filed) == sorted(people)
+    assert all(n.reward_id == Payout.objects.get(pk=n.payout_id).items.get().reward_id for n in paid)
+    assert notices_send_due().sent == 2 and len(mail.outbox) == 2
