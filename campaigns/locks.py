@@ -25,9 +25,9 @@ So: person root row(s) ascending → IBAN fingerprint(s) ascending → campaign 
 account → rule counters → other ledger accounts → campaign row. Reward transitions
 (``campaigns.services.rewards``) lock the reward row, then ledger accounts, then rule counters:
 they never take the tally, and the budget account comes before the counters in both orders.
-The one exception, ``reward_expire``, takes the person's root row, then the reward row, then the
-tally and budget account (to see a close that committed first), then the other accounts: the
-classes still in this order.
+The one exception, ``reward_expire``, takes the person's root row, then the tally and budget
+account (to see a close that committed first), then the reward row, then the other accounts:
+the classes still in this order (no path locks a reward row and then a tally).
 Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes the
 classes in this order for a whole batch: its people's roots, then all its IBANs ascending, then
 the tallies ascending, then the counters, and evaluates in memory. A batch in which some identity

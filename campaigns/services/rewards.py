@@ -4,8 +4,8 @@ Every transition is lock-then-check on the reward row (``SELECT … FOR UPDATE``
 operation, the status update and a RewardEvent, in one durable transaction. Lock order: reward
 row → ledger accounts (the ledger's ascending-id rule) → rule counters; nothing here but
 ``reward_expire`` takes the campaign tally, so these never wait on ingestion for longer than one
-reservation (``campaigns.locks``). ``reward_expire`` takes the person's root row first and the
-tally after the reward: the classes in the same order as ingestion.
+reservation (``campaigns.locks``). ``reward_expire`` takes the person's root row, then the tally
+(with its budget account), then the reward row: the classes in ingestion's order.
 
 Ledger flows (DESIGN §4):
 * maturing commits the hold: budget −(amount+fee) → ``recipient:<person>:payable`` +amount and
@@ -243,6 +243,8 @@ def reward_expire(*, reward: Reward, account_seen: int | None, now: datetime | N
     now = now or timezone.now()
     with transaction.atomic(durable=True):
         person_root_lock(person=reward.person)
+        # The tally before the reward row (ingestion's order): a close that committed first is seen.
+        closed = lock_campaign_tally(campaign_id=reward.campaign_id).status == CampaignStatus.CLOSED
         reward = _locked(reward.pk)
         if reward.status == RewardStatus.EXPIRED:
             return reward
@@ -252,7 +254,6 @@ def reward_expire(*, reward: Reward, account_seen: int | None, now: datetime | N
         current = person_current_bank_account(person=reward.person)
         if (current.pk if current else None) != account_seen:
             raise InvalidTransition("The person has given an account meanwhile.", code="account_given")
-        closed = lock_campaign_tally(campaign_id=reward.campaign_id).status == CampaignStatus.CLOSED
         if closed:
             back_to = brand_funds_account(brand=reward.campaign.brand, currency=reward.currency)
         else:
