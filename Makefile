@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-ab migrate demo
+.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-walk bench-ab migrate demo
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,6 +78,9 @@ bench-recon: install
 
 bench-webhooks: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.webhooks
+
+bench-walk: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.walk $(ARGS)
 
 # Two commits side by side, alternated, each run on a fresh database: make bench-ab OLD=db7070e NEW=HEAD ARGS="--n 2000"
 bench-ab: install

@@ -8,10 +8,9 @@ Phases (each on its own brand and campaign, every event a new person with an e-m
 
 Run: ``make bench-api`` (``DATABASE_URL`` names the database; it is migrated; nothing is
 truncated). ``--n`` scales the single phase down for a smoke run (writes api-smoke.json).
-Gunicorn: ``--workers`` sync workers (default 8 × CPUs) bound to 127.0.0.1 on a free port. More
-workers than cores: an event POST spends most of its time waiting for its campaign's combining
-lock (``campaigns.services.ingest_combine``), and every waiting request joins the next batch
-(measured on 2 cores, 3,000 POSTs: 149 req/s with 5 workers, 178 with 12, 181 with 16, 170 with 24).
+Gunicorn: ``--workers`` sync workers (default 8 × CPUs) bound to 127.0.0.1 on a free port: more
+workers than cores, since an event POST spends much of its time waiting for its campaign's tally
+lock and for the commit.
 Checks: every request answered 201/200, every event stored once, the ledger verifies.
 """
 

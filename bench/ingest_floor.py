@@ -33,7 +33,7 @@ from campaigns.services import EventInput
 from core.audit_sql import AUDIT_TABLES
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, Person, PersonEvent
-from recipients.selectors import iban_validate
+from recipients.normalise import iban_normalise
 from reconciliation.models import Hold
 
 _AUDITED = {spec.table for spec in AUDIT_TABLES}
@@ -80,7 +80,7 @@ def _copies(*, campaign: Campaign, rule: RewardRule, payloads: list[EventInput],
     rows: dict[type, list[dict]] = {m: [] for m in _ORDER}
     for i, p in enumerate(payloads):
         person, account, event, hold, reward = (ids[m][i] for m in (Person, BankAccount, TriggerEvent, Hold, Reward))
-        iban = iban_validate(p.iban)
+        iban = iban_normalise(p.iban)
         iban_fp = crypto.iban_fingerprint(iban.normalised)
         rows[Person].append(
             dict(
@@ -109,7 +109,9 @@ def _copies(*, campaign: Campaign, rule: RewardRule, payloads: list[EventInput],
         rows[BankAccount].append(
             dict(
                 id=account,
-                iban_ciphertext=crypto.encrypt(iban.normalised),
+                kind=iban.kind,
+                currency=iban.currency,
+                ciphertext=crypto.encrypt(iban.secret),
                 iban_fingerprint=iban_fp,
                 masked=iban.masked,
                 country=iban.country,

@@ -5,18 +5,16 @@ shown in lists and logs), the secret 43 URL-safe characters (32 random bytes). O
 sha256 is stored (see ``ApiKey``); comparison is constant-time.
 """
 
-import functools
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from campaigns.models import ApiKey, ApiScope, Brand, BrandStatus
-from core.bulk import model_columns, model_from_row
 from core.exceptions import InvalidInput, PermissionDenied
 
 TOKEN_PREFIX = "jbk_"  # noqa: S105 - the public part of every key, not a secret
@@ -68,28 +66,6 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
     return key
 
 
-@functools.cache
-def _key_sql() -> str:
-    return (
-        f"SELECT {model_columns(ApiKey, 'k')}, {model_columns(Brand, 'b')} "  # noqa: S608 - names from the models
-        f"FROM {ApiKey._meta.db_table} k JOIN {Brand._meta.db_table} b ON b.id = k.brand_id WHERE k.prefix = %s"
-    )
-
-
-def _key_with_brand(prefix: str) -> ApiKey | None:
-    """``ApiKey.objects.select_related("brand").get(prefix=…)`` as one raw statement: it runs on
-    every API request, and compiling the ORM query cost more than running it."""
-    with connection.cursor() as cursor:
-        cursor.execute(_key_sql(), [prefix])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    width = len(ApiKey._meta.concrete_fields)
-    key = model_from_row(ApiKey, row[:width])
-    key.brand = model_from_row(Brand, row[width:])
-    return key
-
-
 def api_key_authenticate(*, token: str) -> ApiKey | None:
     """The active key ``token`` names, with its brand loaded, or None (malformed, unknown, wrong
     secret, revoked). Raises PermissionDenied(``brand_suspended``) for a suspended brand's key.
@@ -99,7 +75,7 @@ def api_key_authenticate(*, token: str) -> ApiKey | None:
     prefix, sep, secret = token[len(TOKEN_PREFIX) :].partition("_")
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
-    key = _key_with_brand(prefix)
+    key = ApiKey.objects.select_related("brand").filter(prefix=prefix).first()
     if key is None or key.revoked_at is not None:
         return None
     if not hmac.compare_digest(key.secret_hash, _hash(secret)):

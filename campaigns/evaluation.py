@@ -1,15 +1,18 @@
-"""Rule evaluation as pure functions: amounts, fees, conditions, caps, periods, fraud signals.
+"""Rule evaluation as pure functions: amounts, fees, conditions, caps, periods, fraud signals,
+and ``decide``, which applies them to one event in the engine's order.
 
-No database access here, so every rule can be tested table-driven and the single and bulk
-ingestion paths share exactly one implementation. The callers gather the facts (under the locks
-described in ``campaigns.locks``) and act on the verdict.
+No database access here, so every rule can be tested table-driven and every path that decides
+an event shares exactly one implementation. Ingestion gathers the ``Facts`` (under the locks
+described in ``campaigns.locks``) and acts on the ``Decision``. A rule that needs a new fact
+about the database is one read in ``campaigns.services.ingest_reads.Known`` and one check here.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from decimal import Decimal
 
-from campaigns.models import AmountType, ApprovalPolicy, Brand, RewardRule, Trigger, Verification
+from campaigns.models import AmountType, ApprovalPolicy, Brand, CampaignStatus, RewardRule, Trigger, Verification
 from campaigns.models.events import EventSource
 from core.money import currency_exponent, round_to_minor
 
@@ -43,9 +46,33 @@ def fee_for(*, brand: Brand, amount_minor: int, currency: str) -> int:
     return int(brand.fee_fixed_minor) + round_to_minor(percent.scaleb(-currency_exponent(currency)), currency)
 
 
+@dataclass
+class Usage:
+    """Live rewards (review, held, payable, paid) already counted against a cap."""
+
+    person_day_count: int = 0
+    person_week_count: int = 0
+    person_campaign_count: int = 0
+    person_day_amount: int = 0
+    person_week_amount: int = 0
+    person_campaign_amount: int = 0
+    iban_day_count: int = 0
+    iban_campaign_count: int = 0
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Fraud and velocity observations, counted before this event."""
+
+    people_sharing_iban: int = 0
+    events_from_ip_last_hour: int = 0
+    events_from_device_last_hour: int = 0
+    iban_rewards_last_day: int = 0
+
+
 @dataclass(frozen=True)
 class Facts:
-    """What is known about one event when its rule is evaluated."""
+    """Everything the rules may read about one event when it is evaluated."""
 
     trigger: str
     source: str
@@ -58,6 +85,14 @@ class Facts:
     iban_fingerprint: str = ""
     iban_country: str = ""
     person_is_new_to_brand: bool = True
+    # What the person, their IBAN, the IP and the device took or did before this event.
+    usage: Usage = field(default_factory=Usage)
+    signals: Signals = field(default_factory=Signals)
+    # The campaign as its tally lock shows it: status, what its budget can still reserve (None:
+    # not checked) and its rule's campaign-wide counts by period ("all" or the local day).
+    campaign_status: str = CampaignStatus.ACTIVE
+    budget_available_minor: int | None = None
+    campaign_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 def condition_failure(*, rule: RewardRule, facts: Facts, currency: str) -> str | None:
@@ -118,20 +153,6 @@ def periods_for(moment: datetime, tz) -> Periods:
     )
 
 
-@dataclass
-class Usage:
-    """Live rewards (review, held, payable, paid) already counted against a cap."""
-
-    person_day_count: int = 0
-    person_week_count: int = 0
-    person_campaign_count: int = 0
-    person_day_amount: int = 0
-    person_week_amount: int = 0
-    person_campaign_amount: int = 0
-    iban_day_count: int = 0
-    iban_campaign_count: int = 0
-
-
 def cap_failure(*, rule: RewardRule, usage: Usage, amount_minor: int) -> str | None:
     """The reason code of the first per-person or per-IBAN cap this reward would exceed."""
     checks = (
@@ -152,16 +173,6 @@ def cap_failure(*, rule: RewardRule, usage: Usage, amount_minor: int) -> str | N
         if limit is not None and would_be > limit:
             return reason
     return None
-
-
-@dataclass(frozen=True)
-class Signals:
-    """Fraud and velocity observations, counted before this event."""
-
-    people_sharing_iban: int = 0
-    events_from_ip_last_hour: int = 0
-    events_from_device_last_hour: int = 0
-    iban_rewards_last_day: int = 0
 
 
 def fraud_reasons(*, campaign, signals: Signals) -> list[str]:
@@ -205,3 +216,54 @@ def approval_verdict(*, rule: RewardRule, amount_minor: int, fraud: list[str]) -
     elif rule.approval_policy == ApprovalPolicy.REVIEW_ABOVE and amount_minor > (rule.review_above_minor or 0):
         reasons.append("above_review_amount")
     return Verdict(needs_review=bool(reasons), review_reasons=reasons)
+
+
+def campaign_cap_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
+    """The rule's campaign-wide count caps as (limit, counter period, reason)."""
+    return [
+        (limit, period, reason)
+        for limit, period, reason in (
+            (rule.campaign_count, "all", "cap_campaign_count"),
+            (rule.campaign_count_per_day, day_key, "cap_campaign_day_count"),
+        )
+        if limit is not None
+    ]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``reason`` is a rejection's code; without one the event is rewarded with ``amount_minor``
+    (plus ``fee_minor`` for the platform), in review when ``review_reasons`` says why."""
+
+    reason: str = ""
+    amount_minor: int = 0
+    fee_minor: int = 0
+    review_reasons: list[str] = field(default_factory=list)
+
+
+def decide(*, rule: RewardRule, campaign, brand: Brand, facts: Facts) -> Decision:
+    """Decide one event in the order the engine has always checked: the campaign's status,
+    the conditions, the amount, the person and IBAN caps, fraud signals and the approval policy,
+    then what only the campaign's lock makes exact: its budget and campaign-wide counts."""
+    if facts.campaign_status != CampaignStatus.ACTIVE:
+        return Decision(reason="campaign_not_active")
+    reason = condition_failure(rule=rule, facts=facts, currency=campaign.currency)
+    if reason:
+        return Decision(reason=reason)
+    amount = reward_amount(rule=rule, purchase_amount_minor=facts.purchase_amount_minor, currency=campaign.currency)
+    if amount <= 0:
+        return Decision(reason="amount_zero")
+    if rule.has_person_caps or (rule.has_iban_caps and facts.iban_fingerprint):
+        reason = cap_failure(rule=rule, usage=facts.usage, amount_minor=amount)
+        if reason:
+            return Decision(reason=reason)
+    verdict = approval_verdict(
+        rule=rule, amount_minor=amount, fraud=fraud_reasons(campaign=campaign, signals=facts.signals)
+    )
+    fee = fee_for(brand=brand, amount_minor=amount, currency=campaign.currency)
+    if facts.budget_available_minor is not None and facts.budget_available_minor < amount + fee:
+        return Decision(reason="budget_exhausted")
+    for limit, period, reason in campaign_cap_limits(rule, periods_for(facts.occurred_at, campaign.tz).day_key):
+        if facts.campaign_counts.get(period, 0) >= limit:
+            return Decision(reason=reason)
+    return Decision(amount_minor=amount, fee_minor=fee, review_reasons=verdict.review_reasons)

@@ -1,43 +1,26 @@
-"""Lock order for the reward engine — the one place that defines it.
+"""The reward engine's locks (their place in the engine's order: ``core.locks``).
 
 What must serialise for the caps to be exact:
 
 * per-person caps and "new people only": two events of the same person (any linked identity)
-  must not both read "0 rewards so far". → the person's root row. ``recipients.services.people_resolve``
-  runs inside the ingestion transaction and takes it for every person it returns (one
-  ``SELECT … FOR UPDATE`` on the roots, ascending — also for a known person with nothing to
-  write, whom the slow way alone would not lock); a brand-new person is invisible to others
-  until commit, and a concurrent resolver of the same identifiers waits on the identifier's
-  unique index. Taken first.
+  must not both read "0 rewards so far" → the person's root row, which
+  ``recipients.services.people_resolve`` locks for every person it returns (a brand-new person is
+  invisible to others until commit; a concurrent resolver of the same identifiers waits on the
+  identifier's unique index);
 * per-IBAN caps and the IBAN fraud signals: two people sharing an IBAN → an advisory lock on the
-  IBAN fingerprint. Taken second.
-* campaign-wide caps (per-rule campaign/day counts), the budget-alert crossing and the campaign
-  status re-check: → the campaign's ``CampaignTally`` row and, in the same statement, its budget
-  account row (``SELECT … FOR UPDATE OF tally, account``). Taken third, as late as possible,
-  because it serialises every reservation of the campaign; holding the account row makes the
-  available balance read there exact until commit. The no-overdraft CHECK on the account is the
-  backstop: the database, not this code, guarantees the budget is never overspent.
-* then the per-rule counters (``RuleCounter`` upserts), other ledger accounts (ascending id,
-  the ledger's own rule), and the campaign row last (auto-pause writes it with a conditional
-  UPDATE).
+  IBAN fingerprint (``lock_ibans_statement``);
+* campaign-wide caps, the budget-alert crossing and the campaign status re-check → the campaign's
+  ``CampaignTally`` row and, in the same statement, its budget account row
+  (``lock_campaign_tally``). Taken as late as possible, because it serialises every reservation
+  of the campaign; holding the account row makes the available balance read there exact until
+  commit. The no-overdraft CHECK on the account is the backstop: the database, not this code,
+  guarantees the budget is never overspent.
 
-So: person root row(s) ascending → IBAN fingerprint(s) ascending → campaign tally + budget
-account → rule counters → other ledger accounts → campaign row. Reward transitions
-(``campaigns.services.rewards``) lock the reward row, then ledger accounts, then rule counters:
-they never take the tally, and the budget account comes before the counters in both orders.
-The one exception, ``reward_expire``, takes the person's root row, then the tally and budget
-account (to see a close that committed first), then the reward row, then the other accounts:
-the classes still in this order (no path locks a reward row and then a tally).
-Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes the
-classes in this order for a whole batch: its people's roots, then all its IBANs ascending, then
-the tallies ascending, then the counters, and evaluates in memory. A batch in which some identity
-needs writes (a merge, a new identifier, a switched account) is refused before anything is locked
-or written (``ComplexBatch``) and its events go one per transaction, each a batch of one — so no
-transaction takes a person's lock after a tally. The transition services that touch money
-(``campaign_allocate``, ``campaign_close``) take the tally before the ledger accounts; pause /
-resume / end take only the campaign row. No path takes a lock of an earlier class after a later
-one. Combined ingestion (``ingest_combine``) adds a session lock per campaign that is taken
-before any of these and held by a caller that holds nothing else while it waits.
+Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes them for
+a whole batch: its people's roots, all its IBANs ascending, the tallies ascending, then the rule
+counters. A batch in which some identity needs writes (a merge, a new identifier, a switched
+account) is refused before anything is locked or written (``ComplexBatch``) and its events go one
+per transaction, so no transaction takes a person's lock after a tally.
 
 Advisory locks and FOR UPDATE are PostgreSQL-only; on SQLite every write transaction is already
 exclusive (``transaction_mode=IMMEDIATE``), so they are no-ops there.
@@ -49,9 +32,8 @@ from dataclasses import dataclass
 from django.db import connection
 
 from campaigns.models import Campaign, CampaignTally
+from core.locks import IBAN_CLASS
 from reconciliation.models import Account
-
-_IBAN = 7302
 
 
 def _key32(text: str) -> int:
@@ -71,7 +53,7 @@ def lock_ibans_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
     # made a new statement of up to 2,000 parameters for every batch). unnest yields the sorted
     # array in order and the aggregate calls the lock function row by row as they come: the
     # locks are taken ascending (tests/campaigns/test_locks.py watches one wait half-way).
-    return "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) AS k", [_IBAN, keys]
+    return "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int4[]) AS k", [IBAN_CLASS, keys]
 
 
 @dataclass(frozen=True)

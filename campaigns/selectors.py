@@ -1,14 +1,11 @@
 """Reads for brands, campaigns and rewards. Budget figures come from the ledger's materialised
 balances (one row each), so a list of campaigns with their budgets is one query."""
 
-import functools
 from dataclasses import dataclass
 
-from django.db import connection
 from django.db.models import F, QuerySet
 
 from campaigns.models import BrandMembership, Campaign, Reward, RewardStatus, TriggerEvent
-from core.bulk import model_columns, model_from_row
 
 
 @dataclass(frozen=True)
@@ -65,28 +62,7 @@ def brands_for_user(*, user) -> list[tuple[int, str]]:
     return list(BrandMembership.objects.filter(user=user).values_list("brand_id", "role"))
 
 
-@functools.cache
-def _event_sql() -> str:
-    return (
-        f"SELECT {model_columns(TriggerEvent, 'e')}, {model_columns(Campaign, 'c')}, {model_columns(Reward, 'r')} "  # noqa: S608
-        f"FROM {TriggerEvent._meta.db_table} e JOIN {Campaign._meta.db_table} c ON c.id = e.campaign_id "
-        f"LEFT JOIN {Reward._meta.db_table} r ON r.event_id = e.id WHERE e.id = %s"
-    )
-
-
 def event_with_campaign_and_reward(*, event_id: int) -> TriggerEvent:
-    """``TriggerEvent.objects.select_related("campaign", "reward").get(pk=event_id)`` as one raw
-    statement (the answer to every event POST; compiling the ORM query cost more than running
-    it). ``event.reward`` raises Reward.DoesNotExist when there is none, as the ORM's would."""
-    with connection.cursor() as cursor:
-        cursor.execute(_event_sql(), [event_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise TriggerEvent.DoesNotExist(f"No trigger event {event_id}.")
-    event_end = len(TriggerEvent._meta.concrete_fields)
-    campaign_end = event_end + len(Campaign._meta.concrete_fields)
-    event = model_from_row(TriggerEvent, row[:event_end])
-    event.campaign = model_from_row(Campaign, row[event_end:campaign_end])
-    reward = model_from_row(Reward, row[campaign_end:]) if row[campaign_end] is not None else None
-    TriggerEvent.reward.related.set_cached_value(event, reward)
-    return event
+    """The event with its campaign and reward loaded (``event.reward`` raises Reward.DoesNotExist
+    when there is none): the answer to every event POST."""
+    return TriggerEvent.objects.select_related("campaign", "reward").get(pk=event_id)

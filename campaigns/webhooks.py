@@ -67,6 +67,7 @@ from campaigns.models import (
 from campaigns.webhook_kick import webhook_collect_enqueue
 from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
+from core.locks import WEBHOOK_EMIT_CLASS
 from core.queue import enqueue_on_commit
 from recipients import crypto
 from reconciliation.models import JournalEntry, Posting
@@ -267,9 +268,6 @@ class EventNew:
     source: str
 
 
-EMIT_LOCK_CLASS = 7304  # pg_advisory_xact_lock(class, brand id); 7302 / 7303: campaigns.locks, ingest_combine
-
-
 def webhook_event_emit(
     *, brand, type: str, data: dict, source: str, now: datetime | None = None
 ) -> WebhookEvent | None:
@@ -297,7 +295,7 @@ def _events_emit(*, items: list[EventNew], now: datetime) -> list[WebhookEvent]:
                 # events as done instead of failing on the unique (brand, source) index.
                 cursor.execute(
                     "SELECT pg_advisory_xact_lock(%s, b) FROM unnest(%s::int[]) AS b ORDER BY b",
-                    [EMIT_LOCK_CLASS, brand_ids],
+                    [WEBHOOK_EMIT_CLASS, brand_ids],
                 )
                 # Active endpoints only: enabling a disabled one creates the deliveries of the
                 # events it missed inside the retry window (``webhook_endpoint_enable``). The
@@ -485,18 +483,32 @@ COLLECTORS = (
 
 def _horizon(model: type[Model]) -> tuple[int, int, int]:
     """``(top, xmin, xmax)`` of one snapshot: the table's highest visible id, the oldest xid still
-    running and the first xid not yet assigned. Elsewhere than PostgreSQL (SQLite: one writer at a
-    time, ids visible in order) every id seen is final: ``(top, 0, 0)``."""
+    running in this database and the first xid not yet assigned. Elsewhere than PostgreSQL
+    (SQLite: one writer at a time, ids visible in order) every id seen is final: ``(top, 0, 0)``."""
     if connection.vendor != "postgresql":
         return model.objects.aggregate(top=Max("id"))["top"] or 0, 0, 0
     with connection.cursor() as cursor:
-        # One statement, so the max and the xids describe the same snapshot.
+        # One statement, so the max and the xids describe the same moment. Only this database's
+        # transactions can write our tables: the snapshot's own xmin would wait for every
+        # database of the server, and a long transaction elsewhere would hold the webhooks back.
         cursor.execute(
             f"SELECT (SELECT max(id) FROM {model._meta.db_table}), "  # noqa: S608 - a model's table
-            "pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint FROM pg_current_snapshot() s"
+            "pg_snapshot_xmax(s)::text::bigint, "
+            "(SELECT min(x::text::bigint) FROM ("
+            "  SELECT backend_xid AS x FROM pg_stat_activity"
+            "  WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"
+            "  UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()) running) "
+            "FROM pg_current_snapshot() s"
         )
-        top, xmin, xmax = cursor.fetchone()
-    return top or 0, xmin, xmax
+        top, xmax, oldest = cursor.fetchone()
+    return top or 0, _full_xid(oldest, xmax) if oldest is not None else xmax, xmax
+
+
+def _full_xid(xid32: int, xmax: int) -> int:
+    """A running transaction's 32-bit xid as the 64-bit xid of the snapshots: it is older than
+    ``xmax``, so it belongs to xmax's epoch or, past a wraparound, to the one before."""
+    full = (xmax >> 32 << 32) | xid32
+    return full - (1 << 32) if full > xmax else full
 
 
 def webhook_events_collect(*, now: datetime | None = None, budget_seconds: float | None = None) -> int:

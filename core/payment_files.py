@@ -18,7 +18,7 @@ download is that copy, so a file re-uploaded after an erasure no longer pays the
 Lock order. Rewriting a stored file locks its batch row, and the callers that also write payouts
 (erasure, the retention purge) lock both through ``payouts_lock``: batch rows first, then payout
 rows, each ascending by id — the order pain.002, the batch matcher and the download take them in
-(defined in ``payouts.services.states``), so none of them can wait on another in a cycle.
+(defined in ``core.locks``), so none of them can wait on another in a cycle.
 
 The tables belong to payouts, which imports core, so they are reached through the app registry.
 """

@@ -1,6 +1,7 @@
-"""People in the admin: read-only (people change through services), IBANs masked unless the staff
-user holds ``recipients.view_full_iban``, search by any identifier typed in any human format, and
-export (an access request's answer) and erasure as permissioned actions."""
+"""People in the admin: read-only (people change through services), bank accounts (IBANs and local
+accounts) masked unless the staff user holds ``recipients.view_full_iban``, search by any
+identifier typed in any human format, and export (an access request's answer) and erasure as
+permissioned actions."""
 
 import json
 import logging
@@ -60,6 +61,8 @@ class IdentifierInline(ReadOnlyInline):
 class BankAccountInline(ReadOnlyInline):
     model = BankAccount
     _common = [
+        "kind",
+        "currency",
         "country",
         "bic",
         "bank_name",
@@ -79,10 +82,14 @@ class BankAccountInline(ReadOnlyInline):
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return self.get_fields(request, obj)
 
-    @admin.display(description="IBAN")
+    @admin.display(description="account")
     def full_iban(self, obj: BankAccount) -> str:
+        """The whole IBAN, or every field of a local account (its holder's address too)."""
         iban = obj.iban()
-        return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4)) if iban else obj.masked
+        if iban:
+            return " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
+        details = obj.details()
+        return ", ".join(f"{key}: {value}" for key, value in sorted(details.items())) if details else obj.masked
 
 
 class ConsentInline(ReadOnlyInline):

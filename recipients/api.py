@@ -1,10 +1,12 @@
-"""Partner API: people (register, read, add identifiers or an IBAN)."""
+"""Partner API: people (register, read, add identifiers or a bank account) and the account
+requirements a local bank account must meet."""
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
 from core.api.views import BrandAPIView
+from recipients.accounts import account_normalise
 from recipients.brand_people import brand_person_get, person_identifiers_add, person_public_view, person_register
 from recipients.serializers import PersonSerializer, PersonWriteSerializer
 from recipients.services import IdentityInput
@@ -17,11 +19,16 @@ _EXAMPLE = OpenApiExample(
 
 
 def _identity(data: dict) -> IdentityInput:
+    """Raises InvalidInput for an account its currency's requirements refuse."""
+    account = data["account"]
     return IdentityInput(
         name=data["name"],
         email=data["email"],
         whatsapp=data["whatsapp"],
         iban=data["iban"],
+        account=account_normalise(kind=account["type"], currency=account["currency"], details=account["details"])
+        if account
+        else None,
         social_provider=data["social_provider"],
         social_uid=data["social_uid"],
         phone_region=data["phone_region"],

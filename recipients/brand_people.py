@@ -76,6 +76,7 @@ def person_public_view(*, person: Person) -> dict:
         "identifiers": [{"kind": kind, "value": mask(kind, value)} for kind, value in identifiers],
         "iban_masked": account.masked if account else "",
         "iban_country": account.country if account else "",
+        "account_type": account.kind if account else "",
         "created_at": person.created_at,
     }
 

@@ -12,16 +12,21 @@ identifiers, so history is never rewritten. ``merged_into`` always points straig
 key on PostgreSQL). Across brands, identifiers are linked for fraud signals only, by value: the
 same normalised e-mail, number or IBAN fingerprint (``recipients.selectors``).
 
-IBANs are personal data with money attached: stored only encrypted (``iban_ciphertext``), looked
-up by a keyed fingerprint, shown masked. The IBAN identifier row stores the fingerprint, never the
-IBAN.
+Bank accounts are personal data with money attached: stored only encrypted (``ciphertext``),
+looked up by a keyed fingerprint, shown masked. An account is an IBAN or a local account of a
+country without IBANs (a UK sort code, a US ABA routing number …: ``BankAccount.kind``); "IBAN"
+in the names of fingerprints, identifiers and caps is historical and means either. The ``iban``
+identifier row stores the fingerprint, never the account.
 """
+
+import json
 
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
 from recipients import crypto
+from recipients.normalise import IBAN
 
 
 class Language(models.TextChoices):
@@ -72,7 +77,7 @@ class IdentifierKind(models.TextChoices):
     EMAIL = "email", "Email"
     WHATSAPP = "whatsapp", "WhatsApp"
     SOCIAL = "social", "Social account"
-    IBAN = "iban", "IBAN (fingerprint)"
+    IBAN = "iban", "Bank account (fingerprint)"
 
 
 class Identifier(models.Model):
@@ -113,16 +118,22 @@ class Identifier(models.Model):
 
 
 class BankAccount(models.Model):
-    """An IBAN a person gave us. At most one is current per person; older ones stay for history
-    (payouts reference them). ``iban_fingerprint`` is unique per person: giving the same IBAN
-    again reuses the row."""
+    """A bank account a person gave us: an IBAN, or a local account (``kind`` is then the PSP's
+    account type, e.g. ``sort_code`` or ``aba``, paid only in ``currency``). At most one is current
+    per person; older ones stay for history (payouts reference them). ``iban_fingerprint`` (the
+    account's, whatever its kind) is unique per person: giving the same account again reuses the
+    row."""
 
     # person leads bank_account_person_iban_unique; the fingerprint's index is a plain one (a
     # CharField's db_index also builds a pattern-ops index for LIKE, which nothing runs on it).
     person = models.ForeignKey(Person, on_delete=models.PROTECT, related_name="bank_accounts", db_index=False)
-    iban_ciphertext = models.TextField(blank=True, default="", help_text="Fernet token; blank once erased.")
+    kind = models.CharField(max_length=32, default=IBAN)
+    currency = models.CharField(max_length=3, blank=True, default="", help_text="A local account's currency.")
+    ciphertext = models.TextField(
+        blank=True, default="", help_text="Fernet token of the IBAN or of the local fields (JSON); blank once erased."
+    )
     iban_fingerprint = models.CharField(max_length=64)
-    masked = models.CharField(max_length=24)
+    masked = models.CharField(max_length=40)
     country = models.CharField(max_length=2)
     bic = models.CharField(max_length=11, blank=True, default="")
     bank_name = models.CharField(max_length=200, blank=True, default="")
@@ -138,6 +149,11 @@ class BankAccount(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["person"], condition=Q(is_current=True), name="bank_account_one_current"),
             models.UniqueConstraint(fields=["person", "iban_fingerprint"], name="bank_account_person_iban_unique"),
+            # An IBAN's bank takes any currency; a local account is paid only in its own.
+            models.CheckConstraint(
+                condition=Q(kind=IBAN, currency="") | (~Q(kind=IBAN) & Q(currency__regex=r"^[A-Z]{3}$")),
+                name="bank_account_currency_by_kind",
+            ),
         ]
         indexes = [models.Index(fields=["iban_fingerprint"], name="bank_account_iban_idx")]
 
@@ -145,11 +161,22 @@ class BankAccount(models.Model):
         return self.masked
 
     def iban(self) -> str:
-        """The clear IBAN (compact), decrypted on demand; "" once erased. Callers that show it to a
-        human must check ``recipients.view_full_iban`` first."""
-        if not self.iban_ciphertext:
+        """The clear IBAN (compact), decrypted on demand; "" for a local account and once erased.
+        Callers that show it to a human must check ``recipients.view_full_iban`` first."""
+        if self.kind != IBAN or not self.ciphertext:
             return ""
-        return crypto.decrypt(self.iban_ciphertext)
+        return crypto.decrypt(self.ciphertext)
+
+    def details(self) -> dict[str, str]:
+        """A local account's fields under the PSP's keys (``sortCode``, ``accountNumber`` …),
+        decrypted on demand; {} for an IBAN and once erased. Same permission as ``iban``."""
+        if self.kind == IBAN or not self.ciphertext:
+            return {}
+        return json.loads(crypto.decrypt(self.ciphertext))
+
+    def pays_in(self, currency: str) -> bool:
+        """Can a payout in ``currency`` go to this account? A local account takes only its own."""
+        return self.kind == IBAN or self.currency == currency
 
 
 class Consent(models.Model):

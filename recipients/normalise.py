@@ -1,10 +1,11 @@
 """Turn what people type into canonical identifiers, or say in plain words what is wrong.
 
 Pure functions, no database. Every failure is an ``InvalidInput`` with a stable code
-(``invalid_email``, ``invalid_phone``, ``invalid_iban``, ``invalid_social``) and a message a person
-can act on.
+(``invalid_email``, ``invalid_phone``, ``invalid_iban``, ``invalid_social``; local bank accounts:
+``invalid_account`` in ``recipients.accounts``) and a message a person can act on.
 """
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -20,17 +21,36 @@ _IBAN_SEPARATORS = re.compile(r"[\s\-.]+")
 _IBAN_CHARACTERS = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]+")
 
 
+IBAN = "iban"
+
+
 @dataclass(frozen=True)
-class IbanInfo:
-    normalised: str  # compact, upper case: NL91ABNA0417164300
+class AccountInfo:
+    """A bank account as given, validated: an IBAN, or a local account of a country without IBANs
+    (``kind`` is then the PSP's account type, ``sort_code``, ``aba`` …, and ``details`` its fields
+    under the PSP's keys). ``normalised`` is the account's identity in one canonical string: what
+    its fingerprint is taken of, so the same account typed twice is one account for caps and fraud
+    signals. ``secret`` is what is stored encrypted."""
+
+    normalised: str  # IBAN: compact, upper case (NL91ABNA0417164300); local: "GB:GBP:sort_code:…"
     country: str
     bic: str  # "" when the bank is not in schwifty's registry
     bank_name: str
-    masked: str  # NL91 **** **** 4300
+    masked: str  # NL91 **** **** 4300; GB 04-00-75 ****8842
+    kind: str = IBAN
+    currency: str = ""  # a local account's currency; "" for an IBAN (its bank takes any)
+    details: tuple[tuple[str, str], ...] = ()  # a local account's fields, sorted by key
 
     @property
     def formatted(self) -> str:
         return " ".join(self.normalised[i : i + 4] for i in range(0, len(self.normalised), 4))
+
+    @property
+    def secret(self) -> str:
+        """The clear text kept encrypted: the IBAN, or the local fields as JSON."""
+        if self.kind == IBAN:
+            return self.normalised
+        return json.dumps(dict(self.details), sort_keys=True, separators=(",", ":"))
 
 
 def iban_mask(normalised: str) -> str:
@@ -40,8 +60,8 @@ def iban_mask(normalised: str) -> str:
 
 
 # Not cached: a cache would keep clear IBANs in process memory, out of erasure's reach. Ingestion
-# normalises each IBAN once (``event_prepare``) and hands the result on (``IdentityInput.iban_info``).
-def iban_normalise(raw: str) -> IbanInfo:
+# normalises each IBAN once (``event_prepare``) and hands the result on (``IdentityInput.account``).
+def iban_normalise(raw: str) -> AccountInfo:
     """Validate an IBAN typed in any human format (spaces, dashes, lower case). Checks the
     characters, the country, the country's length and structure, and the mod-97 check digits.
     The national check digits inside the account part are not checked: schwifty cannot verify them
@@ -71,7 +91,7 @@ def iban_normalise(raw: str) -> IbanInfo:
             f"This is not a valid {country} IBAN: the account part has the wrong format.", code="invalid_iban"
         )
     bic = iban.bic
-    return IbanInfo(
+    return AccountInfo(
         normalised=iban.compact,
         country=iban.country_code,
         bic=str(bic) if bic else "",

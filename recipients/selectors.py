@@ -8,7 +8,7 @@ from django.db.models.functions import Coalesce
 from core.exceptions import InvalidInput
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, IdentifierKind, Person
-from recipients.normalise import IbanInfo, email_normalise, iban_normalise, phone_normalise
+from recipients.normalise import email_normalise, iban_normalise, phone_normalise
 
 
 def person_root(*, person: Person) -> Person:
@@ -46,12 +46,6 @@ def person_current_bank_account(*, person: Person) -> BankAccount | None:
     cluster = person_cluster_ids(person=root)
     accounts = list(BankAccount.objects.filter(person_id__in=cluster, is_current=True).order_by("-created_at", "-id"))
     return next((a for a in accounts if a.person_id == root.id), accounts[0] if accounts else None)
-
-
-def iban_validate(iban: str) -> IbanInfo:
-    """Normalised IBAN, country, BIC and bank name (where schwifty knows the bank) and the mask.
-    Raises InvalidInput(code="invalid_iban") with a plain-language message."""
-    return iban_normalise(iban)
 
 
 def iban_fingerprint(iban: str) -> str:

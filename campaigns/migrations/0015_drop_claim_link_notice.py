@@ -7,7 +7,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
     dependencies = [
         ("campaigns", "0014_drop_ingest_requests"),
-        ("recipients", "0007_claim_link_notices_into_outbox"),
+        ("recipients", "0008_claim_link_notices_into_outbox"),
     ]
 
     operations = [migrations.DeleteModel(name="ClaimLinkNotice")]

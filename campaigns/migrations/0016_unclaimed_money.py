@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('campaigns', '0015_drop_claim_link_notice'),
-        ('recipients', '0007_claim_link_notices_into_outbox'),
+        ('recipients', '0008_claim_link_notices_into_outbox'),
         ('reconciliation', '0015_actions_append_only'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -23,14 +23,13 @@ from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, Trigger, TriggerEvent
 from campaigns.services.ingest_batch import ingest_batch
-from campaigns.services.ingest_steps import campaign_context
+from campaigns.services.ingest_reads import campaign_context
 from campaigns.services.ingest_types import CampaignContext, EventInput, IngestResult, Item, PreparedEvent
 from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput, TemporaryFailure
 from core.money import currency_exponent
 from recipients import crypto
 from recipients.models import Person
-from recipients.normalise import email_normalise, phone_normalise, social_normalise
-from recipients.selectors import iban_validate
+from recipients.normalise import email_normalise, iban_normalise, phone_normalise, social_normalise
 from recipients.services import ComplexBatch
 
 BULK_MAX = 1000
@@ -122,7 +121,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         raise InvalidInput("occurred_at needs a time zone.", code="invalid_occurred_at")
     if occurred_at > now + FUTURE_TOLERANCE:
         raise InvalidInput("occurred_at is in the future.", code="invalid_occurred_at")
-    iban_info = iban_validate(payload.iban) if payload.iban.strip() else None
+    iban_info = iban_normalise(payload.iban) if payload.iban.strip() else None
     social = ""
     if payload.social_provider or payload.social_uid:
         social = social_normalise(payload.social_provider, payload.social_uid)

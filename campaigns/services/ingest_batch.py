@@ -1,139 +1,97 @@
-"""The core of ingestion, set-wise: a batch of prepared events evaluated in order and written
-with a constant number of statements, whatever its size (``event_ingest`` runs a batch of one,
+"""The core of ingestion, set-wise: a batch of prepared events decided in order and written with
+one statement per table, whatever its size (``event_ingest`` runs a batch of one,
 ``event_ingest_bulk`` chunks of up to ``BULK_CHUNK``).
 
 Per batch, in the lock order of ``campaigns.locks``:
 
 1. people: ``recipients.services.people_resolve`` finds or creates everyone and locks their roots;
-2. IBANs: one advisory-lock statement, fingerprints ascending;
-3. what the rules need, one query each: earlier rewards of these people and IBANs under the
-   rules' caps, "new to the brand", and the velocity signals (events per IP / device, rewards
-   per IBAN, people per IBAN);
-4. the campaigns' tallies and budget accounts (``FOR UPDATE``, ascending), then the rules'
-   campaign-wide counters (``FOR UPDATE``);
-5. evaluation in Python, event by event in order: each sees what the events before it in the
-   batch took (caps, counters, budget, signals), exactly as if they had been ingested one by one;
-6. writes, one statement per table: events, holds (``ledger_holds_create``), rewards and
-   their audit rows, counter deltas — for a single event all of them in one round trip.
-
-The reads of steps 3–4 are in ``ingest_reads``, the writes of step 6 in ``ingest_writes``.
+2. IBANs: one advisory-lock statement, fingerprints ascending, sent with
+3. what the rules need to know (``ingest_reads.Known.reads``): earlier rewards under the caps,
+   "new to the brand", the velocity signals;
+4. the campaigns' tallies and budget accounts, then the rules' campaign-wide counters, locked
+   (``Known.locked_reads``);
+5. each event decided in order by ``campaigns.evaluation.decide``, seeing what the events before
+   it in the batch took, exactly as if they had been ingested one by one;
+6. writes, one statement per table: events, holds (``ledger_holds_create``), rewards and their
+   audit rows, counter deltas.
 
 Everything joins the caller's transaction (``atomic(durable=True)``). When another transaction
 stored one of these events first, the event INSERT fails on ``(brand, external_id)`` with an
 IntegrityError: the caller rolls the whole batch back and runs it again without that event (it
-is then a replay), so nothing the loser evaluated is kept.
+is then a replay), so nothing the loser decided is kept.
 """
 
 import copy
-import json
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.db import connection, transaction
 
-from campaigns.evaluation import (
-    Facts,
-    Signals,
-    approval_verdict,
-    cap_failure,
-    condition_failure,
-    fee_for,
-    fraud_reasons,
-    periods_for,
-    reward_amount,
-)
-from campaigns.locks import lock_ibans_statement, tally_lock_statement
+from campaigns.evaluation import Decision, decide
+from campaigns.locks import lock_ibans_statement
 from campaigns.models import (
     BudgetAlert,
     CampaignEvent,
     CampaignStatus,
     EventOutcome,
     Reward,
+    RewardEvent,
     RewardStatus,
+    RuleCounter,
     TriggerEvent,
 )
 from campaigns.services.campaigns import _transition
-from campaigns.services.ingest_reads import (
-    SignalCounts,
-    Tally,
-    Uses,
-    counter_limits,
-    counters_reads,
-    not_new_reads,
-    signals_reads,
-    tally_parse,
-    uses_reads,
-)
+from campaigns.services.ingest_reads import Known, Tally
 from campaigns.services.ingest_types import Item
-from campaigns.services.ingest_writes import write, write_together
-from core.bulk import COPY_FROM, ids_reserve, queries_run
+from core.bulk import queries_run, rows_insert
 from core.exceptions import ApplicationError
-from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
-from recipients.models import BankAccount, Person
+from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
 from recipients.services import IdentityInput, people_resolve
-from reconciliation.models import Hold
+from reconciliation.services import HoldSpec, ledger_holds_create
 
 __all__ = ["Item", "ingest_batch"]
 
 
 def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
-    """Evaluate and store ``items`` (in the caller's transaction), filling in each one's
-    outcome, event and reward — or ``error`` (nothing stored for it). Raises IntegrityError
-    when another transaction stored one of these events first (see the module docstring), and
-    ComplexBatch (for more than one item, before writing anything) when some identity needs
-    writes that would change what the others see: such a batch must be taken one event per
-    transaction — one by one inside a single transaction would take a person's lock after a
-    campaign tally, against the lock order."""
+    """Decide and store ``items`` (in the caller's transaction), filling in each one's outcome,
+    event and reward — or ``error`` (nothing stored for it). Raises IntegrityError when another
+    transaction stored one of these events first (see the module docstring), and ComplexBatch
+    (for more than one item, before writing anything) when some identity needs writes that would
+    change what the others see: such a batch must be taken one event per transaction — one by
+    one inside a single transaction would take a person's lock after a campaign tally, against
+    the lock order."""
     for item in items:
         item.rule = item.ctx.rule_for(item.p.payload)
         item.early = _early_rejection(item) or ""
-    # A small batch (a single event) sends its writes in few round trips with keys reserved now:
-    # new people in one, the reward's rows in one — the latter under the campaign's tally lock,
-    # where every round trip makes the campaign's queue longer.
-    keys = None
-    if connection.vendor == "postgresql" and len(items) < COPY_FROM:
-        n = len(items)
-        keys = ids_reserve([(Person, n), (BankAccount, n), (TriggerEvent, n), (Hold, n), (Reward, n)])
-    # Raises ComplexBatch (nothing written) when someone's identity needs writes the others of
-    # the batch would see had they come one by one: the caller then takes them one by one.
-    _people(brand, items, simple_only=len(items) > 1, keys=(keys[0], keys[1]) if keys else None)
+    _people(brand, items, simple_only=len(items) > 1)
     live = [i for i in items if i.error is None]
     todo = [i for i in live if not i.early]
-    # The IBAN locks, then every fact the rules need: one round trip on PostgreSQL.
-    uses, not_new, signals = Uses(), set(), SignalCounts()
-    queries_run(
-        [
-            (lock_ibans_statement(fingerprints=[i.who.fingerprint for i in todo]), None),
-            *uses_reads(todo, uses),
-            *not_new_reads(brand, todo, not_new),
-            *signals_reads(todo, signals, now=now),
-        ]
-    )
-    # The tallies (ascending), then the counters they guard: one round trip on PostgreSQL.
-    tallies: dict[int, Tally] = {}
-    counters: dict[tuple[int, str], int] = {}
-    queries_run(
-        [
-            *(
-                (tally_lock_statement(campaign_id=cid), partial(tally_parse, tallies, cid))
-                for cid in sorted({i.ctx.campaign.pk for i in todo})
-            ),
-            *counters_reads(todo, counters),
-        ]
-    )
-    taken: dict[tuple[int, str], int] = defaultdict(int)
+    known = Known(brand=brand, items=todo, now=now)
+    queries_run([(lock_ibans_statement(fingerprints=[i.who.fingerprint for i in todo]), None), *known.reads()])
+    queries_run(known.locked_reads())
     for item in live:
-        _evaluate(brand, item, uses, not_new, signals, tallies, counters, taken, now=now)
-        payload, ip = item.p.payload, item.p.ip
-        if ip:
-            signals.ip[ip] = signals.ip.get(ip, 0) + 1
-        if payload.device_fingerprint:
-            signals.device[payload.device_fingerprint] = signals.device.get(payload.device_fingerprint, 0) + 1
-    if keys is None:
-        write(brand, live, taken, now=now)
-    else:
-        write_together(brand, live, taken, keys[2:], now=now)
+        if item.early:
+            _reject(item, item.early)
+        else:
+            _decide(brand, item, known)
+        known.seen(item)
+    _write(brand, live, known.taken, now=now)
+
+
+def _decide(brand, item: Item, known: Known) -> None:
+    decision = decide(rule=item.rule, campaign=item.ctx.campaign, brand=brand, facts=known.facts(item))
+    tally = known.tallies[item.ctx.campaign.pk]
+    if decision.reason:
+        _reject(item, decision.reason)
+        if decision.reason == "budget_exhausted":
+            _pause_if_spent(item.ctx, tally)
+        return
+    _accept(item, decision)
+    spent_before = tally.funded - tally.available
+    known.took(item, decision)
+    _budget_alerts(item.ctx, tally, spent_before=spent_before)
+    _pause_if_spent(item.ctx, tally)
 
 
 def _early_rejection(item: Item) -> str | None:
@@ -148,7 +106,7 @@ def _early_rejection(item: Item) -> str | None:
     return None
 
 
-def _people(brand, items: list[Item], *, simple_only: bool, keys) -> None:
+def _people(brand, items: list[Item], *, simple_only: bool) -> None:
     todo = [i for i in items if not i.early]
     # The brand's own API vouches for the identifiers it sends about its own people.
     resolved = people_resolve(
@@ -159,7 +117,7 @@ def _people(brand, items: list[Item], *, simple_only: bool, keys) -> None:
                 email=i.p.payload.email,
                 whatsapp=i.p.payload.whatsapp,
                 iban=i.p.payload.iban,
-                iban_info=i.p.iban_info,
+                account=i.p.iban_info,
                 social_provider=i.p.payload.social_provider,
                 social_uid=i.p.payload.social_uid,
                 phone_region=i.p.payload.phone_region,
@@ -168,7 +126,6 @@ def _people(brand, items: list[Item], *, simple_only: bool, keys) -> None:
         ],
         sources=[i.p.payload.source for i in todo],
         simple_only=simple_only,
-        keys=keys,
     )
     for item, who in zip(todo, resolved, strict=True):
         if isinstance(who, ApplicationError):
@@ -181,84 +138,14 @@ def _reject(item: Item, reason: str) -> None:
     item.outcome, item.reason = EventOutcome.REJECTED, reason
 
 
-def _evaluate(brand, item, uses: Uses, not_new, signals: SignalCounts, tallies, counters, taken, *, now) -> None:
-    """Decide one event, in the order ``event_ingest`` has always checked: status, conditions,
-    amount, caps, fraud, then (under the tally) budget and campaign-wide counters."""
-    if item.early:
-        return _reject(item, item.early)
-    p, rule, who, ctx = item.p, item.rule, item.who, item.ctx
-    campaign, payload = ctx.campaign, p.payload
-    # The status under the tally lock comes first, as ``_early_rejection``'s does for a single
-    # event: a campaign paused by an earlier event of this batch, or since the context was read,
-    # refuses the event before its conditions and caps are looked at.
-    tally = tallies[campaign.pk]
-    if tally.status != CampaignStatus.ACTIVE:
-        return _reject(item, "campaign_not_active")
-    root = who.person.pk
-    facts = Facts(
-        trigger=payload.type,
-        source=payload.source,
-        occurred_at=p.occurred_at,
-        purchase_amount_minor=payload.purchase_amount_minor,
-        purchase_currency=payload.purchase_currency.upper(),
-        view_count=payload.view_count,
-        code=payload.code,
-        evidence_text=json.dumps(payload.evidence, default=str) if rule.required_code else "",
-        iban_fingerprint=who.fingerprint,
-        iban_country=who.country,
-        person_is_new_to_brand=root not in not_new,
-    )
-    reason = condition_failure(rule=rule, facts=facts, currency=campaign.currency)
-    if reason:
-        return _reject(item, reason)
-    amount = reward_amount(rule=rule, purchase_amount_minor=payload.purchase_amount_minor, currency=campaign.currency)
-    if amount <= 0:
-        return _reject(item, "amount_zero")
-    periods = periods_for(p.occurred_at, campaign.tz)
-    if rule.has_person_caps or (rule.has_iban_caps and who.fingerprint):
-        usage = uses.usage(rule_id=rule.pk, root=root, fingerprint=who.fingerprint, periods=periods)
-        reason = cap_failure(rule=rule, usage=usage, amount_minor=amount)
-        if reason:
-            return _reject(item, reason)
-    fp = who.fingerprint
-    observed = Signals(
-        people_sharing_iban=signals.sharing.get(fp, 0) if fp else 0,
-        events_from_ip_last_hour=signals.ip.get(p.ip, 0) if p.ip else 0,
-        events_from_device_last_hour=signals.device.get(payload.device_fingerprint, 0)
-        if payload.device_fingerprint
-        else 0,
-        iban_rewards_last_day=signals.iban_day.get(fp, 0) if fp else 0,
-    )
-    verdict = approval_verdict(rule=rule, amount_minor=amount, fraud=fraud_reasons(campaign=campaign, signals=observed))
-    fee = fee_for(brand=brand, amount_minor=amount, currency=campaign.currency)
-
-    if tally.available < amount + fee:
-        _pause_if_spent(ctx, tally)
-        return _reject(item, "budget_exhausted")
-    limits = counter_limits(rule, periods.day_key)
-    for limit, period, reason in limits:
-        key = (rule.pk, period)
-        if counters.get(key, 0) + taken[key] >= limit:
-            return _reject(item, reason)
-    for _, period, _ in limits:
-        taken[(rule.pk, period)] += 1
-
-    item.amount, item.fee = amount, fee
-    item.review_reasons = verdict.review_reasons
-    if verdict.needs_review:
+def _accept(item: Item, decision: Decision) -> None:
+    item.amount, item.fee = decision.amount_minor, decision.fee_minor
+    item.review_reasons = decision.review_reasons
+    if decision.review_reasons:
         item.outcome, item.status = EventOutcome.REVIEW, RewardStatus.REVIEW
     else:
-        item.outcome = EventOutcome.HELD if rule.hold_days else EventOutcome.REWARDED
+        item.outcome = EventOutcome.HELD if item.rule.hold_days else EventOutcome.REWARDED
         item.status = RewardStatus.HELD
-    uses.add(rule_id=rule.pk, root=root, fingerprint=fp, occurred_at=p.occurred_at, amount=amount)
-    not_new.add(root)
-    if fp:
-        signals.iban_day[fp] = signals.iban_day.get(fp, 0) + 1
-    spent_before = tally.funded - tally.available
-    tally.available -= amount + fee
-    _budget_alerts(ctx, tally, spent_before=spent_before)
-    _pause_if_spent(ctx, tally)
-    return None
 
 
 def _budget_alerts(ctx, tally: Tally, *, spent_before: int) -> None:
@@ -309,3 +196,123 @@ def _pause_if_spent(ctx, tally: Tally) -> None:
     )
     tally.status = CampaignStatus.PAUSED
     transaction.on_commit(partial(setattr, ctx.campaign, "status", CampaignStatus.PAUSED))
+
+
+# --- writes: one statement per table ---------------------------------------------------------------
+
+
+def _write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: datetime) -> None:
+    for item, event in zip(items, rows_insert(TriggerEvent, [_event_row(brand, i, now) for i in items]), strict=True):
+        item.event = event
+    rewarded = [i for i in items if i.status]
+    if not rewarded:
+        return
+    by_campaign: dict[int, list[Item]] = defaultdict(list)
+    for item in rewarded:
+        by_campaign[item.ctx.campaign.pk].append(item)
+    for group in by_campaign.values():
+        campaign = group[0].ctx.campaign
+        holds = ledger_holds_create(
+            account=campaign.budget_account, currency=campaign.currency, holds=[_hold_spec(brand, i) for i in group]
+        )
+        for item, hold in zip(group, holds, strict=True):
+            item.reward = _reward_row(item, hold, now)
+    rows_insert(Reward, [i.reward for i in rewarded])
+    rows_insert(RewardEvent, [_reward_event_row(i, now) for i in rewarded], keys=False)
+    _counters_add(taken)
+    hook_fire(REWARD_CHANGED, *(item.reward for item in rewarded))
+    hook_fire(AUDIT_ROWS_WRITTEN)
+
+
+def _event_row(brand, item: Item, now: datetime) -> TriggerEvent:
+    p, payload, who = item.p, item.p.payload, item.who
+    return TriggerEvent(
+        brand=brand,
+        campaign=item.ctx.campaign,
+        rule=item.rule,
+        type=payload.type,
+        custom_name=payload.custom_name,
+        external_id=payload.external_id,
+        occurred_at=p.occurred_at,
+        received_at=now,
+        person=who.person if who else None,
+        email=p.email,
+        whatsapp=p.whatsapp,
+        social_provider=p.social.split(":", 1)[0] if p.social else "",
+        social_uid=p.social.split(":", 1)[1] if p.social else "",
+        iban_fingerprint=(who.fingerprint if who else "") or p.iban_fingerprint,
+        iban_country=who.country if who else "",
+        evidence=payload.evidence,
+        source=payload.source,
+        ip=p.ip or None,
+        device_fingerprint=payload.device_fingerprint,
+        purchase_amount_minor=payload.purchase_amount_minor,
+        purchase_currency=payload.purchase_currency.upper(),
+        order_id=payload.order_id,
+        code=payload.code,
+        view_count=payload.view_count,
+        outcome=item.outcome,
+        reason=item.reason,
+        review_reasons=item.review_reasons,
+        request_hash=p.request_hash,
+    )
+
+
+def _hold_spec(brand, item: Item) -> HoldSpec:
+    external_id = item.p.payload.external_id
+    return HoldSpec(
+        idempotency_key=f"reward:{brand.pk}:{external_id}",
+        amount_minor=item.amount + item.fee,
+        memo=f"Reward for {item.p.payload.type} {external_id}",
+        reference_type="trigger_event",
+        reference_id=f"{brand.pk}:{external_id}"[:64],
+    )
+
+
+def _reward_row(item: Item, hold, now: datetime) -> Reward:
+    campaign = item.ctx.campaign
+    return Reward(
+        event=item.event,
+        campaign=campaign,
+        rule=item.rule,
+        person=item.who.person,
+        amount_minor=item.amount,
+        fee_minor=item.fee,
+        currency=campaign.currency,
+        status=item.status,
+        hold=hold,
+        occurred_at=item.p.occurred_at,
+        matures_at=max(item.p.occurred_at + timedelta(days=item.rule.hold_days), now),
+        iban_fingerprint=item.who.fingerprint,
+        review_reasons=item.review_reasons,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _reward_event_row(item: Item, now: datetime) -> RewardEvent:
+    return RewardEvent(
+        reward=item.reward,
+        kind=f"reward.{item.status}",
+        to_status=item.status,
+        reason=",".join(item.review_reasons)[:200],
+        data={"amount_minor": item.amount, "fee_minor": item.fee, "hold_id": item.reward.hold_id},
+        created_at=now,
+    )
+
+
+def _counters_add(taken: dict[tuple[int, str], int]) -> None:
+    """Add the batch's takes to the counters in one upsert (deltas, not totals: a concurrent
+    void's decrement must not be overwritten)."""
+    rows = [(rule_id, period, n) for (rule_id, period), n in sorted(taken.items()) if n]
+    if not rows:
+        return
+    table = RuleCounter._meta.db_table
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (rule_id, period, rewards_count) VALUES {values} "  # noqa: S608 - placeholders only
+            "ON CONFLICT (rule_id, period) DO UPDATE "
+            f"SET rewards_count = {table}.rewards_count + excluded.rewards_count",
+            [v for row in rows for v in row],
+        )

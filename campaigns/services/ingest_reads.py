@@ -1,33 +1,65 @@
-"""What ``ingest_batch`` reads before deciding: the facts the rules need (earlier rewards under
-the caps, "new to the brand", velocity signals) and, under the tally lock, the tallies and the
-campaign-wide counters — each a ``core.bulk.Read``, sent together in one round trip."""
+"""What ingestion reads: the campaign an event is for (``campaign_context``), and everything the
+rules need to know about a batch (``Known``): the database's answer, read once per batch, plus
+what the batch's own events took before each one.
+
+Adding a rule that needs a new fact about the database: read it in ``Known.reads`` (or
+``Known.locked_reads`` when only the campaign's lock makes it exact), hand it to the evaluation
+in ``Known.facts``, count an accepted event's share in ``Known.took`` — and check it in
+``campaigns.evaluation``. Nothing else changes.
+"""
 
 import ipaddress
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import connection
+from django.db.models import Count, Q
 
-from campaigns.evaluation import Periods, Usage, periods_for
-from campaigns.locks import tally_lock_parse
+from campaigns.evaluation import Decision, Facts, Periods, Signals, Usage, campaign_cap_limits, fee_for, periods_for
+from campaigns.locks import tally_lock_parse, tally_lock_statement
 from campaigns.models import Campaign, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
-from campaigns.services.ingest_types import Item
-from core.bulk import Read, any_of, as_datetime
+from campaigns.services.ingest_types import CampaignContext, Item
+from core.bulk import Read
+from core.exceptions import NotFound
 from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
+
+
+def campaign_context(brand, slug: str) -> CampaignContext:
+    """The brand's campaign ``slug`` with its brand, budget account and active rules, and the
+    smallest reservation any of them makes (what an automatic pause compares the budget with).
+    Raises NotFound."""
+    campaign = Campaign.objects.select_related("brand", "budget_account").filter(brand=brand, slug=slug).first()
+    if campaign is None:
+        raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
+    rules = list(RewardRule.objects.filter(campaign=campaign, is_active=True).order_by("id"))
+    for rule in rules:
+        rule.campaign = campaign
+    smallest = min(
+        (
+            r.smallest_reward_minor
+            + fee_for(brand=campaign.brand, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
+            for r in rules
+        ),
+        default=None,
+    )
+    return CampaignContext(campaign=campaign, rules=rules, smallest_reservation=smallest)
 
 
 @dataclass
 class Tally:
+    """A campaign's allocated money, status and available budget, read under its lock."""
+
     funded: int
     status: str
     available: int
 
 
 class Uses:
-    """Live rewards per (rule, person cluster) and (rule, IBAN): from the database, then each
-    reward this batch reserves, so an event's caps count the events before it."""
+    """Live rewards per (rule, person cluster) and (rule, IBAN), for the caps."""
 
     def __init__(self):
         self.by_root: dict[tuple[int, int], list[tuple[datetime, int]]] = defaultdict(list)
@@ -58,68 +90,6 @@ class Uses:
         )
 
 
-@dataclass
-class SignalCounts:
-    """Velocity counts from the database plus the batch's own events before each one."""
-
-    ip: dict[str, int] = field(default_factory=dict)
-    device: dict[str, int] = field(default_factory=dict)
-    iban_day: dict[str, int] = field(default_factory=dict)
-    sharing: dict[str, int] = field(default_factory=dict)
-
-
-def tally_parse(tallies: dict, campaign_id: int, rows: list[tuple]) -> None:
-    t = tally_lock_parse(rows)
-    tallies[campaign_id] = Tally(t.funded_minor, t.status, t.budget_available_minor)
-
-
-def uses_reads(items: list[Item], uses: Uses) -> list[Read]:
-    """Live rewards of the batch's capped rules for its people and IBANs, one query."""
-    capped = [i for i in items if i.rule.has_person_caps or (i.rule.has_iban_caps and i.who.fingerprint)]
-    if not capped:
-        return []
-    root_of = {m: i.who.person.pk for i in capped for m in i.who.cluster}
-    fingerprints = {i.who.fingerprint for i in capped if i.who.fingerprint}
-
-    def parse(rows: list[tuple]) -> None:
-        for rule_id, person_id, fingerprint, occurred_at, amount in rows:
-            uses.add(
-                rule_id=rule_id,
-                root=root_of.get(person_id),
-                fingerprint=fingerprint if fingerprint in fingerprints else "",
-                occurred_at=as_datetime(occurred_at),
-                amount=amount,
-            )
-
-    rule_in, rule_params = any_of("rule_id", sorted({i.rule.pk for i in capped}))
-    status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
-    person_in, person_params = any_of("person_id", sorted(root_of))
-    iban_in, iban_params = any_of("iban_fingerprint", sorted(fingerprints))
-    query = (
-        "SELECT rule_id, person_id, iban_fingerprint, occurred_at, amount_minor "  # noqa: S608 - placeholders only
-        f"FROM {Reward._meta.db_table} WHERE {rule_in} AND {status_in} AND ({person_in} OR {iban_in})",
-        [*rule_params, *status_params, *person_params, *iban_params],
-    )
-    return [(query, parse)]
-
-
-def not_new_reads(brand, items: list[Item], not_new: set[int]) -> list[Read]:
-    """Roots (among those of "new people only" rules) with a live reward from this brand."""
-    asking = [i for i in items if i.rule.new_people_only]
-    if not asking:
-        return []
-    root_of = {m: i.who.person.pk for i in asking for m in i.who.cluster}
-    person_in, person_params = any_of("r.person_id", sorted(root_of))
-    status_in, status_params = any_of("r.status", [str(v) for v in LIVE_STATUSES])
-    query = (
-        f"SELECT DISTINCT r.person_id FROM {Reward._meta.db_table} r "  # noqa: S608 - placeholders only
-        f"JOIN {Campaign._meta.db_table} c ON c.id = r.campaign_id "
-        f"WHERE c.brand_id = %s AND {person_in} AND {status_in}",
-        [brand.pk, *person_params, *status_params],
-    )
-    return [(query, lambda rows: not_new.update(root_of[person_id] for (person_id,) in rows))]
-
-
 def ip_key(ip: str) -> str:
     """An address as the database compares it (``::FFFF:A`` and ``::ffff:a`` are one address): the
     velocity counts are keyed by it, from the rows and from the batch's own events alike."""
@@ -129,86 +99,198 @@ def ip_key(ip: str) -> str:
         return ip
 
 
-def signals_reads(items: list[Item], signals: SignalCounts, *, now: datetime) -> list[Read]:
-    """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
-    threshold on: one grouped query each."""
-    hour_ago, day_ago = now - timedelta(hours=1), now - timedelta(days=1)
-    ips = {i.p.ip for i in items if i.p.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
-    devices = {
-        i.p.payload.device_fingerprint
-        for i in items
-        if i.p.payload.device_fingerprint and i.ctx.campaign.fraud_max_events_per_device_hour is not None
-    }
-    day_fps = {
-        i.who.fingerprint
-        for i in items
-        if i.who.fingerprint and i.ctx.campaign.fraud_max_iban_claims_per_day is not None
-    }
-    sharing_fps = sorted(
-        {i.who.fingerprint for i in items if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None}
-    )
-    events, rewards = TriggerEvent._meta.db_table, Reward._meta.db_table
-    reads: list[Read] = []
-    if ips:
-        ip_in, ip_params = any_of("ip", sorted(ips))
-        if connection.vendor == "postgresql":
-            ip_in = "ip = ANY(%s::inet[])"
-        query = (
-            f"SELECT ip, count(*) FROM {events} WHERE {ip_in} AND received_at >= %s GROUP BY ip",
-            [*ip_params, hour_ago],
-        )  # noqa: S608
-        # str(): the address as the event stored it, whatever type the driver hands back.
-        reads.append((query, lambda rows: signals.ip.update((ip_key(str(ip)), n) for ip, n in rows)))
-    if devices:
-        device_in, device_params = any_of("device_fingerprint", sorted(devices))
-        query = (
-            f"SELECT device_fingerprint, count(*) FROM {events} WHERE {device_in} AND received_at >= %s "  # noqa: S608
-            "GROUP BY device_fingerprint",
-            [*device_params, hour_ago],
+@dataclass
+class Known:
+    """What the rules read about a batch of events (in the caller's transaction, under the lock
+    order of ``campaigns.locks``): first ``reads`` (after the people's and IBANs' locks), then
+    ``locked_reads`` (the campaigns' tallies and counters, locked). ``facts`` hands one event
+    what the database said plus what the batch's events before it did (``seen``) and took
+    (``took``), so a batch decides exactly what one event after another would."""
+
+    brand: object
+    items: list[Item]
+    now: datetime
+    uses: Uses = field(default_factory=Uses)
+    not_new: set[int] = field(default_factory=set)  # roots with a live reward from the brand
+    ip: dict[str, int] = field(default_factory=dict)  # events per IP in the last hour
+    device: dict[str, int] = field(default_factory=dict)  # events per device in the last hour
+    iban_day: dict[str, int] = field(default_factory=dict)  # rewards per IBAN in the last day
+    sharing: dict[str, int] = field(default_factory=dict)  # people paid into each IBAN
+    tallies: dict[int, Tally] = field(default_factory=dict)
+    counters: dict[tuple[int, str], int] = field(default_factory=dict)  # (rule, period) → rewards
+    taken: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))  # … of this batch
+
+    def reads(self) -> list[Read]:
+        return [*self._uses_reads(), *self._not_new_reads(), *self._signals_reads()]
+
+    def locked_reads(self) -> list[Read]:
+        """The tallies (ascending) and then the counters they guard, locked (the documented
+        order), so a concurrent void's decrement waits rather than being lost."""
+        reads: list[Read] = [
+            (tally_lock_statement(campaign_id=cid), partial(self._tally_parse, cid))
+            for cid in sorted({i.ctx.campaign.pk for i in self.items})
+        ]
+        keys = {
+            (item.rule.pk, period)
+            for item in self.items
+            for _, period, _ in campaign_cap_limits(
+                item.rule, periods_for(item.p.occurred_at, item.ctx.campaign.tz).day_key
+            )
+        }
+        if keys:
+            query = RuleCounter.objects.filter(
+                rule_id__in={rule_id for rule_id, _ in keys}, period__in={period for _, period in keys}
+            ).values_list("rule_id", "period", "rewards_count")
+            if connection.vendor == "postgresql":
+                query = query.select_for_update()
+            reads.append((query, lambda rows: self.counters.update(((r, p), n) for r, p, n in rows)))
+        return reads
+
+    def facts(self, item: Item) -> Facts:
+        p, rule, who, campaign = item.p, item.rule, item.who, item.ctx.campaign
+        payload, fp, root = p.payload, who.fingerprint, who.person.pk
+        periods = periods_for(p.occurred_at, campaign.tz)
+        tally = self.tallies[campaign.pk]
+        return Facts(
+            trigger=payload.type,
+            source=payload.source,
+            occurred_at=p.occurred_at,
+            purchase_amount_minor=payload.purchase_amount_minor,
+            purchase_currency=payload.purchase_currency.upper(),
+            view_count=payload.view_count,
+            code=payload.code,
+            evidence_text=json.dumps(payload.evidence, default=str) if rule.required_code else "",
+            iban_fingerprint=fp,
+            iban_country=who.country,
+            person_is_new_to_brand=root not in self.not_new,
+            usage=self.uses.usage(rule_id=rule.pk, root=root, fingerprint=fp, periods=periods),
+            signals=Signals(
+                people_sharing_iban=self.sharing.get(fp, 0) if fp else 0,
+                events_from_ip_last_hour=self.ip.get(p.ip, 0) if p.ip else 0,
+                events_from_device_last_hour=self.device.get(payload.device_fingerprint, 0)
+                if payload.device_fingerprint
+                else 0,
+                iban_rewards_last_day=self.iban_day.get(fp, 0) if fp else 0,
+            ),
+            campaign_status=tally.status,
+            budget_available_minor=tally.available,
+            campaign_counts={
+                period: self.counters.get((rule.pk, period), 0) + self.taken[(rule.pk, period)]
+                for _, period, _ in campaign_cap_limits(rule, periods.day_key)
+            },
         )
-        reads.append((query, signals.device.update))
-    if day_fps:
-        iban_in, iban_params = any_of("iban_fingerprint", sorted(day_fps))
-        status_in, status_params = any_of("status", [str(v) for v in LIVE_STATUSES])
-        query = (
-            f"SELECT iban_fingerprint, count(*) FROM {rewards} WHERE {iban_in} AND created_at >= %s "  # noqa: S608
-            f"AND {status_in} GROUP BY iban_fingerprint",
-            [*iban_params, day_ago, *status_params],
-        )
-        reads.append((query, signals.iban_day.update))
-    if sharing_fps:
-        statement = people_sharing_iban_statement(fingerprints=sharing_fps)
-        if statement is None:  # no one-statement form on this database
-            signals.sharing = people_sharing_iban_counts(fingerprints=sharing_fps)
-        else:
-            signals.sharing = dict.fromkeys(sharing_fps, 0)
-            reads.append((statement, lambda rows: signals.sharing.update((fp, int(n)) for fp, n in rows)))
-    return reads
 
+    def seen(self, item: Item) -> None:
+        """Every event of the batch counts for the velocity signals, rewarded or not."""
+        if item.p.ip:
+            self.ip[item.p.ip] = self.ip.get(item.p.ip, 0) + 1
+        device = item.p.payload.device_fingerprint
+        if device:
+            self.device[device] = self.device.get(device, 0) + 1
 
-def counter_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
-    return [
-        (limit, period, reason)
-        for limit, period, reason in (
-            (rule.campaign_count, "all", "cap_campaign_count"),
-            (rule.campaign_count_per_day, day_key, "cap_campaign_day_count"),
-        )
-        if limit is not None
-    ]
-
-
-def counters_reads(items: list[Item], counters: dict[tuple[int, str], int]) -> list[Read]:
-    """The campaign-wide counters the batch may take, locked (after the tallies: the documented
-    order), so a concurrent void's decrement waits rather than being lost."""
-    keys = set()
-    for item in items:
+    def took(self, item: Item, decision: Decision) -> None:
+        """What an accepted event takes, for the events after it."""
+        rule, root, fp = item.rule, item.who.person.pk, item.who.fingerprint
         periods = periods_for(item.p.occurred_at, item.ctx.campaign.tz)
-        keys |= {(item.rule.pk, period) for _, period, _ in counter_limits(item.rule, periods.day_key)}
-    if not keys:
-        return []
-    query = RuleCounter.objects.filter(
-        rule_id__in={rule_id for rule_id, _ in keys}, period__in={period for _, period in keys}
-    ).values_list("rule_id", "period", "rewards_count")
-    if connection.vendor == "postgresql":
-        query = query.select_for_update()
-    return [(query, lambda rows: counters.update(((rule_id, period), n) for rule_id, period, n in rows))]
+        for _, period, _ in campaign_cap_limits(rule, periods.day_key):
+            self.taken[(rule.pk, period)] += 1
+        self.uses.add(
+            rule_id=rule.pk, root=root, fingerprint=fp, occurred_at=item.p.occurred_at, amount=decision.amount_minor
+        )
+        self.not_new.add(root)
+        if fp:
+            self.iban_day[fp] = self.iban_day.get(fp, 0) + 1
+        self.tallies[item.ctx.campaign.pk].available -= decision.amount_minor + decision.fee_minor
+
+    def _tally_parse(self, campaign_id: int, rows: list[tuple]) -> None:
+        t = tally_lock_parse(rows)
+        self.tallies[campaign_id] = Tally(t.funded_minor, t.status, t.budget_available_minor)
+
+    def _uses_reads(self) -> list[Read]:
+        """Live rewards of the batch's capped rules for its people and IBANs."""
+        capped = [i for i in self.items if i.rule.has_person_caps or (i.rule.has_iban_caps and i.who.fingerprint)]
+        if not capped:
+            return []
+        root_of = {m: i.who.person.pk for i in capped for m in i.who.cluster}
+        fingerprints = {i.who.fingerprint for i in capped if i.who.fingerprint}
+        query = Reward.objects.filter(
+            Q(person_id__in=sorted(root_of)) | Q(iban_fingerprint__in=sorted(fingerprints)),
+            rule_id__in=sorted({i.rule.pk for i in capped}),
+            status__in=LIVE_STATUSES,
+        ).values_list("rule_id", "person_id", "iban_fingerprint", "occurred_at", "amount_minor")
+
+        def parse(rows: list[tuple]) -> None:
+            for rule_id, person_id, fingerprint, occurred_at, amount in rows:
+                self.uses.add(
+                    rule_id=rule_id,
+                    root=root_of.get(person_id),
+                    fingerprint=fingerprint if fingerprint in fingerprints else "",
+                    occurred_at=occurred_at,
+                    amount=amount,
+                )
+
+        return [(query, parse)]
+
+    def _not_new_reads(self) -> list[Read]:
+        """Roots (among those of "new people only" rules) with a live reward from this brand."""
+        asking = [i for i in self.items if i.rule.new_people_only]
+        if not asking:
+            return []
+        root_of = {m: i.who.person.pk for i in asking for m in i.who.cluster}
+        query = (
+            Reward.objects.filter(campaign__brand=self.brand, person_id__in=sorted(root_of), status__in=LIVE_STATUSES)
+            .values_list("person_id")
+            .distinct()
+        )
+        return [(query, lambda rows: self.not_new.update(root_of[person_id] for (person_id,) in rows))]
+
+    def _signals_reads(self) -> list[Read]:
+        """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
+        threshold on: one grouped query each."""
+        items, hour_ago = self.items, self.now - timedelta(hours=1)
+        ips = {i.p.ip for i in items if i.p.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
+        devices = {
+            i.p.payload.device_fingerprint
+            for i in items
+            if i.p.payload.device_fingerprint and i.ctx.campaign.fraud_max_events_per_device_hour is not None
+        }
+        day_fps = {
+            i.who.fingerprint
+            for i in items
+            if i.who.fingerprint and i.ctx.campaign.fraud_max_iban_claims_per_day is not None
+        }
+        sharing_fps = sorted(
+            {
+                i.who.fingerprint
+                for i in items
+                if i.who.fingerprint and i.ctx.campaign.fraud_max_people_per_iban is not None
+            }
+        )
+        reads: list[Read] = []
+        if ips:
+            query = _counted(TriggerEvent.objects.filter(ip__in=sorted(ips), received_at__gte=hour_ago), "ip")
+            # str(): the address as the event stored it, whatever type the driver hands back.
+            reads.append((query, lambda rows: self.ip.update((ip_key(str(ip)), n) for ip, n in rows)))
+        if devices:
+            query = TriggerEvent.objects.filter(device_fingerprint__in=sorted(devices), received_at__gte=hour_ago)
+            reads.append((_counted(query, "device_fingerprint"), self.device.update))
+        if day_fps:
+            query = Reward.objects.filter(
+                iban_fingerprint__in=sorted(day_fps),
+                created_at__gte=self.now - timedelta(days=1),
+                status__in=LIVE_STATUSES,
+            )
+            reads.append((_counted(query, "iban_fingerprint"), self.iban_day.update))
+        if sharing_fps:
+            statement = people_sharing_iban_statement(fingerprints=sharing_fps)
+            if statement is None:  # no one-statement form on this database
+                self.sharing = people_sharing_iban_counts(fingerprints=sharing_fps)
+            else:
+                self.sharing = dict.fromkeys(sharing_fps, 0)
+                reads.append((statement, lambda rows: self.sharing.update((fp, int(n)) for fp, n in rows)))
+        return reads
+
+
+def _counted(query, column: str):
+    """(value, rows) of ``column`` over ``query``: a velocity count."""
+    return query.order_by().values(column).annotate(n=Count("*")).values_list(column, "n")

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from campaigns.models import Campaign, EventSource, Reward, RewardRule, Trigger, TriggerEvent
 from core.exceptions import ApplicationError
-from recipients.normalise import IbanInfo
+from recipients.normalise import AccountInfo
 from recipients.services import Resolved
 
 
@@ -58,13 +58,13 @@ class PreparedEvent:
     ip: str = ""
     # The IBAN validated and normalised once, here (None without one): resolving the person
     # does not parse it again.
-    iban_info: IbanInfo | None = None
+    iban_info: AccountInfo | None = None
 
 
 @dataclass
 class CampaignContext:
     """The campaign an event is for, with its brand, budget account and active rules, read once
-    per call (``ingest_steps.campaign_context``)."""
+    per call (``ingest_reads.campaign_context``)."""
 
     campaign: Campaign
     rules: list[RewardRule]

@@ -245,6 +245,9 @@ PAYOUT_BACKOFF_MAX_SECONDS = env_int("PAYOUT_BACKOFF_MAX_SECONDS", 3600)
 PAYOUT_STALE_CLAIM_SECONDS = env_int("PAYOUT_STALE_CLAIM_SECONDS", 120)
 if "PAYOUT_ENQUEUE_ON_PAYABLE" in os.environ:  # unset: on, unless tasks run inline (payouts.conf)
     PAYOUT_ENQUEUE_ON_PAYABLE = env_bool("PAYOUT_ENQUEUE_ON_PAYABLE", True)
+# How long the PSP's account requirements (the fields a local bank account needs per currency,
+# recipients.accounts) are kept in the cache before they are asked again.
+ACCOUNT_REQUIREMENTS_CACHE_SECONDS = env_int("ACCOUNT_REQUIREMENTS_CACHE_SECONDS", 86_400)
 if os.environ.get("WISE_BASE_URL"):
     PAYOUT_RAILS["psp_api"] = {
         "BACKEND": "payouts.rails.psp_api.WiseRail",
@@ -333,7 +336,7 @@ TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.DepthLimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.fields.DepthLimitedJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "UNAUTHENTICATED_USER": None,
 }

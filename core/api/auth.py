@@ -1,12 +1,24 @@
-"""``Authorization: Bearer jbk_<prefix>_<secret>``: a brand's API key. The keys belong to campaigns,
-which registers its look-up here at start-up (``api_key_lookup_register``): core imports no app.
+"""Who may call the partner API, and how often: the key (``Authorization: Bearer
+jbk_<prefix>_<secret>``, a brand's API key), its scopes and its rate.
+
+The keys belong to campaigns, which registers its look-up here at start-up
+(``api_key_lookup_register``): core imports no app. Scopes: ``read`` for GET, ``write`` for
+changes, ``events`` for sending trigger events; a view says which scope each method needs in
+``required_scopes``. The rate limit is a fixed one-minute window per key counted in the Django
+cache (LocMem by default, so per process; set CACHE_URL to a Redis server to share it between
+workers and web nodes).
 """
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.core.cache import cache
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+from rest_framework.throttling import BaseThrottle
 
 
 @dataclass(frozen=True)
@@ -61,3 +73,54 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="api"'
+
+
+DEFAULT_SCOPES = {
+    "GET": "read",
+    "HEAD": "read",
+    "OPTIONS": "read",
+    "POST": "write",
+    "PATCH": "write",
+    "DELETE": "write",
+}
+
+
+class HasScope(BasePermission):
+    code = "insufficient_scope"
+
+    def has_permission(self, request, view) -> bool:
+        client = request.user
+        if not getattr(client, "is_authenticated", False):
+            return False
+        needed = {**DEFAULT_SCOPES, **getattr(view, "required_scopes", {})}.get(request.method, "write")
+        if needed in client.scopes:
+            return True
+        self.message = f"This API key lacks the '{needed}' scope."
+        return False
+
+
+WINDOW_SECONDS = 60
+
+
+class ApiKeyRateThrottle(BaseThrottle):
+    def allow_request(self, request, view) -> bool:
+        client = request.user
+        if not getattr(client, "is_authenticated", False):
+            return True
+        limit = settings.API_RATE_LIMIT_PER_MINUTE
+        now = time.time()
+        window = int(now // WINDOW_SECONDS)
+        cache_key = f"api-rate:{client.key.prefix}:{window}"
+        if cache.add(cache_key, 1, timeout=WINDOW_SECONDS + 5):
+            count = 1
+        else:
+            try:
+                count = cache.incr(cache_key)
+            except ValueError:  # expired between add and incr
+                cache.set(cache_key, 1, timeout=WINDOW_SECONDS + 5)
+                count = 1
+        self._wait = (window + 1) * WINDOW_SECONDS - now
+        return count <= limit
+
+    def wait(self) -> float:
+        return self._wait

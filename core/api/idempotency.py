@@ -26,7 +26,6 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from core.bulk import model_from_row
 from core.exceptions import ApplicationError, Conflict
 from core.models import IdempotencyRecord, IdempotencyStatus
 
@@ -58,11 +57,10 @@ _TABLE = IdempotencyRecord._meta.db_table
 
 @functools.cache
 def _claim_sql() -> str:
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in IdempotencyRecord._meta.concrete_fields)
     return (
         f"INSERT INTO {_TABLE} (brand_id, key, method, path, request_hash, status, response_content_type, "  # noqa: S608
         "created_at, expires_at) VALUES (%s, %s, %s, %s, %s, %s, '', %s, %s) "
-        f"ON CONFLICT (brand_id, key) DO NOTHING RETURNING {columns}"
+        "ON CONFLICT (brand_id, key) DO NOTHING RETURNING id"
     )
 
 
@@ -99,15 +97,27 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
         # One statement on every POST: the key's row, or nothing when the key is taken. ON
         # CONFLICT DO NOTHING raises nothing, so it needs no savepoint inside a caller's
         # transaction, and in autocommit it is a transaction of its own.
+        fields = {
+            "brand": brand,
+            "key": key,
+            "method": method,
+            "path": path,
+            "request_hash": request_hash,
+            "status": IdempotencyStatus.IN_FLIGHT,
+            "created_at": now,
+            "expires_at": now + _ttl(),
+        }
         with connection.cursor() as cursor:
             cursor.execute(
                 _claim_sql(),
                 [brand.pk, key, method, path, request_hash, IdempotencyStatus.IN_FLIGHT.value]
-                + [_stored_time(now), _stored_time(now + _ttl())],
+                + [_stored_time(now), _stored_time(fields["expires_at"])],
             )
             row = cursor.fetchone()
         if row is not None:
-            return Claim(record=model_from_row(IdempotencyRecord, row), replay=False)
+            record = IdempotencyRecord(pk=row[0], **fields)
+            record._state.adding = False
+            return Claim(record=record, replay=False)
         existing = IdempotencyRecord.objects.filter(brand=brand, key=key).first()
         if existing is None:  # released by its owner (a 5xx) between our insert and our read
             continue
@@ -134,24 +144,16 @@ def idempotency_claim(*, brand, key: str, method: str, path: str, body: bytes) -
 
 
 def idempotency_complete(*, record: IdempotencyRecord, status: int, body: bytes, content_type: str) -> None:
-    """Store the response of the request that owns ``record`` (one UPDATE, raw: it runs after
-    every POST)."""
+    """Store the response of the request that owns ``record``."""
     now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_TABLE} SET status = %s, response_status = %s, response_body = %s, "  # noqa: S608 - the model's table
-            "response_content_type = %s, completed_at = %s, expires_at = %s WHERE id = %s AND status = %s",
-            [
-                IdempotencyStatus.DONE.value,
-                status,
-                body,
-                content_type,
-                _stored_time(now),
-                _stored_time(max(record.expires_at, now + _ttl())),
-                record.pk,
-                IdempotencyStatus.IN_FLIGHT.value,
-            ],
-        )
+    IdempotencyRecord.objects.filter(pk=record.pk, status=IdempotencyStatus.IN_FLIGHT).update(
+        status=IdempotencyStatus.DONE,
+        response_status=status,
+        response_body=body,
+        response_content_type=content_type,
+        completed_at=now,
+        expires_at=max(record.expires_at, now + _ttl()),
+    )
 
 
 def idempotency_release(*, record: IdempotencyRecord) -> None:

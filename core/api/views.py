@@ -10,13 +10,11 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
 from rest_framework.renderers import JSONRenderer
 
-from core.api.auth import ApiKeyAuthentication
+from core.api.auth import ApiKeyAuthentication, ApiKeyRateThrottle, HasScope
 from core.api.errors import PayloadTooLarge, api_exception_handler
 from core.api.idempotency import idempotency_claim, idempotency_complete, idempotency_release
 from core.api.pagination import IdCursorPagination
-from core.api.permissions import HasScope
 from core.api.schema import ProblemAutoSchema
-from core.api.throttling import ApiKeyRateThrottle
 from core.exceptions import NotFound
 
 IDEMPOTENT_METHODS = ("POST", "PATCH")

@@ -18,6 +18,7 @@ from core.exceptions import Conflict, IdempotencyConflict
 from core.queue import enqueue_on_commit
 from recipients import crypto
 from recipients.models import Person
+from recipients.normalise import AccountInfo
 from recipients.services import IdentityInput, consent_record, person_resolve
 from recipients.services.identity import identity_normalise, resolve_once, run_with_retries
 
@@ -31,6 +32,7 @@ class PayoutDetails:
     whatsapp: str
     iban: str
     language: str = ""
+    account: AccountInfo | None = None  # a local account, validated by the form; wins over ``iban``
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,15 @@ def _person_with_consent(
     *, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
 ) -> Person:
     """Resolve the person behind these details and record their consent, in one durable
-    transaction: the person behind ``anchor`` (their own claim link: the IBAN becomes their current
-    account), else the one whose TikTok account ``social_uid`` is (proven by the login). Raises
-    InvalidInput before writing."""
+    transaction: the person behind ``anchor`` (their own claim link: the account, an IBAN or a
+    local one, becomes their current account), else the one whose TikTok account ``social_uid``
+    is (proven by the login). Raises InvalidInput before writing."""
     identity = IdentityInput(
         name=details.name,
         email=details.email,
         whatsapp=details.whatsapp,
         iban=details.iban,
+        account=details.account,
         social_provider="tiktok" if social_uid else "",
         social_uid=social_uid,
         language=details.language,

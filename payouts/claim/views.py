@@ -129,7 +129,14 @@ def _limited(request, campaign: Campaign) -> bool:
 
 def _details(form: PayoutForm, language: str) -> PayoutDetails:
     d = form.cleaned_data
-    return PayoutDetails(name=d["name"], email=d["email"], whatsapp=d["whatsapp"], iban=d["iban"], language=language)
+    return PayoutDetails(
+        name=d["name"],
+        email=d["email"],
+        whatsapp=d["whatsapp"],
+        iban=d["iban"],
+        account=d["account"],
+        language=language,
+    )
 
 
 def _status_redirect(reward: Reward):
@@ -172,7 +179,10 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     form = PayoutForm(
-        request.POST or None, initial={"name": identity.get("name", "")}, phone_region=_phone_region(campaign)
+        request.POST or None,
+        initial={"name": identity.get("name", "")},
+        phone_region=_phone_region(campaign),
+        currency=campaign.currency,
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -226,7 +236,10 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
         videos = []
         messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
     form = PayoutForm(
-        request.POST or None, initial={"name": identity.get("name", "")}, phone_region=_phone_region(campaign)
+        request.POST or None,
+        initial={"name": identity.get("name", "")},
+        phone_region=_phone_region(campaign),
+        currency=campaign.currency,
     )
     chosen = request.POST.get("video_id", "")
     if request.method == "POST" and not _limited(request, campaign):
@@ -329,6 +342,7 @@ def payout_form(request, token: str):
         request.POST or None,
         needs_contact=not (event.email or event.whatsapp),
         phone_region=_phone_region(reward.campaign),
+        currency=reward.currency,
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:

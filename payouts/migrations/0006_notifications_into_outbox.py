@@ -52,7 +52,7 @@ def _write(Notice, NoticeDelivery, batch):
 class Migration(migrations.Migration):
     dependencies = [
         ("payouts", "0005_claim_tasks_moved"),
-        ("recipients", "0007_claim_link_notices_into_outbox"),
+        ("recipients", "0008_claim_link_notices_into_outbox"),
     ]
 
     operations = [

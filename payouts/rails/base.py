@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from core.exceptions import ApplicationError, InvalidInput
 from payouts.iso import reason_text as iso_reason_text
+from recipients.normalise import IBAN
 
 # The EPC's SEPA character set for references, narrowed as the EPC rules narrow identifiers:
 # no leading or trailing "/" and no "//" anywhere.
@@ -125,10 +126,12 @@ class PayeeMatch(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class RailPayment:
-    """One payout as a rail sees it. ``creditor_iban`` for IBAN countries; ``creditor_account``
-    for local rails without IBAN, e.g. ``{"sort_code": "040075", "account_number": "37778842"}``
-    (GBP) or ``{"routing_number": ..., "account_number": ..., "account_type": "CHECKING",
-    "address_line": ..., "city": ..., "post_code": ..., "state": ...}`` (USD)."""
+    """One payout as a rail sees it. ``creditor_iban`` for an IBAN; ``creditor_account`` for a
+    local account: its ``type`` and fields under the keys of the PSP's account-requirements
+    contract (``recipients.accounts``), e.g. ``{"type": "sort_code", "sortCode": "040075",
+    "accountNumber": "37778842"}`` (GBP) or ``{"type": "aba", "abartn": …, "accountNumber": …,
+    "accountType": "CHECKING", "address.country": "US", "address.city": …, "address.firstLine": …,
+    "address.postCode": …, "address.state": "NY"}`` (USD)."""
 
     end_to_end_id: str
     amount_minor: int
@@ -141,6 +144,10 @@ class RailPayment:
     creditor_account: Mapping[str, str] | None = field(default=None, hash=False)
     creditor_bic: str | None = None
     requested_execution_date: date | None = None
+
+    @property
+    def account_type(self) -> str:
+        return IBAN if self.creditor_iban is not None else str(self.creditor_account["type"])
 
     def __post_init__(self) -> None:
         validate_end_to_end_id(self.end_to_end_id)
@@ -157,8 +164,10 @@ class RailPayment:
             if not _IBAN.fullmatch(iban):
                 raise InvalidInput("creditor_iban is not an IBAN.", code="invalid_iban")
             object.__setattr__(self, "creditor_iban", iban)
-        elif not self.creditor_account:
-            raise InvalidInput("Either creditor_iban or creditor_account is required.", code="invalid_creditor")
+        elif not self.creditor_account or not self.creditor_account.get("type"):
+            raise InvalidInput(
+                "Either creditor_iban or creditor_account with its type is required.", code="invalid_creditor"
+            )
         if self.creditor_bic is not None:
             bic = self.creditor_bic.strip().upper()
             if not _BIC.fullmatch(bic):
@@ -174,12 +183,16 @@ class Capabilities:
     max_amount_minor: int | None
     verify_payee: bool
     file_based: bool
+    # The kinds of account it pays into: "iban" and local types (``RailPayment.creditor_account``);
+    # None for any its provider documents.
+    account_types: frozenset[str] | None = frozenset({IBAN})
 
-    def supports(self, *, currency: str, country: str, amount_minor: int) -> bool:
+    def supports(self, *, currency: str, country: str, amount_minor: int, account_type: str = IBAN) -> bool:
         return (
             currency in self.currencies
             and country in self.countries
             and (self.max_amount_minor is None or amount_minor <= self.max_amount_minor)
+            and (self.account_types is None or account_type in self.account_types)
         )
 
 

@@ -4,7 +4,7 @@ balance in the same currency unless ``source_currency`` says otherwise.
 
 Flow per payout, all over HTTPS with a bearer token (endpoint versions as Wise documents them):
 
-1. ``POST /v1/accounts``                           recipient account (iban / sort_code / aba)
+1. ``POST /v1/accounts``                           recipient account (iban, or a local type)
 2. ``POST /v3/profiles/{profileId}/quotes``        quote for the exact target amount
 3. ``POST /v1/transfers``                          transfer with ``customerTransactionId``
 4. ``POST /v3/profiles/{profileId}/transfers/{id}/payments``  ``{"type": "BALANCE"}`` funds it
@@ -13,6 +13,10 @@ Never twice: ``customerTransactionId`` is a UUID derived (uuid5) from our ``end_
 every retry of one payout carries the same key and Wise answers a repeated create with the
 transfer it already has. Funding an already funded transfer answers 422
 ``transfer.invalid-state``, which the adapter reads as "funded before" and confirms with a GET.
+
+Account requirements (``recipients.accounts``): ``GET /v1/account-requirements`` lists the account
+types and fields a recipient in a currency needs, ``POST`` refines them for a chosen country, and
+a field's ``validationAsync`` URL checks a value (the UK modulus check).
 
 Status: ``GET /v1/transfers/{id}`` with the rail reference; without it the adapter pages through
 ``GET /v1/transfers?profile=...`` looking for our ``customerTransactionId`` (Wise documents no
@@ -30,9 +34,11 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -41,6 +47,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal
+from payouts.rails import get_rail
 from payouts.rails.base import (
     SEPA_COUNTRIES,
     Capabilities,
@@ -56,6 +63,7 @@ from payouts.rails.base import (
     VerifyPayeeResult,
 )
 
+PSP_RAIL = "psp_api"
 # Fixed namespace for deriving customerTransactionId; changing it would break idempotency for
 # payouts in flight, so it is a constant, not a setting.
 CUSTOMER_TRANSACTION_NAMESPACE = uuid.UUID("7b0e3c1e-4c55-5a8e-9b1e-2f6b1c0f9a41")
@@ -164,7 +172,7 @@ def verify_webhook_signature(*, body: bytes, signature: str, public_key_pem: byt
 
 
 class WiseRail(Rail):
-    name = "psp_api"
+    name = PSP_RAIL
 
     def __init__(
         self,
@@ -260,60 +268,76 @@ class WiseRail(Rail):
             max_amount_minor=self.max_amount_minor,
             verify_payee=False,
             file_based=False,
+            account_types=None,  # every type Wise's account requirements list
         )
 
     def verify_payee(self, *, name: str, iban: str) -> VerifyPayeeResult:
         return VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
 
     def _recipient_body(self, payment: RailPayment) -> dict:
-        account = dict(payment.creditor_account or {})
         body: dict[str, Any] = {
             "profile": self.profile_id,
             "accountHolderName": payment.creditor_name,
             "currency": payment.currency,
         }
-        if payment.currency == "GBP" and account.get("sort_code"):
-            body |= {
-                "type": "sort_code",
-                "details": {
-                    "legalType": "PRIVATE",
-                    "sortCode": account.get("sort_code"),
-                    "accountNumber": account.get("account_number"),
-                },
-            }
-        elif payment.currency == "USD":
-            body |= {
-                "type": "aba",
-                "details": {
-                    "legalType": "PRIVATE",
-                    "abartn": account.get("routing_number"),
-                    "accountNumber": account.get("account_number"),
-                    "accountType": account.get("account_type", "CHECKING"),
-                    "address": {
-                        "country": payment.creditor_country,
-                        "city": account.get("city"),
-                        "postCode": account.get("post_code"),
-                        "firstLine": account.get("address_line"),
-                        "state": account.get("state"),
-                    },
-                },
-            }
-        elif payment.creditor_iban:
+        if payment.creditor_iban:
             details = {"legalType": "PRIVATE", "iban": payment.creditor_iban}
             if payment.creditor_bic:
                 details["BIC"] = payment.creditor_bic
-            body |= {"type": "iban", "details": details}
-        else:
-            raise FinalRailError(
-                f"No {payment.currency} account details Wise can pay to.",
-                reason_code="AC01",
-                rail_code="unsupported_account",
-            )
-        return body
+            return body | {"type": "iban", "details": details}
+        # A local account travels under the keys of Wise's own account-requirements contract;
+        # a dotted key ("address.city") is a nested object in the recipient's details.
+        fields = dict(payment.creditor_account)
+        kind = fields.pop("type")
+        return body | {"type": kind, "details": {"legalType": "PRIVATE", **self._recipient_body_details(fields)}}
+
+    # --- account requirements (recipients.accounts.RequirementsSource) ---------------------------
+
+    def account_requirements(self, *, currency: str, kind: str = "", details: Mapping[str, str] | None = None) -> list:
+        """Wise's account requirements for paying ``currency`` from our balance (the same
+        currency unless ``source_currency`` says otherwise): ``GET /v1/account-requirements``, or
+        with ``details`` of a ``kind`` of account (the fields marked
+        ``refreshRequirementsOnChange``) the ``POST`` that refines them. The amount is nominal:
+        the fields do not depend on it for private payees. Raises RailError."""
+        source = self.source_currency or currency
+        query = urlencode({"source": source, "target": currency, "sourceAmount": 100})
+        path = f"/v1/account-requirements?{query}"
+        if not details:
+            return self._request("GET", path) or []
+        nested = {"legalType": "PRIVATE", **self._recipient_body_details(details)}
+        return self._request("POST", path, {"type": kind, "currency": currency, "details": nested}) or []
+
+    def account_field_check(self, *, url: str, params: Mapping[str, str]) -> str:
+        """Run one field's ``validationAsync`` check: "" when Wise answers that it passed, else
+        Wise's message. Only URLs on our Wise host are called: the contract comes from outside."""
+        target = urlsplit(url)
+        ours = urlsplit(self.base_url)
+        if (target.scheme, target.netloc) != (ours.scheme, ours.netloc):
+            raise RetryableRailError(f"Refused a validation URL outside {ours.netloc}.", rail_code="foreign_url")
+        try:
+            self._request("GET", f"{target.path}?{urlencode(dict(params))}")
+        except FinalRailError as exc:
+            errors = (exc.details or {}).get("errors") or []
+            return "; ".join(str(e.get("message") or e.get("code")) for e in errors) or "This value is not valid."
+        return ""
+
+    @staticmethod
+    def _recipient_body_details(fields: Mapping[str, str]) -> dict:
+        details: dict[str, Any] = {}
+        for key, value in sorted(fields.items()):
+            *parents, leaf = key.split(".")
+            node = details
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+        return details
 
     def submit(self, payment: RailPayment) -> SubmitResult:
         if not self.capabilities().supports(
-            currency=payment.currency, country=payment.creditor_country, amount_minor=payment.amount_minor
+            currency=payment.currency,
+            country=payment.creditor_country,
+            amount_minor=payment.amount_minor,
+            account_type=payment.account_type,
         ):
             raise FinalRailError(
                 f"Wise rail does not carry {payment.currency} to {payment.creditor_country}.",
@@ -451,3 +475,13 @@ class WiseRail(Rail):
             status=WISE_STATUS_MAP.get(state, RailStatus.UNKNOWN),
             occurred_at=data.get("occurred_at"),
         )
+
+
+def requirements_source() -> WiseRail | None:
+    """The configured PSP rail as the source of account requirements (``recipients.accounts``);
+    None while it is not configured, so the built-in requirements answer."""
+    try:
+        rail = get_rail(PSP_RAIL)
+    except ImproperlyConfigured:
+        return None
+    return rail if isinstance(rail, WiseRail) else None

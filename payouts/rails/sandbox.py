@@ -57,6 +57,7 @@ from payouts.rails.base import (
     VerifyPayeeResult,
     normalise_iban,
 )
+from recipients.normalise import IBAN
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transfers (
@@ -217,6 +218,7 @@ class SandboxRail(Rail):
         currencies: tuple[str, ...] = ("EUR",),
         countries: tuple[str, ...] | None = None,
         max_amount_minor: int | None = None,
+        account_types: tuple[str, ...] = (IBAN,),
     ):
         configured = getattr(settings, "SANDBOX_FAILING_IBANS", {}) if failing_ibans is None else failing_ibans
         self.failing = {normalise_iban(iban): behaviour for iban, behaviour in configured.items()}
@@ -229,6 +231,7 @@ class SandboxRail(Rail):
             max_amount_minor=max_amount_minor,
             verify_payee=True,
             file_based=False,
+            account_types=frozenset(account_types),
         )
 
     def _behaviour(self, account: str) -> tuple[str, str | None]:
@@ -237,9 +240,21 @@ class SandboxRail(Rail):
 
     @staticmethod
     def _account(payment: RailPayment) -> str:
-        return payment.creditor_iban or (payment.creditor_account or {}).get("account_number", "")
+        return payment.creditor_iban or (payment.creditor_account or {}).get("accountNumber", "")
 
     def submit(self, payment: RailPayment) -> SubmitResult:
+        if not self._capabilities.supports(
+            currency=payment.currency,
+            country=payment.creditor_country,
+            amount_minor=payment.amount_minor,
+            account_type=payment.account_type,
+        ):
+            raise FinalRailError(
+                f"The sandbox does not carry {payment.currency} to a {payment.account_type} account in"
+                f" {payment.creditor_country}.",
+                reason_code="AG01",
+                rail_code="unsupported_route",
+            )
         account = self._account(payment)
         kind, arg = self._behaviour(account)
         e2e = payment.end_to_end_id

@@ -364,7 +364,10 @@ class SepaFileRail(Rail):
     def submit(self, payment: RailPayment) -> SubmitResult:
         if (
             not self.capabilities().supports(
-                currency=payment.currency, country=payment.creditor_country, amount_minor=payment.amount_minor
+                currency=payment.currency,
+                country=payment.creditor_country,
+                amount_minor=payment.amount_minor,
+                account_type=payment.account_type,
             )
             or not payment.creditor_iban
         ):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from campaigns.models import RewardStatus
 from campaigns.services.rewards import reward_mark_paid
-from core.bulk import rows_copy
+from core.bulk import rows_insert
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.queue import enqueue_on_commit
@@ -364,12 +364,20 @@ def _settlement_counts(payout_ids: list[int]) -> dict[int, int]:
 
 
 def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
-    # Plain rows (COPY for a chunk's thousand events): a model instance each cost more than storing them.
-    submitted, settled = PayoutStatus.SUBMITTED.value, PayoutStatus.SETTLED.value
-    rows_copy(
+    rows_insert(
         PayoutEvent,
-        ("payout_id", "kind", "from_status", "to_status", "data", "created_at"),
-        [(p.pk, "payout.settled", submitted, settled, {"via": p.settled_via}, now) for p in payouts],
+        [
+            PayoutEvent(
+                payout=p,
+                kind="payout.settled",
+                from_status=PayoutStatus.SUBMITTED,
+                to_status=PayoutStatus.SETTLED,
+                data={"via": p.settled_via},
+                created_at=now,
+            )
+            for p in payouts
+        ],
+        keys=False,
     )
     hook_fire(AUDIT_ROWS_WRITTEN)
 

@@ -235,7 +235,7 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
     each payout's ``vop_result``. All or nothing, idempotent. Locks the batch, then its payouts
-    (lock order: ``payouts.services.states``).
+    (lock order: ``core.locks``).
     Raises InvalidInput when the report is for another message, InvalidTransition
     (``batch_expired``) for a file that expired unsent."""
     if report.original_message_id != batch.batch_id:
@@ -246,7 +246,7 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
         batch = PayoutBatch.objects.select_for_update().get(pk=batch.pk)
         if batch.status == BatchStatus.EXPIRED:
             raise InvalidTransition("This file expired without being sent to the bank.", code="batch_expired")
-        # Then all its payouts, ascending (lock order: ``states``), before the first write: the
+        # Then all its payouts, ascending (lock order: ``core.locks``), before the first write: the
         # report lists them in the bank's order.
         list(Payout.objects.select_for_update(of=("self",)).filter(batch=batch).order_by("id").values("id"))
         # The bank's Verification-of-Payee answer is kept with each payout (shown in the admin);

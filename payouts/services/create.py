@@ -39,7 +39,18 @@ def end_to_end_id_new() -> str:
     return f"JBP{timezone.now():%y%m%d}{secrets.token_hex(8).upper()}"
 
 
-def _route(*, currency: str, country: str, amount_minor: int) -> tuple[str, str]:
+def _route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
+    """The rail (and fallback) for one payout: the active routing rules, else the default rail,
+    else the first other configured rail. A rail that cannot carry the payout — its currency,
+    country, amount or kind of account (the SEPA file and the sandbox take only IBANs) — counts as
+    unavailable, so no rule can send a payout where it cannot travel. Raises NoRoute."""
+    usable = usable_rails()
+    carries = {
+        name: rail.capabilities().supports(
+            currency=currency, country=country, amount_minor=amount_minor, account_type=account_type
+        )
+        for name, rail in usable.items()
+    }
     rules = [
         RouteSpec(
             rail=r.rail,
@@ -54,18 +65,25 @@ def _route(*, currency: str, country: str, amount_minor: int) -> tuple[str, str]
     ]
     if not rules:
         default = get_rail().name
-        return default, ""
-    known = set(usable_rails())
+        rules = [
+            RouteSpec(rail=default, priority=0),
+            *(RouteSpec(rail=name) for name in sorted(usable) if name != default),
+        ]
     primary, fallback = route(
-        currency=currency, country=country, amount_minor=amount_minor, rules=rules, availability=lambda n: n in known
+        currency=currency,
+        country=country,
+        amount_minor=amount_minor,
+        rules=rules,
+        availability=lambda name: carries.get(name, False),
     )
     return primary, fallback or ""
 
 
-def account_usable(bank: BankAccount | None) -> bool:
-    """Can we pay into this (current) account? Not when there is none, it was erased, or it
-    bounced before (a return, or a failure naming the account): the person must give another."""
-    if bank is None or not bank.iban_ciphertext:
+def account_usable(bank: BankAccount | None, *, currency: str) -> bool:
+    """Can we pay ``currency`` into this (current) account? Not when there is none, it was
+    erased, it is a local account in another currency, or it bounced before (a return, or a
+    failure naming the account): the person must give another."""
+    if bank is None or not bank.ciphertext or not bank.pays_in(currency):
         return False
     return not Payout.objects.filter(
         Q(status=PayoutStatus.RETURNED) | Q(status=PayoutStatus.FAILED, reason_code__in=ACCOUNT_DETAIL_CODES),
@@ -104,8 +122,10 @@ def payouts_create_for_payable(
     """Create payouts for every payable reward that is in no live payout: one payout per person
     and currency, at once for instant campaigns, or once the oldest reward of an aggregate
     campaign has waited its ``aggregate_minutes``; never below the campaigns' ``min_payout_minor``
-    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable IBAN keeps the money payable and
-    is asked for one (a notice, once per group of rewards).
+    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable account (``account_usable``:
+    none, erased, one that bounced, or a local account in another currency) keeps the money
+    payable and is asked for one (a notice, once per group of rewards). A payout no configured
+    rail can carry is not created: the money stays payable until one can.
 
     Idempotent and safe to run concurrently: each payout is created in its own durable
     transaction with its rewards locked and re-checked; the partial unique constraint on live
@@ -138,7 +158,7 @@ def payouts_create_for_payable(
             continue
         payee = Person.objects.get(pk=person_id)
         bank = person_current_bank_account(person=payee)
-        if not account_usable(bank):
+        if not account_usable(bank, currency=currency):
             result.waiting_for_iban.append(person_id)
             _iban_needed_record(person_id=person_id, currency=currency, rows=rows, total=total)
             continue
@@ -173,7 +193,9 @@ def _payout_create(
                 return None
             amount = sum(r.amount_minor for r in rewards)
             try:
-                rail, fallback = _route(currency=currency, country=bank.country, amount_minor=amount)
+                rail, fallback = _route(
+                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind
+                )
             except NoRoute:
                 return None
             payout = Payout.objects.create(

@@ -39,6 +39,7 @@ from payouts.rails.base import (
 )
 from payouts.services.states import drive, event_record, payout_lock
 from recipients.models import BankAccount
+from recipients.normalise import IBAN
 
 logger = logging.getLogger(__name__)
 
@@ -120,22 +121,31 @@ def payouts_recover_stale(*, now: datetime | None = None) -> int:
 
 
 def rail_payment_for(payout: Payout, *, iban: str | None = None) -> RailPayment:
-    """What the rail sees; ``iban`` saves a decryption when the caller already has it."""
+    """What the rail sees: the IBAN, or a local account's type and fields; ``iban`` saves a
+    decryption when the caller already has it."""
+    bank = payout.bank_account
+    local = bank.kind != IBAN
     return RailPayment(
         end_to_end_id=payout.end_to_end_id,
         amount_minor=payout.amount_minor,
         currency=payout.currency,
         creditor_name=payout.creditor_name,
         creditor_country=payout.creditor_country,
-        creditor_iban=iban or payout.bank_account.iban(),
-        creditor_bic=payout.bank_account.bic or None,
+        creditor_iban=None if local else iban or bank.iban(),
+        creditor_account={"type": bank.kind, **bank.details()} if local else None,
+        creditor_bic=bank.bic or None,
         remittance=f"JoyBack {payout.end_to_end_id}",
         debtor_account_code=payout.debtor_account_code,
     )
 
 
 def _needs_vop(payout: Payout, rail: Rail) -> bool:
-    return rail.capabilities().verify_payee and payout.bank_account.payee_checked_at is None
+    # Verification of Payee is the EU's name-against-IBAN check: a local account has none.
+    return (
+        rail.capabilities().verify_payee
+        and payout.bank_account.kind == IBAN
+        and payout.bank_account.payee_checked_at is None
+    )
 
 
 def _attempt(claim: _Claim, *, recovered: bool) -> str:

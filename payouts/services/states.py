@@ -16,9 +16,9 @@ instead of replaying the reversed one.
 The person is told (paid, failed, returned) by a notice recorded in the same transaction as the
 step (``notice_record``), so a worker killed after the commit loses no message.
 
-Lock order (the one place that defines it for payouts): statement lines (the matching engine
-locks a chunk's lines before its matchers run), then a payout batch row, then payout rows in
-ascending id, then ledger accounts (the ledger's own order, ascending id). Applying a pain.002
+Locks (classes 6 to 8 of the engine's order, ``core.locks``): statement lines (the matching
+engine locks a chunk's lines before its matchers run), then a payout batch row, then payout rows
+in ascending id, then ledger accounts (ascending id). Applying a pain.002
 (``batches``), the batch matcher and the download lock the batch, then its payouts; erasure and
 the retention purge, which cannot import payouts, lock through ``core.payment_files.payouts_lock``
 in the same order, after the person's root row (a payout path never takes a person's lock) and

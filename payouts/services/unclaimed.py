@@ -93,20 +93,21 @@ def rewards_unclaimed_process(
         page = list(rewards_unclaimed(after_id=last_id)[:PAGE])
         if not page:
             return UnclaimedResult(reminded, expired, last_id, done=True)
-        accounts = _unusable_accounts({r.person_id for r in page})
+        accounts = _unusable_accounts({(r.person_id, r.currency) for r in page})
         keys = [_reminder_key(r, step) for r in page if r.owed_since for step in range(1, REMINDERS + 1)]
         sent = {n.key: n for n in Notice.objects.filter(key__in=keys)}
         reminders = []
         for reward in page:
             last_id = reward.pk
-            if reward.person_id not in accounts or reward.owed_since is None:
+            owed = (reward.person_id, reward.currency)
+            if owed not in accounts or reward.owed_since is None:
                 continue  # the person can be paid: the payout sweep does it
             last_step, last = _last_reminder(reward, sent)
             step = min(REMINDERS, int((now - reward.owed_since) / (_window(reward) / 3)))
             if step > last_step:
                 reminders.append(_reminder(reward, step=step, now=now))
             elif last is not None and _expiry_due(reward, now=now, last=last):
-                expired += _expire(reward, account_seen=accounts[reward.person_id], now=now)
+                expired += _expire(reward, account_seen=accounts[owed], now=now)
         with transaction.atomic():
             notices_record(notices=reminders)
         reminded += len(reminders)
@@ -116,13 +117,15 @@ def rewards_unclaimed_process(
             return UnclaimedResult(reminded, expired, last_id, done=False)
 
 
-def _unusable_accounts(person_ids: set[int]) -> dict[int, int | None]:
-    """Person id → the current account found unusable (None: none), for those who cannot be paid."""
+def _unusable_accounts(owed: set[tuple[int, str]]) -> dict[tuple[int, str], int | None]:
+    """(person id, currency) → the current account found unusable for it (None: none), for the
+    people who cannot be paid that currency."""
+    people = Person.objects.in_bulk({person_id for person_id, _ in owed})
     unusable = {}
-    for person in Person.objects.filter(pk__in=person_ids):
-        bank = person_current_bank_account(person=person)
-        if not account_usable(bank):
-            unusable[person.pk] = bank.pk if bank else None
+    for person_id, currency in owed:
+        bank = person_current_bank_account(person=people[person_id])
+        if not account_usable(bank, currency=currency):
+            unusable[(person_id, currency)] = bank.pk if bank else None
     return unusable
 
 

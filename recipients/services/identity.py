@@ -20,9 +20,9 @@ Who may change where a person is paid — the rule every resolution follows:
 
 Concurrency: the partial unique constraint on active ``(brand, kind, value)`` decides races. A
 look-up that loses a race gets an IntegrityError inside its savepoint and simply runs again, now
-seeing the winner's rows. Lock order (defined here only): root person rows in ascending id, then
-identifier inserts in ascending ``(kind, value)`` order, so two resolvers can never wait on each
-other in a cycle. None of these services is durable: they join the caller's transaction
+seeing the winner's rows. Locks (classes 1 and 2 of ``core.locks``): root person rows in ascending
+id, then identifier inserts in ascending ``(kind, value)`` order, so two resolvers can never wait
+on each other in a cycle. None of these services is durable: they join the caller's transaction
 (``event_ingest`` resolves the person inside its own) and use a savepoint per attempt.
 """
 
@@ -46,7 +46,7 @@ from recipients.models import (
     PersonEvent,
     PersonEventKind,
 )
-from recipients.normalise import IbanInfo, email_normalise, iban_normalise, phone_normalise, social_normalise
+from recipients.normalise import IBAN, AccountInfo, email_normalise, iban_normalise, phone_normalise, social_normalise
 from recipients.services.notices import NoticeNew, notices_record
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ class IdentityInput:
     social_uid: str = ""  # e.g. the TikTok open_id
     phone_region: str = ""  # default region for numbers without +, e.g. "IT"
     language: str = ""  # "en" / "it"; applied only if the person has none yet
-    iban_info: IbanInfo | None = None  # ``iban`` already normalised (``iban_normalise``) by the caller
+    # The bank account already validated by the caller: ``iban`` normalised (``iban_normalise``),
+    # or a local account (``recipients.accounts.account_normalise``). Wins over ``iban``.
+    account: AccountInfo | None = None
     # The identifier kinds the person proved on a public page (see the module docstring); None
     # when the brand's own API vouches for all of them.
     proven: frozenset[str] | None = None
@@ -82,7 +84,7 @@ class Identity:
     name: str
     language: str
     keys: tuple[tuple[str, str], ...]  # (kind, value), sorted: the insert order that avoids deadlocks
-    iban: IbanInfo | None
+    iban: AccountInfo | None  # the bank account: an IBAN or a local account
     proven: frozenset[str] | None = None
 
     def may_link(self, key: tuple[str, str]) -> bool:
@@ -110,7 +112,7 @@ def identity_normalise(identity: IdentityInput) -> Identity:
         keys.append((IdentifierKind.WHATSAPP, phone_normalise(identity.whatsapp, region=identity.phone_region)))
     if identity.social_provider.strip() or identity.social_uid.strip():
         keys.append((IdentifierKind.SOCIAL, social_normalise(identity.social_provider, identity.social_uid)))
-    iban = identity.iban_info or (iban_normalise(identity.iban) if identity.iban.strip() else None)
+    iban = identity.account or (iban_normalise(identity.iban) if identity.iban.strip() else None)
     if iban is not None:
         keys.append((IdentifierKind.IBAN, crypto.iban_fingerprint(iban.normalised)))
     if not keys:
@@ -211,13 +213,32 @@ def _people_merge(*, survivor: Person, losers: list[Person], source: str, actor=
     logger.info("people merged", extra={"survivor": survivor.id, "merged": loser_ids})
 
 
-def _bank_account_make_current(*, person: Person, iban: IbanInfo, source: str, actor=None) -> BankAccount:
-    """Make ``iban`` the person's current account, reusing the row if they gave it before. Caller
-    holds the person's row lock."""
+def bank_account_columns(account: AccountInfo) -> dict:
+    """The BankAccount columns that describe ``account`` (all but its fingerprint): the one way
+    both writers, this module's and ``people``'s set-wise one, fill them."""
+    return {
+        "kind": account.kind,
+        "currency": account.currency,
+        "ciphertext": crypto.encrypt(account.secret),
+        "masked": account.masked,
+        "country": account.country,
+        "bic": account.bic,
+        "bank_name": account.bank_name,
+    }
+
+
+def _bank_account_make_current(*, person: Person, iban: AccountInfo, source: str, actor=None) -> BankAccount:
+    """Make ``iban`` (an IBAN or a local account) the person's current account, reusing the row if
+    they gave it before. Caller holds the person's row lock."""
     fingerprint = crypto.iban_fingerprint(iban.normalised)
     rows = list(BankAccount.objects.filter(Q(person=person) & (Q(iban_fingerprint=fingerprint) | Q(is_current=True))))
     existing = next((r for r in rows if r.iban_fingerprint == fingerprint), None)
     current = next((r for r in rows if r.is_current), None)
+    if existing is not None and existing.kind != IBAN:
+        # The same local account given again may carry new holder details (an address, which the
+        # fingerprint leaves out): the newest are the ones to pay with.
+        existing.ciphertext = crypto.encrypt(iban.secret)
+        existing.save(update_fields=["ciphertext"])
     if existing is not None and existing.is_current:
         return existing
     if current is not None:
@@ -229,15 +250,7 @@ def _bank_account_make_current(*, person: Person, iban: IbanInfo, source: str, a
         account = existing
     else:
         account = BankAccount.objects.create(
-            person=person,
-            iban_ciphertext=crypto.encrypt(iban.normalised),
-            iban_fingerprint=fingerprint,
-            masked=iban.masked,
-            country=iban.country,
-            bic=iban.bic,
-            bank_name=iban.bank_name,
-            is_current=True,
-            source=source,
+            person=person, iban_fingerprint=fingerprint, is_current=True, source=source, **bank_account_columns(iban)
         )
     event = PersonEvent.objects.create(
         person=person,

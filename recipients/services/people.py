@@ -27,9 +27,10 @@ identities are resolved one by one, which retries as the slow way always does.
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from core.bulk import any_of, insert_statement, model_new, rows_copy, rows_insert, statements_run
+from core.bulk import rows_insert
 from core.exceptions import ApplicationError
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
@@ -38,6 +39,7 @@ from recipients.services.identity import (
     RACE_CONSTRAINTS,
     Identity,
     IdentityInput,
+    bank_account_columns,
     constraint_name,
     identity_normalise,
     resolve_once,
@@ -88,7 +90,6 @@ def people_resolve(
     identities: list[IdentityInput],
     sources: list[str],
     simple_only: bool = False,
-    keys: tuple[list[int], list[int]] | None = None,
 ) -> list[Resolved | ApplicationError]:
     """Resolve every identity among the people of ``brand_id``, in order, as if one by one; one
     result per identity: ``Resolved``, or the ApplicationError that identity raised (nothing
@@ -96,9 +97,8 @@ def people_resolve(
 
     With ``simple_only``, raise ComplexBatch (nothing written; some roots may be locked) when an
     identity needs the slow way: a caller evaluating the batch as if it came one by one must then
-    take it one by one. ``keys``: people and bank-account keys reserved by the caller (as many as
-    identities), so new people are written in one round trip (PostgreSQL). Joins the caller's
-    transaction and keeps every returned root locked until it ends."""
+    take it one by one. Joins the caller's transaction and keeps every returned root locked until
+    it ends."""
     results: list[Resolved | ApplicationError | None] = [None] * len(identities)
     normalised: dict[int, Identity] = {}
     for i, identity in enumerate(identities):
@@ -154,7 +154,7 @@ def people_resolve(
     if slow and simple_only:
         raise ComplexBatch
     if fresh:
-        created = _people_create(brand_id, fresh, normalised, sources, keys)
+        created = _people_create(brand_id, fresh, normalised, sources)
         if created is None:  # lost a race on an identifier: the slow way settles it
             if simple_only:
                 raise ComplexBatch
@@ -190,22 +190,15 @@ def people_resolve(
 
 
 def _identifiers_lookup(brand_id: int, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """Active identifier of the brand → its root person id, for every key that exists. Raw SQL:
-    it runs for every event, and the ORM spent longer compiling it than the database answering."""
+    """Active identifier of the brand → its root person id, for every key that exists."""
     if not keys:
         return {}
-    # Arrays, not IN lists: with a thousand values the driver spent longer splicing placeholders
-    # into the text, and the server parsing and planning it, than the index look-ups took.
-    kind_in, kind_params = any_of("i.kind", sorted({kind for kind, _ in keys}))
-    value_in, value_params = any_of("i.value", sorted({value for _, value in keys}))
-    sql = (
-        f"SELECT i.kind, i.value, COALESCE(p.merged_into_id, i.person_id) FROM {Identifier._meta.db_table} i "  # noqa: S608
-        f"JOIN {Person._meta.db_table} p ON p.id = i.person_id "
-        f"WHERE i.brand_id = %s AND i.is_active AND {kind_in} AND {value_in}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [brand_id, *kind_params, *value_params])
-        rows = cursor.fetchall()
+    rows = Identifier.objects.filter(
+        brand_id=brand_id,
+        is_active=True,
+        kind__in=sorted({kind for kind, _ in keys}),
+        value__in=sorted({value for _, value in keys}),
+    ).values_list("kind", "value", Coalesce("person__merged_into_id", "person_id"))
     return {(kind, value): root for kind, value, root in rows if (kind, value) in keys}
 
 
@@ -242,70 +235,65 @@ def _nothing_to_write(root: _Root, identity: Identity) -> bool:
     return identity.iban is None or root.has_current_on_root
 
 
-_IDENTIFIER_FIELDS = ["person_id", "brand_id", "kind", "value", "source", "created_at"]
-_EVENT_FIELDS = ["person_id", "kind", "source", "detail", "created_at"]
-
-
 def _people_create(
-    brand_id: int,
-    fresh: list[int],
-    normalised: dict[int, Identity],
-    sources: list[str],
-    keys: tuple[list, list] | None,
+    brand_id: int, fresh: list[int], normalised: dict[int, Identity], sources: list[str]
 ) -> dict[int, Resolved] | None:
-    """Insert brand-new people with their identifiers and bank accounts, in one savepoint.
-    Returns identity index → its new person (a cluster of one, paid into the account just
-    created), or None when a concurrent writer took an identifier first. With ``keys`` (people
-    and account keys the caller reserved, ``core.bulk.ids_reserve``) the four INSERTs and the
-    savepoint travel as one round trip; without, each table is one COPY/INSERT."""
+    """Insert brand-new people with their identifiers and bank accounts, in one savepoint, one
+    statement per table. Returns identity index → its new person (a cluster of one, paid into the
+    account just created), or None when a concurrent writer took an identifier first."""
     now = timezone.now()
-    people = [
-        model_new(
-            Person,
-            brand_id=brand_id,
-            display_name=normalised[i].name,
-            preferred_language=normalised[i].language,
-            created_source=sources[i],
-            created_at=now,
-        )
-        for i in fresh
-    ]
-    by_index = dict(zip(fresh, people, strict=True))
     with_iban = [i for i in fresh if normalised[i].iban is not None]
     try:
-        if keys is not None:
-            for person, pk in zip(people, keys[0], strict=False):
-                person.pk = person.id = pk
-            accounts = _accounts(with_iban, normalised, by_index, sources, now)
-            for account, pk in zip(accounts, keys[1], strict=False):
-                account.pk = account.id = pk
-            statements_run(
+        with transaction.atomic():
+            people = rows_insert(
+                Person,
                 [
-                    insert_statement(Person, people),
-                    insert_statement(
-                        Identifier,
-                        _rows(
-                            Identifier, _IDENTIFIER_FIELDS, _identifier_rows(fresh, normalised, by_index, sources, now)
-                        ),
-                        keys=False,
-                    ),
-                    insert_statement(BankAccount, accounts),
-                    insert_statement(
-                        PersonEvent,
-                        _rows(PersonEvent, _EVENT_FIELDS, _event_rows(with_iban, accounts, by_index, sources, now)),
-                        keys=False,
-                    ),
+                    Person(
+                        brand_id=brand_id,
+                        display_name=normalised[i].name,
+                        preferred_language=normalised[i].language,
+                        created_source=sources[i],
+                        created_at=now,
+                    )
+                    for i in fresh
                 ],
-                savepoint="people_create",
             )
-            for obj in [*people, *accounts]:
-                obj._state.adding, obj._state.db = False, "default"
-        else:
-            with transaction.atomic():
-                rows_insert(Person, people)
-                rows_copy(Identifier, _IDENTIFIER_FIELDS, _identifier_rows(fresh, normalised, by_index, sources, now))
-                accounts = rows_insert(BankAccount, _accounts(with_iban, normalised, by_index, sources, now))
-                rows_copy(PersonEvent, _EVENT_FIELDS, _event_rows(with_iban, accounts, by_index, sources, now))
+            by_index = dict(zip(fresh, people, strict=True))
+            # Ascending (kind, value), the order the slow way inserts in: no deadlock cycle.
+            rows_insert(
+                Identifier,
+                [
+                    Identifier(
+                        person=by_index[i], brand_id=brand_id, kind=kind, value=value, source=sources[i], created_at=now
+                    )
+                    for kind, value, i in sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
+                ],
+                keys=False,
+            )
+            accounts = rows_insert(
+                BankAccount, [_account(by_index[i], normalised[i], sources[i], now) for i in with_iban]
+            )
+            # The audit row _bank_account_make_current writes. No payouts hook: a person created
+            # this instant has nothing owed to them yet.
+            rows_insert(
+                PersonEvent,
+                [
+                    PersonEvent(
+                        person=account.person,
+                        kind=PersonEventKind.IBAN_SET,
+                        source=account.source,
+                        detail={
+                            "bank_account": account.id,
+                            "previous_bank_account": None,
+                            "country": account.country,
+                            "reused": False,
+                        },
+                        created_at=now,
+                    )
+                    for account in accounts
+                ],
+                keys=False,
+            )
     except IntegrityError as exc:
         if constraint_name(exc) not in RACE_CONSTRAINTS:
             raise
@@ -322,48 +310,15 @@ def _people_create(
     }
 
 
-def _rows(model, names: list[str], rows: list[tuple]) -> list:
-    return [model(**dict(zip(names, row, strict=True))) for row in rows]
-
-
-def _identifier_rows(fresh, normalised, by_index, sources, now) -> list[tuple]:
-    # Ascending (kind, value), the order the slow way inserts in: no deadlock cycle.
-    keys = sorted((kind, value, i) for i in fresh for kind, value in normalised[i].keys)
-    return [(by_index[i].id, by_index[i].brand_id, kind, value, sources[i], now) for kind, value, i in keys]
-
-
-def _accounts(with_iban, normalised, by_index, sources, now) -> list[BankAccount]:
-    return [
-        model_new(
-            BankAccount,
-            person=by_index[i],
-            iban_ciphertext=crypto.encrypt(normalised[i].iban.normalised),
-            iban_fingerprint=normalised[i].iban_fingerprint,
-            masked=normalised[i].iban.masked,
-            country=normalised[i].iban.country,
-            bic=normalised[i].iban.bic,
-            bank_name=normalised[i].iban.bank_name,
-            is_current=True,
-            source=sources[i],
-            created_at=now,
-        )
-        for i in with_iban
-    ]
-
-
-def _event_rows(with_iban, accounts, by_index, sources, now) -> list[tuple]:
-    """The audit row _bank_account_make_current writes. No payouts hook: a person created this
-    instant has nothing owed to them yet."""
-    return [
-        (
-            by_index[i].id,
-            PersonEventKind.IBAN_SET,
-            sources[i],
-            {"bank_account": account.id, "previous_bank_account": None, "country": account.country, "reused": False},
-            now,
-        )
-        for i, account in zip(with_iban, accounts, strict=True)
-    ]
+def _account(person: Person, identity: Identity, source: str, now) -> BankAccount:
+    return BankAccount(
+        person=person,
+        iban_fingerprint=identity.iban_fingerprint,
+        **bank_account_columns(identity.iban),
+        is_current=True,
+        source=source,
+        created_at=now,
+    )
 
 
 def _resolve_slowly(brand_id: int, i: int, normalised, sources, results, roots_of: dict[int, int]) -> None:

@@ -38,9 +38,15 @@ from recipients.models import (
     PersonEvent,
     PersonEventKind,
 )
+from recipients.normalise import IBAN
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
 
+# A local account's fields that name a bank or a kind, not the person: a sort code or routing
+# number is shared by everyone at that branch, so searching for it would erase strangers' rows.
+ACCOUNT_DETAILS_NOT_PERSONAL = frozenset(
+    {"legalType", "accountType", "sortCode", "abartn", "address.country", "address.state"}
+)
 # Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion).
 PERSONAL_DATA_KEYS = ("suggested", "name", "email", "whatsapp", "iban", "ip", "open_id")
 
@@ -112,7 +118,10 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
             {
                 "id": account.pk,
                 "person_id": account.person_id,
+                "kind": account.kind,
+                "currency": account.currency,
                 "iban": account.iban(),
+                "details": account.details(),
                 "masked": account.masked,
                 "country": account.country,
                 "bic": account.bic,
@@ -260,8 +269,9 @@ def _rows(queryset, *fields: str) -> list[dict]:
 def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person:
     """Pseudonymise the human behind ``person`` (the root and everyone merged into it).
 
-    Wiped: names, language, clear identifier values (emails, numbers, social ids), IBAN
-    ciphertexts, consent IPs; masked IBANs are reduced to the country. Beyond this app: the
+    Wiped: names, language, clear identifier values (emails, numbers, social ids), bank account
+    ciphertexts (IBANs and local accounts with their holder's address), consent IPs; masked
+    accounts are reduced to the country. Beyond this app: the
     person's trigger events (and those of the brand carrying their identifiers), payouts'
     creditor names (unless ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps recent ones for the
     bookkeeping: the retention purge blanks them later), the person's name and IBAN in their
@@ -300,7 +310,7 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
         wiped = identifiers.exclude(kind=IdentifierKind.IBAN).update(value="", is_active=False)
         kept = identifiers.filter(kind=IdentifierKind.IBAN).update(is_active=False)
         accounts = BankAccount.objects.filter(person_id__in=cluster).update(
-            iban_ciphertext="", masked=Concat(F("country"), Value(" (erased)"))
+            ciphertext="", masked=Concat(F("country"), Value(" (erased)"))
         )
         Consent.objects.filter(person_id__in=cluster).update(ip=None)
         PersonEvent.objects.create(
@@ -339,15 +349,25 @@ def _lock_roots_allow_erased(root_id: int) -> list[Person]:
 
 def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
     """Every clear value we hold about the people in ``cluster``, by kind, read before wiping."""
-    values: dict[str, set[str]] = {"email": set(), "whatsapp": set(), "social": set(), "name": set(), "iban": set()}
+    values: dict[str, set[str]] = {
+        "email": set(),
+        "whatsapp": set(),
+        "social": set(),
+        "name": set(),
+        "iban": set(),
+        "account": set(),  # a local account's number and its holder's address
+    }
     for kind, value in (
         Identifier.objects.filter(person_id__in=cluster).exclude(kind=IdentifierKind.IBAN).values_list("kind", "value")
     ):
         if value:
             values[kind].add(value)
     values["name"] |= {n for n in Person.objects.filter(id__in=cluster).values_list("display_name", flat=True) if n}
-    for account in BankAccount.objects.filter(person_id__in=cluster).exclude(iban_ciphertext=""):
-        values["iban"].add(account.iban())
+    for account in BankAccount.objects.filter(person_id__in=cluster).exclude(ciphertext=""):
+        if account.kind == IBAN:
+            values["iban"].add(account.iban())
+        else:
+            values["account"] |= {v for k, v in account.details().items() if k not in ACCOUNT_DETAILS_NOT_PERSONAL}
     Payout = apps.get_model("payouts", "Payout")
     names = Payout.objects.filter(person_id__in=cluster).values_list("creditor_name", "vop_suggested_name")
     for name, suggested in names:
@@ -376,7 +396,7 @@ def _mentions(value, needles: list[str]) -> bool:
 
 def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, set[str]], now) -> dict[str, int]:
     needles = _needles(values)
-    # Lines before payouts: the lock order (``payouts.services.states``).
+    # Lines before payouts: the lock order (``core.locks``).
     lines, tied = _statement_lines_erase(cluster=cluster, values=values, needles=needles)
     counts = {
         "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),

@@ -1,7 +1,7 @@
 """Ledger accounts, and the lock order every writer of the books follows.
 
-Lock order (the one place the ledger defines it): holds before accounts, account rows in ascending
-id. The posting trigger locks an account row as its posting is inserted, so postings are always
+Locks (class 8 of the engine's order, ``core.locks``): holds before accounts, account rows in
+ascending id. The posting trigger locks an account row as its posting is inserted, so postings are always
 inserted sorted by account id; a write that moves an account before its postings (a hold commit
 releases the hold first) locks every account it will touch up front with ``accounts_lock``.
 """

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from core.bulk import rows_copy
+from core.bulk import rows_insert
 from core.exceptions import ApplicationError, Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from reconciliation.bank_selectors import write_offs_waiting
 from reconciliation.db import is_deadlock
@@ -110,24 +110,21 @@ def _suspense_spec(line: StatementLine, key: str) -> EntrySpec:
 
 
 def _record_matches(applied: Sequence[Applied], matcher_name: str, lines: dict[int, StatementLine], actor) -> None:
-    # Plain rows (COPY for a chunk's thousand matches): a model instance each cost more than
-    # storing them. Status, note and created_at take the model's defaults.
-    actor_id = actor.pk if actor is not None else None
-    rows_copy(
+    rows_insert(
         Match,
-        ("line_id", "matcher", "target_type", "target_id", "amount_minor", "entry_id", "created_by_id"),
         [
-            (
-                a.line_id,
-                matcher_name,
-                a.target_type,
-                a.target_id,
-                a.amount_minor,
-                a.entry.pk if a.entry else None,
-                actor_id,
+            Match(
+                line_id=a.line_id,
+                matcher=matcher_name,
+                target_type=a.target_type,
+                target_id=a.target_id,
+                amount_minor=a.amount_minor,
+                entry=a.entry,
+                created_by=actor,
             )
             for a in applied
         ],
+        keys=False,
     )
     ids = [a.line_id for a in applied]
     StatementLine.objects.filter(pk__in=ids).update(status=StatementLineStatus.MATCHED, suspense_entry=None)

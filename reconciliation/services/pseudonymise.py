@@ -84,7 +84,7 @@ def statement_lines_pseudonymise(
     number), replaced in free text. Returns how many lines changed and the ids of the lines tied.
 
     Idempotent. Joins the caller's transaction and locks the lines first: the matching engine
-    locks lines before batches and payouts (lock order: ``payouts.services.states``)."""
+    locks lines before batches and payouts (lock order: ``core.locks``)."""
     compact_ibans = {i.replace(" ", "").upper() for i in ibans if i}
     pattern = _pattern(needles, compact_ibans)
     tied = statement_lines_tied(payout_ids=payout_ids, line_ids=line_ids, batch_ids=list(batch_end_to_end_ids))

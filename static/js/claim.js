@@ -30,6 +30,20 @@
     input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(check, 400); });
     input.addEventListener("blur", check);
   }
+  // Where a country has several kinds of bank account, only the chosen kind's fields show (all of
+  // them without JavaScript; the server reads only the chosen kind's).
+  var kinds = document.querySelector('[data-testid="account-type"]');
+  if (kinds) {
+    var groups = document.querySelectorAll(".account-fields[data-account-type]");
+    var show = function () {
+      var chosen = kinds.querySelector("input:checked");
+      groups.forEach(function (group) {
+        group.hidden = !!chosen && group.dataset.accountType !== chosen.value;
+      });
+    };
+    kinds.addEventListener("change", show);
+    show();
+  }
   // A waiting page polls a small JSON endpoint and reloads once the state changed.
   var poll = document.querySelector("[data-poll-url]");
   if (poll) {

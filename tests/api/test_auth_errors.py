@@ -120,9 +120,9 @@ def mid_window(monkeypatch):
     window. Pin the throttle's clock in the middle of one, so a test never depends on when it runs."""
     from types import SimpleNamespace
 
-    from core.api import throttling
+    from core.api import auth
 
-    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: 1_800_000_030.0))
+    monkeypatch.setattr(auth, "time", SimpleNamespace(time=lambda: 1_800_000_030.0))
 
 
 def test_rate_limit_gives_429_with_retry_after(api, settings, mid_window):

@@ -6,13 +6,14 @@ import logging
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import RewardEvent, WebhookCursor, WebhookEvent
 from campaigns.webhooks import CURSOR_STUCK_AFTER, webhook_endpoint_create, webhook_events_collect
-from core.bulk import rows_copy
+from core.bulk import rows_insert
 from tests.api.conftest import ingest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -58,8 +59,8 @@ def _later_rows(reward, n: int) -> None:
     """``n`` committed audit rows with ids above the open writer's, of a kind no webhook is for
     (so the test measures the cursor, not thousands of deliveries)."""
     now = timezone.now()
-    rows = [(reward.pk, "reward.review", "review", now)] * n
-    rows_copy(RewardEvent, ["reward_id", "kind", "to_status", "created_at"], rows)
+    rows = [RewardEvent(reward=reward, kind="reward.review", to_status="review", created_at=now) for _ in range(n)]
+    rows_insert(RewardEvent, rows, keys=False)
 
 
 def test_a_row_committed_after_thousands_of_later_ones_is_still_sent(brand, campaign, receiver):
@@ -87,6 +88,27 @@ def test_the_cursor_catches_up_once_no_writer_is_running(brand, campaign, receiv
     top = RewardEvent.objects.order_by("-id").values_list("id", flat=True).first()
     assert WebhookCursor.objects.get(source="reward_event").last_id == top
     assert WebhookEvent.objects.filter(type="reward.held").count() == 3
+
+
+def test_a_transaction_in_another_database_does_not_hold_the_cursor_back(brand, campaign, receiver):
+    # given a transaction with an xid left open in another database of the same server
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"], dbname="postgres"
+    )
+    try:
+        other.execute("SELECT pg_current_xact_id()")  # an xid, as any writer there has
+        webhook_endpoint_create(brand=brand, url=receiver.url, event_types=["reward.held"])
+        ingest(campaign)
+        # when two collections run
+        webhook_events_collect()
+        webhook_events_collect()
+        # then the cursor reaches our last row: only this database's writers count
+        top = RewardEvent.objects.order_by("-id").values_list("id", flat=True).first()
+        assert WebhookCursor.objects.get(source="reward_event").last_id == top
+    finally:
+        other.rollback()
+        other.close()
 
 
 def test_a_writer_running_for_minutes_is_logged_and_the_cursor_moves_on(brand, campaign, receiver, caplog):

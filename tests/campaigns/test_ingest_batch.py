@@ -134,8 +134,8 @@ def test_bulk_in_chunks_decides_exactly_as_one_by_one(monkeypatch, seed, known):
     setwise = []
     real_people = ingest_batch_module._people
 
-    def spy(brand, items, *, simple_only, keys):
-        real_people(brand, items, simple_only=simple_only, keys=keys)
+    def spy(brand, items, *, simple_only):
+        real_people(brand, items, simple_only=simple_only)
         setwise.append(len(items))
 
     monkeypatch.setattr(ingest_batch_module, "_people", spy)

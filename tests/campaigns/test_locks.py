@@ -8,6 +8,7 @@ import pytest
 from django.db import connection, transaction
 
 from campaigns import locks
+from core.locks import IBAN_CLASS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -21,7 +22,7 @@ def _advisory(pid: int) -> dict[int, bool]:
             "SELECT objid::int4, granted FROM pg_locks WHERE locktype = 'advisory' AND "
             "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             "AND classid = %s AND pid = %s",
-            [locks._IBAN, pid],
+            [IBAN_CLASS, pid],
         )
         return dict(cursor.fetchall())
 
@@ -35,7 +36,7 @@ def test_iban_locks_are_taken_in_ascending_order():
     def blocker():  # holds the middle key, so the batch stops there
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks._IBAN, middle])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [IBAN_CLASS, middle])
                 held.set()
                 release.wait(TIMEOUT_S)
         finally:

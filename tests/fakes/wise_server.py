@@ -1,8 +1,10 @@
 """A fake Wise API on 127.0.0.1 for the psp_api rail's tests.
 
 It follows the documented contract closely enough to prove the adapter: bearer-token auth,
-recipient accounts (iban / sort_code / aba with validation errors in Wise's
-``{"errors": [{"code", "message", "path"}]}`` shape), quotes, transfers with
+account requirements (``GET``/``POST /v1/account-requirements``: the account types per currency
+with their fields, ``address.country`` refreshing to ask a US state, and ``validationAsync``
+checks at ``/v1/validators/…``), recipient accounts (iban / sort_code / aba with validation errors
+in Wise's ``{"errors": [{"code", "message", "path"}]}`` shape), quotes, transfers with
 ``customerTransactionId`` idempotency (a repeat answers the existing transfer) and one transfer
 per quote, funding from a balance (``transfer.invalid-state`` when funded twice), GET and list
 of transfers, and signed ``transfers#state-change`` webhooks.
@@ -10,7 +12,8 @@ of transfers, and signed ``transfers#state-change`` webhooks.
 Fault injection: ``fail_next`` answers a status (5xx, 422 ...) instead of processing;
 ``delay_next`` sleeps before or *after* processing a request, so a client timeout can hit a
 request the fake did carry out (the case idempotency exists for). Exchange rates are 1:1; the
-fake does not convert money.
+fake does not convert money. Its UK modulus check is one standard modulus-11 rule for every sort
+code (``uk_modulus_ok``), not Pay.UK's table: enough to tell a good number from a bad one.
 """
 
 import base64
@@ -29,6 +32,32 @@ from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
 SUPPORTED = {"EUR", "GBP", "USD"}
+US_STATES = {"NY": "New York", "CA": "California", "TX": "Texas"}
+_UK_WEIGHTS = (0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1)
+
+
+def uk_modulus_ok(sort_code: str, account_number: str) -> bool:
+    """The fake bank's modulus check: sort code and account number weighted, summed, mod 11 = 0."""
+    digits = [int(d) for d in sort_code + account_number]
+    return len(digits) == 14 and sum(w * d for w, d in zip(_UK_WEIGHTS, digits, strict=True)) % 11 == 0
+
+
+def uk_account_number(sort_code: str, n: int) -> str:
+    """The n-th account number (from 1) the fake's modulus check accepts at ``sort_code``."""
+    found = 0
+    for candidate in range(10_000_000, 100_000_000):
+        if uk_modulus_ok(sort_code, str(candidate)):
+            found += 1
+            if found == n:
+                return str(candidate)
+    raise ValueError(n)
+
+
+def _aba_ok(number: str) -> bool:
+    digits = [int(d) for d in number]
+    return len(digits) == 9 and sum(w * d for w, d in zip((3, 7, 1) * 3, digits, strict=True)) % 10 == 0
+
+
 REFERENCE_LIMITS = {"GBP": 18, "EUR": 140, "USD": 140}
 
 
@@ -81,6 +110,7 @@ class FakeWise:
         self.private_key = private_key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.server: ThreadingHTTPServer | None = None
         self.auto_settle = False  # funded transfers go straight to outgoing_payment_sent
+        self.modulus_check = False  # recipient creation refuses UK numbers failing uk_modulus_ok
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -207,6 +237,8 @@ class FakeWise:
                 raise ApiError(422, "NOT_VALID", "Please specify a valid sort code.", "sortCode")
             if not re.fullmatch(r"\d{8}", details.get("accountNumber") or ""):
                 raise ApiError(422, "NOT_VALID", "Please specify a valid account number.", "accountNumber")
+            if self.modulus_check and not uk_modulus_ok(details["sortCode"], details["accountNumber"]):
+                raise ApiError(422, "NOT_VALID", "Please specify a valid account number.", "accountNumber")
             country = "GB"
         elif kind == "aba":
             if not re.fullmatch(r"\d{9}", details.get("abartn") or ""):
@@ -326,6 +358,63 @@ class FakeWise:
         transfer["status"] = "outgoing_payment_sent" if self.auto_settle else "processing"
         return 201, {"type": "BALANCE", "status": "COMPLETED", "errorCode": None}
 
+    def _requirements(self, body, query):
+        for key in ("source", "target", "sourceAmount"):
+            if not query.get(key):
+                raise ApiError(422, "NOT_VALID", f"{key} is required.", key)
+        target = query["target"][0]
+        if query["source"][0] not in SUPPORTED or target not in SUPPORTED:
+            raise ApiError(422, "NOT_VALID", "Unsupported currency route.", "target")
+        country = ((body.get("details") or {}).get("address") or {}).get("country", "")
+        iban = _req_type("iban", "IBAN", [_req_field("iban", "IBAN", r"^[A-Z]{2}[0-9]{2}[A-Z0-9 ]{11,34}$")])
+        if target == "GBP":
+            check = {
+                "url": f"{self.base_url}/v1/validators/sort-code-account-number",
+                "params": [
+                    {"key": "sortCode", "parameterName": "sortCode", "required": True},
+                    {"key": "accountNumber", "parameterName": "accountNumber", "required": True},
+                ],
+            }
+            sort_code = [
+                _req_field("sortCode", "UK sort code", r"^[0-9]{6}$", example="40-30-20"),
+                _req_field("accountNumber", "Account number", r"^[0-9]{8}$", example="12345678", check=check),
+            ]
+            return 200, [_req_type("sort_code", "Local bank account", sort_code), iban]
+        if target == "USD":
+            aba = [
+                _req_field(
+                    "abartn",
+                    "ACH routing number",
+                    r"^[0-9]{9}$",
+                    check={
+                        "url": f"{self.base_url}/v1/validators/abartn",
+                        "params": [{"key": "abartn", "parameterName": "abartn", "required": True}],
+                    },
+                ),
+                _req_field("accountNumber", "Account number", r"^[0-9]{4,17}$"),
+                _req_field("accountType", "Account type", choices={"CHECKING": "Checking", "SAVINGS": "Savings"}),
+                _req_field("address.country", "Country", choices={"US": "United States", "GB": "United Kingdom"})
+                | {"refreshRequirementsOnChange": True},
+                _req_field("address.city", "City"),
+                _req_field("address.firstLine", "Address"),
+                _req_field("address.postCode", "Post code"),
+            ]
+            if country == "US":
+                aba.append(_req_field("address.state", "State", choices=US_STATES))
+            return 200, [_req_type("aba", "Local bank account", aba)]
+        return 200, [iban]
+
+    def _validate_sort_code_account(self, body, query):
+        sort_code, number = query.get("sortCode", [""])[0], query.get("accountNumber", [""])[0]
+        if not uk_modulus_ok(sort_code, number):
+            raise ApiError(400, "VALIDATION_NOT_SUCCESSFUL", "Please enter a valid account number.", "accountNumber")
+        return 200, {"validation": "success"}
+
+    def _validate_abartn(self, body, query):
+        if not _aba_ok(query.get("abartn", [""])[0]):
+            raise ApiError(400, "VALIDATION_NOT_SUCCESSFUL", "Please enter a valid routing number.", "abartn")
+        return 200, {"validation": "success"}
+
     def _get_transfer(self, body, query, transfer_id):
         transfer = self.state.transfers.get(int(transfer_id))
         if transfer is None:
@@ -340,7 +429,38 @@ class FakeWise:
         return 200, newest_first[offset : offset + limit]
 
 
+def _req_field(key: str, name: str, regexp: str | None = None, *, example="", choices=None, check=None) -> dict:
+    return {
+        "key": key,
+        "name": name,
+        "type": "select" if choices else "text",
+        "refreshRequirementsOnChange": False,
+        "required": True,
+        "displayFormat": None,
+        "example": example,
+        "minLength": None,
+        "maxLength": None,
+        "validationRegexp": regexp,
+        "validationAsync": check,
+        "valuesAllowed": [{"key": k, "name": v} for k, v in choices.items()] if choices else None,
+    }
+
+
+def _req_type(kind: str, title: str, fields: list[dict]) -> dict:
+    legal = _req_field("legalType", "Recipient type", choices={"PRIVATE": "Person", "BUSINESS": "Business"})
+    return {
+        "type": kind,
+        "title": title,
+        "usageInfo": None,
+        "fields": [{"name": f["name"], "group": [f]} for f in [legal, *fields]],
+    }
+
+
 _ROUTES = [
+    (re.compile(r"/v1/account-requirements"), "GET", FakeWise._requirements),
+    (re.compile(r"/v1/account-requirements"), "POST", FakeWise._requirements),
+    (re.compile(r"/v1/validators/sort-code-account-number"), "GET", FakeWise._validate_sort_code_account),
+    (re.compile(r"/v1/validators/abartn"), "GET", FakeWise._validate_abartn),
     (re.compile(r"/v1/accounts"), "POST", FakeWise._create_account),
     (re.compile(r"/v3/profiles/(\d+)/quotes"), "POST", FakeWise._create_quote),
     (re.compile(r"/v1/transfers"), "POST", FakeWise._create_transfer),

@@ -38,3 +38,26 @@ def sandbox_memory(settings):
     store = sandbox_store()
     store.reset()
     return store
+
+
+@pytest.fixture
+def psp(settings, fake_wise):
+    """The fake Wise configured as the ``psp_api`` rail, and so as the source of the account
+    requirements (``recipients.accounts``); the requirements cache starts empty."""
+    from django.core.cache import cache
+
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "psp_api": {
+            "BACKEND": "payouts.rails.psp_api.WiseRail",
+            "OPTIONS": {
+                "base_url": fake_wise.base_url,
+                "api_token": fake_wise.token,
+                "profile_id": fake_wise.profile_id,
+                "timeout_seconds": 5.0,
+                "webhook_public_key_pem": fake_wise.public_key_pem,
+            },
+        },
+    }
+    cache.clear()
+    return fake_wise

@@ -31,7 +31,7 @@ def gbp_payment(**overrides) -> RailPayment:
         "creditor_name": "Oliver Smith",
         "creditor_country": "GB",
         "creditor_iban": None,
-        "creditor_account": {"sort_code": "040075", "account_number": "37778842"},
+        "creditor_account": {"type": "sort_code", "sortCode": "040075", "accountNumber": "37778842"},
         "remittance": "JoyBack",
     }
     values.update(overrides)
@@ -45,13 +45,15 @@ def usd_payment(**overrides) -> RailPayment:
         "creditor_country": "US",
         "creditor_iban": None,
         "creditor_account": {
-            "routing_number": "026009593",
-            "account_number": "12345678",
-            "account_type": "CHECKING",
-            "address_line": "1 Main Street",
-            "city": "New York",
-            "post_code": "10001",
-            "state": "NY",
+            "type": "aba",
+            "abartn": "026009593",
+            "accountNumber": "12345678",
+            "accountType": "CHECKING",
+            "address.country": "US",
+            "address.firstLine": "1 Main Street",
+            "address.city": "New York",
+            "address.postCode": "10001",
+            "address.state": "NY",
         },
     }
     values.update(overrides)

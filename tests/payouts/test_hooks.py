@@ -5,7 +5,7 @@ transaction that rolled back; the batch tasks pay each person and isolate one's 
 import pytest
 
 from campaigns.models import Reward
-from campaigns.services import event_ingest, event_ingest_bulk, ingest_writes, rewards_mature
+from campaigns.services import event_ingest, event_ingest_bulk, ingest_batch, rewards_mature
 from payouts import hooks, tasks
 from payouts.models import Payout
 from reconciliation.selectors import ledger_verify_report
@@ -55,13 +55,13 @@ def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeyp
 
 
 def test_a_rolled_back_ingest_enqueues_nothing(brand, enqueued, monkeypatch):
-    fire = ingest_writes.hook_fire
+    fire = ingest_batch.hook_fire
 
     def fire_then_crash(name, *values):
         fire(name, *values)  # the hook is fired …
         raise RuntimeError("worker killed before the commit")  # … and its transaction rolls back
 
-    monkeypatch.setattr(ingest_writes, "hook_fire", fire_then_crash)
+    monkeypatch.setattr(ingest_batch, "hook_fire", fire_then_crash)
     with pytest.raises(RuntimeError, match="worker killed"):
         event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(2)])
     assert enqueued == []

@@ -138,10 +138,21 @@ def test_bad_credentials_are_retryable_not_a_rejection(fake_wise):
     ("payment", "reason_code", "message"),
     [
         (rail_payment(creditor_iban="DE89370400440532013001"), "AC01", "valid IBAN"),
-        (gbp_payment(creditor_account={"sort_code": "04007", "account_number": "37778842"}), "AC01", "sort code"),
+        (
+            gbp_payment(creditor_account={"type": "sort_code", "sortCode": "04007", "accountNumber": "37778842"}),
+            "AC01",
+            "sort code",
+        ),
         (rail_payment(creditor_name="Madonna"), "RR03", "first and last name"),
         (
-            usd_payment(creditor_account={"routing_number": "026009593", "account_number": "12345678"}),
+            usd_payment(
+                creditor_account={
+                    "type": "aba",
+                    "abartn": "026009593",
+                    "accountNumber": "12345678",
+                    "accountType": "CHECKING",
+                }
+            ),
             "BE04",
             "address",
         ),

@@ -5,8 +5,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
+from recipients.accounts import account_normalise
 from recipients.models import Person
-from recipients.services import IdentityInput, person_resolve
+from recipients.services import IdentityInput, person_export, person_resolve
 from tests.recipients.factories import iban, people_brand
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +95,31 @@ def test_people_cannot_be_added_changed_or_deleted_in_the_admin(client, anna):
         admin_client.post(reverse("admin:recipients_person_delete", args=[anna.pk]), {"post": "yes"}).status_code == 403
     )
     assert Person.objects.filter(pk=anna.pk).exists()
+
+
+def test_a_local_account_is_masked_and_shown_whole_only_with_the_permission(client):
+    account = account_normalise(
+        kind="aba",
+        currency="USD",
+        details={
+            "abartn": "026009593",
+            "accountNumber": "987654321",
+            "accountType": "CHECKING",
+            "address.country": "US",
+            "address.state": "NY",
+            "address.city": "New York",
+            "address.firstLine": "1 Main Street",
+            "address.postCode": "10001",
+        },
+    )
+    ava = person_resolve(
+        brand_id=people_brand().pk, identity=IdentityInput(name="Ava Johnson", account=account), source="test"
+    )
+
+    masked = change_page(staff_client(client, "view_person"), ava)
+    full = change_page(staff_client(client, "view_person", "view_full_iban"), ava)
+
+    assert "US 026009593 ****4321" in masked and "987654321" not in masked and "1 Main Street" not in masked
+    assert "accountNumber: 987654321" in full and "address.firstLine: 1 Main Street" in full
+    (exported,) = person_export(person=ava)["bank_accounts"]
+    assert (exported["kind"], exported["currency"], exported["details"]["accountNumber"]) == ("aba", "USD", "987654321")

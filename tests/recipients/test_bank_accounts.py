@@ -9,10 +9,10 @@ from core.exceptions import InvalidInput
 from recipients import crypto
 from recipients.checks import field_keys_configured
 from recipients.models import BankAccount, Person, PersonEvent, PersonEventKind
+from recipients.normalise import iban_normalise
 from recipients.selectors import (
     iban_fingerprint,
     iban_holder_ids,
-    iban_validate,
     people_sharing_iban_count,
     person_current_bank_account,
     person_find,
@@ -83,7 +83,7 @@ def test_production_refuses_to_derive_keys_from_the_secret_key(name, monkeypatch
 
 
 def test_iban_validate_reports_bank_details_and_mask():
-    info = iban_validate("nl91 abna 0417 1643 00")
+    info = iban_normalise("nl91 abna 0417 1643 00")
 
     assert info.normalised == "NL91ABNA0417164300"
     assert (info.country, info.bic, info.bank_name) == ("NL", "ABNANL2A", "ABN AMRO BANK N.V.")

@@ -71,7 +71,7 @@ def test_erasure_wipes_personal_data_of_the_whole_cluster(anna_paid, ops_user):
     assert not Identifier.objects.filter(is_active=True).exists()
     assert set(Identifier.objects.exclude(kind="iban").values_list("value", flat=True)) == {""}
     account = BankAccount.objects.get()
-    assert (account.iban_ciphertext, account.masked, account.iban()) == ("", "NL (erased)", "")
+    assert (account.ciphertext, account.masked, account.iban()) == ("", "NL (erased)", "")
     assert Consent.objects.get().ip is None
     event = PersonEvent.objects.get(kind=PersonEventKind.ERASED)
     assert (event.person, event.actor, event.source) == (anna, ops_user, "admin")

@@ -1,4 +1,4 @@
-"""Erasure and the payout engine take their locks in one order (``payouts.services.states``):
+"""Erasure and the payout engine take their locks in one order (``core.locks``):
 a payout batch before its payouts, as pain.002, the batch matcher and the download do. Real
 threads on PostgreSQL, made deterministic by watching ``pg_stat_activity``: a second connection
 holds what the other path would hold, and the test checks what erasure locked before it waited.

@@ -40,6 +40,7 @@ from tests.claim.conftest import tiktok_login
 from tests.claim.test_claim_flow import details, pay_everything
 from tests.core.test_logging import written_by_the_app
 from tests.payouts.payout_fixtures import DEBTOR_IBAN, debtor, iban, sandbox, staff  # noqa: F401 - fixtures
+from tests.payouts.test_e2e_local_accounts import US_ACCOUNT, atlantic, books, claim, pay, reward_in  # noqa: F401
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
@@ -263,3 +264,40 @@ def test_a_statement_imported_again_after_erasure_finds_her_bookings_known(giuli
     assert (result.new_lines, result.duplicate_lines) == (0, 2)
     assert statement_lines_match().lines_seen == 0 and PayoutEvent.objects.count() == events
     assert hits(values) == []
+
+
+@pytest.mark.parametrize(
+    ("currency", "fields", "values"),
+    [
+        (
+            "GBP",
+            {"account_type": "sort_code", "sort_code__sortCode": "04-00-75", "sort_code__accountNumber": "10000003"},
+            ["10000003", "04-00-75 ****0003"],
+        ),
+        ("USD", US_ACCOUNT, ["987654321", "1 Main Street", "026009593 ****4321"]),
+    ],
+)
+def test_after_erasure_no_column_holds_a_local_accounts_values(
+    currency,
+    fields,
+    values,
+    atlantic,  # noqa: F811
+    books,  # noqa: F811
+    psp,
+    django_capture_on_commit_callbacks,
+):
+    """A UK (sort code) or US (ABA, with a home address) person claims, is paid through the PSP,
+    the payout settles; after erasure none of their account's values is in any column."""
+    reward = reward_in(atlantic, currency, "oliver.erase@example.com")
+    assert claim(reward, fields, NAME).status_code == 302
+    with django_capture_on_commit_callbacks(execute=True):
+        (payout,) = pay(psp)
+    assert payout.rail == "psp_api" and payout.status == PayoutStatus.SUBMITTED
+    everything = [NAME, "oliver.erase@example.com", *values]
+    assert {table for table, _, _ in hits(everything)} >= {"recipients_bankaccount", "payouts_payout"}
+
+    person_erase(person=reward.person)
+
+    assert hits(everything) == []
+    assert ledger_verify_report().ok
+    assert audit_verify().ok

@@ -16,7 +16,7 @@ from tests.payouts.payout_fixtures import iban, payable_reward
 
 PURCHASE = {"trigger": "purchase", "fixed_minor": 1000, "verification": "partner_attested"}
 BEFORE = [
-    ("recipients", "0005_person_export"),
+    ("recipients", "0006_bank_accounts_beyond_iban"),
     ("payouts", "0005_claim_tasks_moved"),
     ("campaigns", "0014_drop_ingest_requests"),
 ]

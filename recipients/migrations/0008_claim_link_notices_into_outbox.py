@@ -65,7 +65,7 @@ def backward(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("recipients", "0006_notices_outbox"),
+        ("recipients", "0007_notices_outbox"),
         ("campaigns", "0014_drop_ingest_requests"),
     ]
 

@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('campaigns', '0014_drop_ingest_requests'),
         ('payouts', '0005_claim_tasks_moved'),
-        ('recipients', '0005_person_export'),
+        ('recipients', '0006_bank_accounts_beyond_iban'),
         ('django_q', '0018_task_success_index'),
     ]
 

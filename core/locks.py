@@ -1,0 +1,38 @@
+"""The lock order of the whole engine, the one place that defines it; the apps take the locks
+(each in its own module, named below) and never against this order.
+
+A path takes a subsequence of these classes, top to bottom, and within a class rows in the order
+given. No path holding a lock of one class asks for a lock of an earlier class, so no two
+transactions can wait on each other in a cycle:
+
+1. person root rows, ascending id — the person resolver (``recipients.services.people`` and
+   ``identity``) and erasure (``recipients.services.privacy``);
+2. identifier values, through their unique index, inserted in ascending (kind, value) —
+   the resolver;
+3. IBAN fingerprints, advisory locks ascending (``IBAN_CLASS``) — ingestion
+   (``campaigns.locks.lock_ibans_statement``): per-IBAN caps and signals;
+4. campaign tallies in ascending campaign id, each with its budget account row in the same
+   statement (``campaigns.locks``) — ingestion, allocation, closing: the budget and the
+   campaign-wide caps;
+5. reward rows — reward transitions (``campaigns.services.rewards``); ``reward_expire`` takes
+   the person's root row (1) and the tally (4) first, so an account given and a close that
+   committed first are both seen;
+6. bank statement lines — the matching engine, a chunk's lines before its matchers run
+   (``reconciliation.services.matching``), and erasure;
+7. a payout batch row, then payout rows in ascending id — payouts (``payouts.services.states``),
+   pain.002, the batch matcher, and erasure through ``core.payment_files.payouts_lock``;
+8. holds, then ledger account rows in ascending id — the ledger
+   (``reconciliation.services.accounts``); postings are inserted sorted by account, since the
+   posting trigger locks each account as its posting goes in;
+9. rule counters — ingestion's upsert and a reward's release;
+10. the campaign row — the automatic pause's conditional UPDATE.
+
+Known exception: one matching chunk can lock a payout (end-to-end matcher) before a batch (batch
+matcher) when a file books the same payouts both singly and as a batch.
+
+Advisory lock classes (the first argument of ``pg_advisory_xact_lock(int, int)``) are listed
+here too, so no two apps lock the same keys by accident.
+"""
+
+IBAN_CLASS = 7302  # key: a hash of the IBAN fingerprint (campaigns.locks)
+WEBHOOK_EMIT_CLASS = 7304  # key: the brand id (campaigns.webhooks)
