@@ -8,6 +8,7 @@ from django.db import transaction
 
 from campaigns.funding_reference import LENGTH, PREFIX, funding_reference_is_valid
 from campaigns.models import Brand
+from campaigns.notifications import brand_topup_received
 from campaigns.services.brands import brand_funds_account
 from core.exceptions import InvalidInput
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
@@ -110,6 +111,4 @@ class BrandTopupMatcher:
 
 
 def _notify(brand: Brand, amount_minor: int, currency: str, line_id: int) -> None:
-    from campaigns.notifications import brand_topup_received
-
     brand_topup_received(brand=brand, amount_minor=amount_minor, currency=currency, statement_line_id=line_id)

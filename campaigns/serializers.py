@@ -17,6 +17,7 @@ from campaigns.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from campaigns.models.campaigns import CLAIM_WINDOW_DAYS
 from core.api import fields
 from core.api.reuse import reused
 
@@ -28,7 +29,7 @@ class CampaignSerializer(fields.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "slug", "mode", "currency", "timezone", "starts_at", "ends_at", "status",
-            "payout_mode", "aggregate_minutes", "min_payout_minor",
+            "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days",
             "vop_no_match", "vop_close_match", "vop_not_possible", "created_at",
         ]  # fmt: skip
         read_only_fields = fields
@@ -45,6 +46,15 @@ class CampaignCreateSerializer(serializers.Serializer):
     payout_mode = fields.ChoiceField(choices=PayoutMode.choices, required=False, default=PayoutMode.INSTANT)
     aggregate_minutes = fields.IntegerField(min_value=0, max_value=60 * 24 * 31, required=False, default=0)
     min_payout_minor = fields.IntegerField(min_value=0, max_value=MAX_MINOR, required=False, default=0)
+    claim_window_days = fields.IntegerField(
+        min_value=CLAIM_WINDOW_DAYS[0],
+        max_value=CLAIM_WINDOW_DAYS[1],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Days a person has to give a bank account once a reward is owed to them; reminded after a "
+        "third and two thirds, then the money goes back to the campaign (`reward.expired`). Null: never.",
+    )
 
 
 class CampaignStatusSerializer(serializers.Serializer):

@@ -399,6 +399,7 @@ def _reward_data(row: RewardEvent) -> dict:
         },
         "previous_status": row.from_status,
         "reason": row.reason,
+        **{k: v for k, v in (row.data or {}).items() if k == "returned_to"},
     }
 
 
@@ -418,7 +419,9 @@ def _campaign_data(row: CampaignEvent) -> dict:
 def _collect_rewards(cursor: int, brands: set[int]):
     rows = (
         RewardEvent.objects.filter(
-            id__gt=cursor, to_status__in=("held", "payable", "voided"), reward__campaign__brand_id__in=brands
+            id__gt=cursor,
+            to_status__in=("held", "payable", "voided", "expired"),
+            reward__campaign__brand_id__in=brands,
         )
         .select_related("reward__campaign", "reward__event")
         .order_by("id")[:COLLECT_LIMIT]

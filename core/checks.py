@@ -20,7 +20,8 @@ from django.utils.module_loading import import_string
 logger = logging.getLogger("security")
 
 SANDBOX_OPT_IN = "nobody-is-paid"
-FAKE_WHATSAPP_SENDER = "payouts.notifications.FakeWhatsAppSender"
+FAKE_WHATSAPP_SENDER = "recipients.whatsapp_cloud.FakeWhatsAppSender"
+CLOUD_API_WHATSAPP_SENDER = "recipients.whatsapp_cloud.CloudApiSender"
 # The demo values of config/settings/base.py: a textbook IBAN that belongs to nobody we know.
 DEMO_IBAN = "NL91ABNA0417164300"
 DEMO_TIKTOK_CREDENTIALS = {"", "demo-client-key", "demo-client-secret"}
@@ -150,10 +151,12 @@ def _fakes() -> list[checks.CheckMessage]:
         problems.append(
             checks.Error(
                 f"WhatsApp messages go to {sender!r}: the in-memory fake, or nothing that can be imported.",
-                hint="Set PAYOUT_WHATSAPP_SENDER to the dotted path of a WhatsApp Cloud API sender.",
+                hint="Set WHATSAPP_PHONE_NUMBER_ID and WHATSAPP_ACCESS_TOKEN (the Cloud API sender).",
                 id="core.E120",
             )
         )
+    elif sender == CLOUD_API_WHATSAPP_SENDER:
+        problems += _whatsapp_cloud_api()
     if settings.FAKE_WHATSAPP_ENABLED:
         problems.append(
             checks.Error(
@@ -164,6 +167,23 @@ def _fakes() -> list[checks.CheckMessage]:
         )
     problems += _tiktok()
     return problems
+
+
+def _whatsapp_cloud_api() -> list[checks.CheckMessage]:
+    missing = [
+        name for name in ("WHATSAPP_PHONE_NUMBER_ID", "WHATSAPP_ACCESS_TOKEN") if not getattr(settings, name, "")
+    ]
+    if not str(getattr(settings, "WHATSAPP_API_BASE_URL", "")).startswith("https://"):
+        missing.append("WHATSAPP_API_BASE_URL (https)")
+    if not missing:
+        return []
+    return [
+        checks.Error(
+            "The WhatsApp Cloud API sender is missing its settings: people would never hear of their money.",
+            hint=f"Set {', '.join(missing)}.",
+            id="core.E123",
+        )
+    ]
 
 
 def _importable(path: str) -> bool:

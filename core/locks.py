@@ -14,7 +14,9 @@ transactions can wait on each other in a cycle:
 4. campaign tallies in ascending campaign id, each with its budget account row in the same
    statement (``campaigns.locks``) — ingestion, allocation, closing: the budget and the
    campaign-wide caps;
-5. reward rows — reward transitions (``campaigns.services.rewards``);
+5. reward rows — reward transitions (``campaigns.services.rewards``); ``reward_expire`` takes
+   the person's root row (1) and the tally (4) first, so an account given and a close that
+   committed first are both seen;
 6. bank statement lines — the matching engine, a chunk's lines before its matchers run
    (``reconciliation.services.matching``), and erasure;
 7. a payout batch row, then payout rows in ascending id — payouts (``payouts.services.states``),

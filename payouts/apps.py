@@ -9,10 +9,12 @@ class PayoutsConfig(AppConfig):
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from payouts import hooks
         from payouts.matchers import MATCHERS
+        from payouts.notices import notice_render
         from payouts.rails.psp_api import requirements_source
         from payouts.selectors import payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
+        from recipients.services.notices import notice_renderer_register
         from reconciliation.bank_selectors import register_exception_source
         from reconciliation.matching import register
 
@@ -23,3 +25,4 @@ class PayoutsConfig(AppConfig):
         hook_register(REWARD_CHANGED, hooks.rewards_changed)
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
         requirements_source_register(requirements_source)
+        notice_renderer_register(notice_render)

@@ -70,11 +70,3 @@ def enqueue_on_payable() -> bool:
     if value is None:
         return not settings.Q_CLUSTER.get("sync", False)
     return bool(value)
-
-
-def whatsapp_sender() -> str:
-    return _get("PAYOUT_WHATSAPP_SENDER", "payouts.notifications.FakeWhatsAppSender")
-
-
-def email_from() -> str:
-    return _get("PAYOUT_EMAIL_FROM", getattr(settings, "DEFAULT_FROM_EMAIL", "payouts@localhost"))

@@ -1,5 +1,4 @@
-"""Reacting at once when money becomes payable or a person gives a new bank account, and telling
-a person whose payout account changed.
+"""Reacting at once when money becomes payable or a person gives a new bank account.
 
 Campaigns and recipients announce those facts as domain hooks (``core.hooks``); these receivers
 run after the commit and only enqueue tasks (no domain logic here). The every-minute
@@ -30,7 +29,6 @@ logger = logging.getLogger(__name__)
 PEOPLE_PER_TASK = 50
 READY_TASK = "payouts.tasks.people_rewards_ready_task"
 CREATE_TASK = "payouts.tasks.people_payouts_create_task"
-NOTIFY_TASK = "payouts.tasks.person_notify_account_changed_task"
 
 _paying_now: ContextVar[frozenset[int]] = ContextVar("payouts_paying_now", default=frozenset())
 
@@ -61,19 +59,17 @@ def rewards_changed(rewards: list) -> None:
 
 
 def bank_account_changed(events: list) -> None:
-    """``core.hooks.BANK_ACCOUNT_CHANGED``: someone who did not make the change must learn of it
-    before the money moves, and money already owed goes to the new account."""
-    for event in events:
-        if event.detail.get("previous_bank_account"):
-            enqueue(NOTIFY_TASK, event.person_id, event.pk)
-    if conf.enqueue_on_payable():
-        # Most new accounts arrive with a person's first event: nothing is owed yet, no task needed.
-        owed = {
-            e.person_id
-            for e in events
-            if rewards_awaiting_payout().filter(person_id__in=person_cluster_ids(person=e.person)).exists()
-        }
-        _enqueue({CREATE_TASK: owed})
+    """``core.hooks.BANK_ACCOUNT_CHANGED``: money already owed goes to the new account (the
+    person's ``account_changed`` notice was recorded with the change)."""
+    if not conf.enqueue_on_payable():
+        return
+    # Most new accounts arrive with a person's first event: nothing is owed yet, no task needed.
+    owed = {
+        e.person_id
+        for e in events
+        if rewards_awaiting_payout().filter(person_id__in=person_cluster_ids(person=e.person)).exists()
+    }
+    _enqueue({CREATE_TASK: owed})
 
 
 def _enqueue(people_by_task: dict[str, set[int]]) -> None:

@@ -360,19 +360,3 @@ class PayoutEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.from_status}→{self.to_status}"
-
-
-class Notification(models.Model):
-    """A message to a person, claimed by its unique ``key`` before it is sent, so a task
-    delivered twice does not message anyone twice."""
-
-    key = models.CharField(max_length=120, unique=True)
-    person = models.ForeignKey("recipients.Person", on_delete=models.PROTECT, related_name="+")
-    payout = models.ForeignKey(Payout, null=True, blank=True, on_delete=models.PROTECT, related_name="notifications")
-    kind = models.CharField(max_length=20)
-    channels = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.kind} → person #{self.person_id}"

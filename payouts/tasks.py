@@ -2,14 +2,11 @@
 
 import logging
 
-from django.db.models import Sum
-
 from campaigns.models import RewardStatus
 from campaigns.services import rewards_mature
+from core.queue import enqueue
 from payouts.hooks import paying_now
-from payouts.models import Payout, PayoutItem, PayoutStatus
-from payouts.notifications import person_notify
-from payouts.selectors import rewards_awaiting_payout
+from payouts.models import PayoutItem, PayoutStatus
 from payouts.services import (
     payout_batches_expire,
     payout_execute,
@@ -18,11 +15,14 @@ from payouts.services import (
     payouts_enqueue_due,
     payouts_poll,
     payouts_recover_stale,
+    rewards_unclaimed_process,
 )
-from recipients.models import BankAccount, Person, PersonEvent
+from recipients.models import Person
 
 TICK_SCHEDULE_NAME = "payouts.tick"
 BATCH_EXPIRY_SCHEDULE_NAME = "payouts.batches_expire"
+UNCLAIMED_SCHEDULE_NAME = "payouts.unclaimed"
+UNCLAIMED_TASK = "payouts.tasks.rewards_unclaimed_task"
 logger = logging.getLogger(__name__)
 
 
@@ -69,58 +69,15 @@ def people_payouts_create_task(person_ids: list[int]) -> int:
 
 
 def payout_settled_followup_task(payout_id: int) -> None:
-    """After settlement: rewards become paid, then the person is told."""
+    """After settlement the rewards become paid (the person's notice was recorded with the
+    settlement itself; the every-minute tick finishes this too if the task is lost)."""
     payout_rewards_mark_paid(payout_id=payout_id)
-    payout = Payout.objects.get(pk=payout_id)
-    if payout.status == PayoutStatus.SETTLED:
-        person_notify(
-            person_id=payout.person_id,
-            kind="paid",
-            key=f"payout:{payout.pk}:paid",
-            amount_minor=payout.amount_minor,
-            currency=payout.currency,
-            payout=payout,
-        )
 
 
 def payouts_settled_followup_task(payout_ids: list[int]) -> None:
     """The follow-up of a statement that settled many payouts at once; each one is idempotent."""
     for payout_id in payout_ids:
         payout_settled_followup_task(payout_id)
-
-
-def payout_notify_task(payout_id: int, kind: str) -> None:
-    payout = Payout.objects.get(pk=payout_id)
-    person_notify(
-        person_id=payout.person_id,
-        kind=kind,
-        key=f"payout:{payout.pk}:{kind}:{payout.events.filter(kind=f'payout.{kind}').count()}",
-        amount_minor=payout.amount_minor,
-        currency=payout.currency,
-        payout=payout,
-    )
-
-
-def person_notify_account_changed_task(person_id: int, person_event_id: int) -> None:
-    event = PersonEvent.objects.get(pk=person_event_id)
-    account = BankAccount.objects.get(pk=event.detail["bank_account"])
-    person_notify(
-        person_id=person_id, kind="account_changed", key=f"account_changed:{event.pk}", iban_masked=account.masked
-    )
-
-
-def person_notify_iban_needed_task(person_id: int, key: str) -> None:
-    waiting = (
-        rewards_awaiting_payout().filter(person_id=person_id).values("currency").annotate(total=Sum("amount_minor"))
-    )
-    for row in waiting:
-        person_notify(
-            person_id=person_id,
-            kind="iban_needed",
-            key=f"{key}:{row['currency']}",
-            amount_minor=row["total"],
-            currency=row["currency"],
-        )
 
 
 def payouts_tick() -> dict[str, int]:
@@ -145,3 +102,13 @@ def payout_batches_expire_task() -> str:
     expire and their payouts are paid again (``payout_batches_expire``)."""
     expired = payout_batches_expire()
     return f"{len(expired)} payout batches expired"
+
+
+def rewards_unclaimed_task(after_id: int = 0) -> str:
+    """Daily (migration 0007): remind people who have not given an account, and return the money
+    of those whose claim window is over (``rewards_unclaimed_process``); what its time budget did
+    not reach goes to a follow-up task."""
+    result = rewards_unclaimed_process(after_id=after_id)
+    if not result.done:
+        enqueue(UNCLAIMED_TASK, result.last_id)
+    return f"{result.reminded} reminded, {result.expired} expired"

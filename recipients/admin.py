@@ -12,7 +12,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from core.exceptions import ApplicationError, InvalidInput
-from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent
+from recipients.models import (
+    BankAccount,
+    Consent,
+    Identifier,
+    IdentifierKind,
+    Notice,
+    NoticeDelivery,
+    Person,
+    PersonEvent,
+)
 from recipients.normalise import email_normalise, phone_normalise
 from recipients.selectors import iban_fingerprint
 from recipients.services import person_erase, person_export
@@ -200,3 +209,55 @@ class PersonAdmin(admin.ModelAdmin):
             else:
                 erased += 1
         self.message_user(request, f"Erased {erased} people.", messages.SUCCESS)
+
+
+class NoticeDeliveryInline(admin.TabularInline):
+    model = NoticeDelivery
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = [
+        "channel",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "sent_at",
+        "provider_message_id",
+        "error_code",
+        "error",
+    ]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Notice)
+class NoticeAdmin(admin.ModelAdmin):
+    """What people were told, on which channel, and what failed (read-only: the outbox sends)."""
+
+    list_display = ["created_at", "kind", "person", "status", "done_at"]
+    list_filter = ["kind", "status", "deliveries__status"]
+    list_select_related = ["person"]
+    search_fields = ["=person__id", "=reward__id", "=payout__id", "key"]
+    fields = readonly_fields = [
+        "key",
+        "kind",
+        "person",
+        "reward",
+        "payout",
+        "data",
+        "status",
+        "next_attempt_at",
+        "created_at",
+        "done_at",
+    ]
+    raw_id_fields = ["person", "reward", "payout"]
+    inlines = [NoticeDeliveryInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

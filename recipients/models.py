@@ -230,3 +230,6 @@ class PersonEvent(models.Model):
 
 # WhatsApp opt-in codes (their own module; imported here so Django finds it).
 from recipients.models_claims import WhatsAppOptInCode  # noqa: E402, F401
+
+# Notices to people, the outbox of what they must be told (their own module).
+from recipients.models_notices import Notice, NoticeDelivery, NoticeKind  # noqa: E402, F401

@@ -93,10 +93,9 @@ __all__ += [
 # Brand portal invitations and claim-page video submissions (issue 7).
 from campaigns.models.portal import (  # noqa: E402
     BrandInvitation,
-    ClaimLinkNotice,
     InvitationStatus,
     VideoStatus,
     VideoSubmission,
 )
 
-__all__ += ["BrandInvitation", "ClaimLinkNotice", "InvitationStatus", "VideoStatus", "VideoSubmission"]
+__all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]

@@ -23,6 +23,10 @@ class CampaignStatus(models.TextChoices):
     CLOSED = "closed", pgettext_lazy("campaign status", "Closed")
 
 
+# The shortest window leaves a day between reminders; the longest is ten years.
+CLAIM_WINDOW_DAYS = (3, 3650)
+
+
 class PayoutMode(models.TextChoices):
     INSTANT = "instant", _("Instant (one payout per reward)")
     AGGREGATE = "aggregate", _("Aggregate (one payout per person every N minutes)")
@@ -102,6 +106,14 @@ class Campaign(models.Model):
         verbose_name=_("The bank cannot check the name"),
         help_text=_("Many banks cannot answer yet: not a sign of a wrong account, so by default we pay."),
     )
+    # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
+    claim_window_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Days a person has to give a bank account once a reward is owed to them (3 to 3650); reminded "
+        "after a third and two thirds, then the money goes back to the campaign (the brand's funds once closed). "
+        "Empty: it waits for ever.",
+    )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."
@@ -140,6 +152,11 @@ class Campaign(models.Model):
                 & Q(vop_not_possible__in=["pay", "review", "block"]),
                 name="campaign_vop_policy_valid",
             ),
+            models.CheckConstraint(
+                condition=Q(claim_window_days__isnull=True)
+                | Q(claim_window_days__gte=CLAIM_WINDOW_DAYS[0], claim_window_days__lte=CLAIM_WINDOW_DAYS[1]),
+                name="campaign_claim_window_range",
+            ),
         ]
         indexes = [models.Index(fields=["status"], name="campaign_status_idx")]
 
@@ -153,6 +170,9 @@ class Campaign(models.Model):
     def clean(self) -> None:
         if self.payout_mode == PayoutMode.AGGREGATE and not self.aggregate_minutes:
             raise ValidationError({"aggregate_minutes": "Aggregate payouts need an interval in minutes."})
+        low, high = CLAIM_WINDOW_DAYS
+        if self.claim_window_days is not None and not low <= self.claim_window_days <= high:
+            raise ValidationError({"claim_window_days": f"Give people between {low} and {high} days."})
 
 
 class CampaignTally(models.Model):

@@ -98,9 +98,11 @@ class RewardStatus(models.TextChoices):
     PAID = "paid", _("Paid")
     VOIDED = "voided", _("Voided")
     CLAWED_BACK = "clawed_back", _("Clawed back")
+    EXPIRED = "expired", _("Expired (unclaimed, money returned)")
 
 
-LIVE_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE, RewardStatus.PAID)
+# The rewards caps and "new people only" count: an expired one was earned, only never claimed.
+LIVE_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE, RewardStatus.PAID, RewardStatus.EXPIRED)
 RESERVED_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD)
 
 
@@ -111,7 +113,9 @@ class Reward(models.Model):
     campaign budget, so approving can never fail for lack of budget. Maturing commits the hold
     (budget → the person's payable + platform fee) and sets ``commit_entry``: ``payable``. Payouts
     move it to ``paid``. A void releases the hold (``voided``); a claw-back reverses the commit
-    entry of a payable reward (``clawed_back``). Every change writes a RewardEvent.
+    entry of a payable reward (``clawed_back``); money nobody gave an account for within the
+    campaign's ``claim_window_days`` goes back to it (``expired``, ``expiry_entry``). Every change
+    writes a RewardEvent.
     """
 
     event = models.OneToOneField(TriggerEvent, on_delete=models.PROTECT, related_name="reward")
@@ -130,6 +134,9 @@ class Reward(models.Model):
         "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     clawback_entry = models.ForeignKey(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    expiry_entry = models.ForeignKey(
         "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     occurred_at = models.DateTimeField(help_text="The event's time: what period caps count by.")
@@ -155,11 +162,19 @@ class Reward(models.Model):
                     Q(status__in=["review", "held", "voided"], commit_entry__isnull=True, clawback_entry__isnull=True)
                     | Q(status__in=["payable", "paid"], commit_entry__isnull=False, clawback_entry__isnull=True)
                     | Q(status="clawed_back", commit_entry__isnull=False, clawback_entry__isnull=False)
+                    | Q(status="expired", commit_entry__isnull=False, clawback_entry__isnull=True)
+                )
+                & (
+                    Q(status="expired", expiry_entry__isnull=False)
+                    | ~Q(status="expired") & Q(expiry_entry__isnull=True)
                 ),
                 name="reward_status_entries_coherent",
             ),
+            # An expired reward keeps the reference of a payout that came back, if it had one.
             models.CheckConstraint(
-                condition=Q(status="paid", payout_ref__gt="") | (~Q(status="paid") & Q(payout_ref="")),
+                condition=Q(status="paid", payout_ref__gt="")
+                | Q(status="expired")
+                | (~Q(status__in=["paid", "expired"]) & Q(payout_ref="")),
                 name="reward_paid_has_payout_ref",
             ),
             models.UniqueConstraint(
@@ -169,6 +184,9 @@ class Reward(models.Model):
                 fields=["clawback_entry"],
                 condition=Q(clawback_entry__isnull=False),
                 name="reward_clawback_entry_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["expiry_entry"], condition=Q(expiry_entry__isnull=False), name="reward_expiry_entry_unique"
             ),
         ]
         indexes = [
@@ -198,7 +216,8 @@ class Reward(models.Model):
 
 class RewardEvent(models.Model):
     """Audit trail and webhook source for a reward: ``kind`` like ``reward.held``, ``reward.review``,
-    ``reward.approved``, ``reward.payable``, ``reward.voided``, ``reward.clawed_back``, ``reward.paid``."""
+    ``reward.approved``, ``reward.payable``, ``reward.voided``, ``reward.clawed_back``, ``reward.paid``,
+    ``reward.expired``."""
 
     reward = models.ForeignKey(Reward, on_delete=models.CASCADE, related_name="audit", db_index=False)
     kind = models.CharField(max_length=40)

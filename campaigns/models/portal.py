@@ -95,17 +95,3 @@ class VideoSubmission(models.Model):
 
     def __str__(self) -> str:
         return f"video {self.video_id} for {self.campaign} ({self.status})"
-
-
-class ClaimLinkNotice(models.Model):
-    """The claim link of a reward earned without the claim page (a purchase the partner reported)
-    was sent to the person. Created before sending (the unique reward claims it), so a sweep
-    delivered twice never messages anyone twice."""
-
-    reward = models.OneToOneField("campaigns.Reward", on_delete=models.CASCADE, related_name="claim_link_notice")
-    channels = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"claim link for reward {self.reward_id}"

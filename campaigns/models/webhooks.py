@@ -7,6 +7,7 @@ WEBHOOK_EVENT_TYPES = (
     "reward.held",
     "reward.payable",
     "reward.voided",
+    "reward.expired",
     "payout.submitted",
     "payout.settled",
     "payout.failed",

@@ -1,16 +1,19 @@
-"""Rewards after ingestion: review decisions, maturing, voids, claw-backs, paid.
+"""Rewards after ingestion: review decisions, maturing, voids, claw-backs, paid, expired.
 
 Every transition is lock-then-check on the reward row (``SELECT … FOR UPDATE``), then the ledger
 operation, the status update and a RewardEvent, in one durable transaction. Lock order: reward
-row → ledger accounts (the ledger's ascending-id rule) → rule counters; nothing here takes the
-campaign tally, so these never wait on ingestion for longer than one reservation
-(``campaigns.locks``).
+row → ledger accounts (the ledger's ascending-id rule) → rule counters; nothing here but
+``reward_expire`` takes the campaign tally, so these never wait on ingestion for longer than one
+reservation (``campaigns.locks``). ``reward_expire`` takes the person's root row, then the tally
+(with its budget account), then the reward row: the classes in ingestion's order.
 
 Ledger flows (DESIGN §4):
 * maturing commits the hold: budget −(amount+fee) → ``recipient:<person>:payable`` +amount and
   ``platform:fees`` +fee;
 * void / reject releases the hold (the money is available on the budget again);
-* claw-back reverses the commit entry (the money goes back to the budget and the fee is returned).
+* claw-back reverses the commit entry (the money goes back to the budget and the fee is returned);
+* expiry (unclaimed money) moves the amount from payable back to the budget, or to the brand's
+  funds once the campaign is closed; the fee stays earned.
 """
 
 import logging
@@ -22,13 +25,20 @@ from django.db.models import F
 from django.utils import timezone
 
 from campaigns.evaluation import periods_for
-from campaigns.models import Reward, RewardEvent, RewardStatus, RuleCounter
+from campaigns.locks import lock_campaign_tally
+from campaigns.models import CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
+from campaigns.services.brands import brand_funds_account
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
-from reconciliation.models import AccountKind
+from recipients.models import NoticeKind
+from recipients.selectors import person_current_bank_account
+from recipients.services import person_root_lock
+from recipients.services.notices import NoticeNew, notices_record
+from reconciliation.models import Account, AccountKind
 from reconciliation.services import (
     Leg,
     account_get_or_create,
+    ledger_entry_post,
     ledger_entry_reverse,
     ledger_hold_commit,
     ledger_hold_void,
@@ -211,6 +221,76 @@ def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
         reward.updated_at = now
         reward.save(update_fields=["status", "clawback_entry", "decision_reason", "updated_at"])
         _audit(reward, kind="reward.clawed_back", from_status=RewardStatus.PAYABLE, actor=actor, reason=reason, now=now)
+    return reward
+
+
+def reward_expire(*, reward: Reward, account_seen: int | None, now: datetime | None = None) -> Reward:
+    """payable (or paid, its payout came back) → expired: the person gave no usable account
+    within the campaign's ``claim_window_days`` (the payouts app decides that and reminds them
+    first). One durable transaction: one balanced entry (key ``reward:<id>:expire``) moving the
+    amount from ``recipient:<person>:payable`` to the campaign budget, or to the brand's funds
+    once the campaign is closed; the status; the ``reward.expired`` RewardEvent (a webhook); the
+    person's ``expired`` notice. The fee is not returned: the action was rewarded.
+
+    ``account_seen`` is the id of the person's current bank account the caller found unusable
+    (None: they had none). The person's root row is locked first — the lock giving an account
+    takes — so either the account comes first and is seen here (InvalidTransition
+    ``account_given``, nothing written: the payout sweep pays them), or this comes first and the
+    reward is no longer payable when payouts look. Never both.
+
+    Raises InvalidTransition: another status, a reward in a live payout (``reward_in_payout``),
+    ``account_given``. An expired reward is returned unchanged (a replay)."""
+    now = now or timezone.now()
+    with transaction.atomic(durable=True):
+        person_root_lock(person=reward.person)
+        # The tally before the reward row (ingestion's order): a close that committed first is seen.
+        closed = lock_campaign_tally(campaign_id=reward.campaign_id).status == CampaignStatus.CLOSED
+        reward = _locked(reward.pk)
+        if reward.status == RewardStatus.EXPIRED:
+            return reward
+        _require(reward, (RewardStatus.PAYABLE, RewardStatus.PAID), "expired")
+        if reward.payout_items.filter(active=True).exists():
+            raise InvalidTransition("This reward is being paid out.", code="reward_in_payout")
+        current = person_current_bank_account(person=reward.person)
+        if (current.pk if current else None) != account_seen:
+            raise InvalidTransition("The person has given an account meanwhile.", code="account_given")
+        if closed:
+            back_to = brand_funds_account(brand=reward.campaign.brand, currency=reward.currency)
+        else:
+            back_to = Account.objects.get(pk=reward.campaign.budget_account_id)
+        payable = recipient_payable_account(person_id=reward.person_id, currency=reward.currency)
+        entry = ledger_entry_post(
+            idempotency_key=f"reward:{reward.pk}:expire",
+            kind="reward_expired",
+            legs=[Leg.debit(payable, reward.amount_minor), Leg.credit(back_to, reward.amount_minor)],
+            memo=f"Reward #{reward.pk} unclaimed: back to the {'brand' if closed else 'campaign'}",
+            reference_type="reward",
+            reference_id=str(reward.pk),
+        ).entry
+        previous = reward.status
+        reward.status = RewardStatus.EXPIRED
+        reward.expiry_entry = entry
+        reward.decision_reason = "unclaimed"
+        reward.updated_at = now
+        reward.save(update_fields=["status", "expiry_entry", "decision_reason", "updated_at"])
+        _audit(
+            reward,
+            kind="reward.expired",
+            from_status=previous,
+            reason="unclaimed",
+            data={"entry_id": entry.pk, "returned_to": "brand_funds" if closed else "campaign_budget"},
+            now=now,
+        )
+        notices_record(
+            notices=[
+                NoticeNew(
+                    person_id=reward.person_id,
+                    kind=NoticeKind.EXPIRED,
+                    key=f"reward:{reward.pk}:expired",
+                    reward_id=reward.pk,
+                )
+            ]
+        )
     return reward
 
 

@@ -422,6 +422,24 @@ WEBHOOK_COLLECT_ON_COMMIT = env_bool("WEBHOOK_COLLECT_ON_COMMIT", True)
 # skew; the largest inbound body. An empty secret refuses every delivery of that provider.
 WHATSAPP_APP_SECRET = os.environ.get("WHATSAPP_APP_SECRET", "")
 WHATSAPP_VERIFY_TOKEN = os.environ.get("WHATSAPP_VERIFY_TOKEN", "")
+# Outbound WhatsApp (recipients.whatsapp_cloud): template messages through the Cloud API once a
+# phone number id is set; the in-memory fake otherwise (tests, the demo; production refuses it).
+WHATSAPP_API_BASE_URL = os.environ.get("WHATSAPP_API_BASE_URL", "https://graph.facebook.com")
+WHATSAPP_API_VERSION = os.environ.get("WHATSAPP_API_VERSION", "v23.0")
+WHATSAPP_PHONE_NUMBER_ID = os.environ.get("WHATSAPP_PHONE_NUMBER_ID", "")
+WHATSAPP_ACCESS_TOKEN = os.environ.get("WHATSAPP_ACCESS_TOKEN", "")
+WHATSAPP_TIMEOUT_SECONDS = float(os.environ.get("WHATSAPP_TIMEOUT_SECONDS", "10"))
+PAYOUT_WHATSAPP_SENDER = os.environ.get(
+    "PAYOUT_WHATSAPP_SENDER",
+    "recipients.whatsapp_cloud.CloudApiSender"
+    if WHATSAPP_PHONE_NUMBER_ID
+    else "recipients.whatsapp_cloud.FakeWhatsAppSender",
+)
+# Notices to people (recipients.services.notices): a transient send error is retried with
+# backoff (base doubling, at most max) until this many attempts, then the channel has failed.
+NOTICE_MAX_ATTEMPTS = env_int("NOTICE_MAX_ATTEMPTS", 8)
+NOTICE_BACKOFF_BASE_SECONDS = env_int("NOTICE_BACKOFF_BASE_SECONDS", 60)
+NOTICE_BACKOFF_MAX_SECONDS = env_int("NOTICE_BACKOFF_MAX_SECONDS", 6 * 3600)
 TIKTOK_CLIENT_KEY = os.environ.get("TIKTOK_CLIENT_KEY", "")
 TIKTOK_CLIENT_SECRET = os.environ.get("TIKTOK_CLIENT_SECRET", "")
 TIKTOK_SIGNATURE_TOLERANCE_SECONDS = env_int("TIKTOK_SIGNATURE_TOLERANCE_SECONDS", 300)

@@ -37,8 +37,6 @@ if WEBHOOK_ALLOW_HTTP or WEBHOOK_ALLOW_PRIVATE_TARGETS:  # noqa: F405
     raise ImproperlyConfigured("Outgoing webhooks must use https to public addresses in production")
 
 PRODUCTION_CHECKS = True
-# Unset here, the checks refuse the in-memory fake; a real sender is a dotted path.
-PAYOUT_WHATSAPP_SENDER = os.environ.get("PAYOUT_WHATSAPP_SENDER", "payouts.notifications.FakeWhatsAppSender")
 # The one way to run production settings without paying anyone (staging, a public demo): the
 # value must be exactly "nobody-is-paid", and every check prints a warning while it is set.
 SANDBOXED_DEPLOYMENT = os.environ.get("SANDBOXED_DEPLOYMENT", "")

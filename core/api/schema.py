@@ -123,8 +123,13 @@ Deliveries retry with exponential backoff for up to 72 hours; answer 2xx quickly
 de-duplicate by `id`. An endpoint failing for 72 hours is disabled and the brand's owners are
 e-mailed; after fixing the receiver, `POST /api/v1/webhook-endpoints/{id}/enable/` turns it back on
 and sends again the deliveries of the last 72 hours. Types: `reward.held`, `reward.payable`, `reward.voided`,
-`payout.submitted`, `payout.settled`, `payout.failed`, `payout.returned`, `campaign.paused`,
+`reward.expired`, `payout.submitted`, `payout.settled`, `payout.failed`, `payout.returned`, `campaign.paused`,
 `campaign.budget_threshold`, `topup.received`.
+
+`reward.expired`: the person gave no bank account within the campaign's `claim_window_days` (they were
+reminded after a third and two thirds of it), so the reward's amount went back to the campaign budget,
+or to the brand's funds once the campaign is closed (`data.returned_to`: `campaign_budget` or
+`brand_funds`); the fee is not returned.
 """
 
 

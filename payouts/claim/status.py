@@ -1,6 +1,6 @@
 """What a person sees on their status page: one of held / review / payable / check_details /
-paid / returned (or cancelled), with the date they can expect, derived from the reward and its
-latest payout.
+paid / returned (or cancelled, or expired: gone back unclaimed), with the date they can expect,
+derived from the reward and its latest payout.
 
 How fast the money travels is said only once the rail that carries it has said so
 (``Payout.service_level``, recorded when the payout is sent): "instant" or "1 business day".
@@ -21,7 +21,7 @@ from recipients.selectors import person_current_bank_account
 
 @dataclass(frozen=True)
 class ClaimStatus:
-    state: str  # held | review | payable | check_details | paid | returned | cancelled
+    state: str  # held | review | payable | check_details | paid | returned | cancelled | expired
     reward: Reward
     expected_at: datetime | None
     iban_masked: str
@@ -53,6 +53,8 @@ def reward_claim_status(*, reward: Reward) -> ClaimStatus:
     came_back = payout is not None and payout.status in (PayoutStatus.RETURNED, PayoutStatus.FAILED)
     if reward.status in (RewardStatus.VOIDED, RewardStatus.CLAWED_BACK):
         return ClaimStatus("cancelled", reward, None, iban, False, reward.decision_reason)
+    if reward.status == RewardStatus.EXPIRED:
+        return ClaimStatus("expired", reward, reward.updated_at, iban, False)
     if came_back and not (item and item.active):
         return ClaimStatus("returned", reward, None, iban, True, payout.reason_text or payout.reason_code)
     if payout is not None and item.active and payout_waits_for_person(payout):

@@ -3,8 +3,8 @@
 * ``video_submission_verify_task``: is the picked video the person's own and does it carry the
   hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
 * ``video_views_poll``: scheduled; re-reads the views of verified videos still below a threshold.
-* ``claim_links_send_due``: scheduled; emails / WhatsApps the payout-form link to people whose
-  reward came from a partner's event and who have not given an IBAN yet.
+* ``claim_links_send_due``: scheduled; tells people whose reward came from a partner's event and
+  who have not given an IBAN yet where to give it (a ``claim_link`` notice with the payout form).
 
 TikTok is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
@@ -14,14 +14,13 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
-from django.urls import reverse
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from campaigns.models import (
     CampaignStatus,
-    ClaimLinkNotice,
     EventSource,
     Reward,
     RewardRule,
@@ -32,11 +31,10 @@ from campaigns.models import (
 )
 from campaigns.platforms.tiktok import TikTokUnavailable, Video, tiktok_videos_query
 from campaigns.services import EventInput, event_ingest
-from payouts.claim.links import PAYOUT_SALT, token_make
-from payouts.notifications import TemplateMessage, whatsapp_sender
 from recipients import crypto
-from recipients.models import Identifier, IdentifierKind
-from recipients.selectors import person_cluster_ids, person_current_bank_account
+from recipients.models import BankAccount, NoticeKind
+from recipients.selectors import person_current_bank_account
+from recipients.services.notices import NoticeNew, notices_record
 
 logger = logging.getLogger(__name__)
 WATCH_DAYS = 30
@@ -147,69 +145,40 @@ def video_views_poll_task() -> int:
     return video_views_poll()
 
 
-def _contacts(person) -> dict[str, str]:
-    return dict(
-        Identifier.objects.filter(
-            person_id__in=person_cluster_ids(person=person),
-            is_active=True,
-            kind__in=[IdentifierKind.EMAIL, IdentifierKind.WHATSAPP],
-        )
-        .order_by("-created_at")
-        .values_list("kind", "value")
+def claim_links_send_due(*, limit: int = 500) -> int:
+    """Record the payout-form link notice (``claim_link``) once per reward earned through a
+    partner's event (purchases and custom triggers) whose person has no bank account yet; the
+    notice outbox sends it. Returns how many were recorded."""
+    people_with_account = (
+        BankAccount.objects.filter(is_current=True)
+        .annotate(root=Coalesce("person__merged_into_id", "person_id"))
+        .filter(root=OuterRef("root"))
     )
-
-
-def claim_links_send_due(*, base_url: str = "", limit: int = 500) -> int:
-    """Send the payout-form link once per reward earned through a partner's event (purchases and
-    custom triggers) whose person has no IBAN yet. Returns how many were sent."""
-    base_url = base_url or settings.CLAIM_BASE_URL
     rewards = (
         Reward.objects.filter(
             status__in=[RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE],
             event__source__in=[EventSource.API, EventSource.ADMIN],
-            claim_link_notice__isnull=True,
             created_at__gte=timezone.now() - timedelta(days=settings.CLAIM_LINK_MAX_AGE_DAYS),
         )
-        .select_related("person", "campaign__brand")
+        .exclude(notices__kind=NoticeKind.CLAIM_LINK)
+        .annotate(root=Coalesce("person__merged_into_id", "person_id"))
+        .exclude(Exists(people_with_account))
+        .select_related("person")
         .order_by("id")[:limit]
     )
-    sent = 0
-    for reward in rewards:
-        if person_current_bank_account(person=reward.person) is not None:
-            continue
-        try:
-            with transaction.atomic():
-                notice = ClaimLinkNotice.objects.create(reward=reward)
-        except IntegrityError:
-            continue  # another run claimed it
-        link = base_url.rstrip("/") + reverse("claim:payout_form", kwargs={"token": token_make(PAYOUT_SALT, reward.pk)})
-        contacts = _contacts(reward.person)
-        channels = []
-        body = (
-            f"{reward.campaign.brand.name} has a reward for you. Tell us where to send it: {link}\n\n"
-            f"{reward.campaign.brand.name} ha un premio per te. Dicci dove inviarlo: {link}"
+    notices = [
+        NoticeNew(
+            person_id=reward.person_id,
+            kind=NoticeKind.CLAIM_LINK,
+            key=f"reward:{reward.pk}:claim_link",
+            reward_id=reward.pk,
         )
-        if contacts.get(IdentifierKind.EMAIL):
-            send_mail(
-                "Your reward is waiting / Il tuo premio ti aspetta",
-                body,
-                settings.DEFAULT_FROM_EMAIL,
-                [contacts[IdentifierKind.EMAIL]],
-            )
-            channels.append("email")
-        if contacts.get(IdentifierKind.WHATSAPP):
-            whatsapp_sender().send_template(
-                TemplateMessage(
-                    to=contacts[IdentifierKind.WHATSAPP],
-                    template="claim_link",
-                    language=reward.person.preferred_language or "en",
-                    parameters=(link,),
-                )
-            )
-            channels.append("whatsapp")
-        ClaimLinkNotice.objects.filter(pk=notice.pk).update(channels=channels, sent_at=timezone.now())
-        sent += 1
-    return sent
+        for reward in rewards
+        if person_current_bank_account(person=reward.person) is None
+    ]
+    with transaction.atomic():
+        notices_record(notices=notices)
+    return len(notices)
 
 
 def claim_links_send_due_task() -> int:

@@ -31,7 +31,6 @@ from campaigns.services import smallest_reservation_minor
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.claim.forms import PayoutForm
-from payouts.claim.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
 from payouts.claim.ratelimit import claim_rate_limited, client_ip, iban_check_limited
 from payouts.claim.services import (
     PayoutDetails,
@@ -42,6 +41,7 @@ from payouts.claim.services import (
 )
 from payouts.claim.status import reward_claim_status
 from payouts.claim.texts import reason_text
+from payouts.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
 from payouts.whatsapp_webhook import whatsapp_optin_code_issue, whatsapp_optin_redeem
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.normalise import iban_normalise

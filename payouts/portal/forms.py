@@ -22,7 +22,7 @@ from campaigns.models import (
     Verification,
     VopAction,
 )
-from campaigns.models.campaigns import VOP_ACTIONS_WITHOUT_ASK, Campaign, validate_timezone
+from campaigns.models.campaigns import CLAIM_WINDOW_DAYS, VOP_ACTIONS_WITHOUT_ASK, Campaign, validate_timezone
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
@@ -81,6 +81,16 @@ class CampaignForm(forms.Form):
         choices=VOP_ACTIONS_WITHOUT_ASK,
         initial=VopAction.PAY,
         required=False,
+    )
+    claim_window_days = forms.IntegerField(
+        label=_("Days to give a bank account"),
+        min_value=CLAIM_WINDOW_DAYS[0],
+        max_value=CLAIM_WINDOW_DAYS[1],
+        required=False,
+        help_text=_(
+            "After this many days without a bank account, a person's reward goes back to the campaign "
+            "(reminders after a third and two thirds of it). Empty: it waits for ever."
+        ),
     )
 
     def __init__(self, *args, live: bool = False, **kwargs):

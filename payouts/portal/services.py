@@ -28,7 +28,8 @@ from core.exceptions import Conflict, InvalidInput, InvalidTransition, Permissio
 
 INVITATION_DAYS = 14
 # Fields a live campaign may still change; the rest (mode, currency, start) define what people
-# were promised and are fixed at launch.
+# were promised and are fixed at launch. A shorter claim window never takes money sooner than
+# the date a reminder told the person (payouts.services.unclaimed).
 LIVE_EDITABLE = (
     "name",
     "ends_at",
@@ -38,6 +39,7 @@ LIVE_EDITABLE = (
     "vop_no_match",
     "vop_close_match",
     "vop_not_possible",
+    "claim_window_days",
 )
 
 

@@ -1,7 +1,8 @@
 """Writes for payouts (see each module): ``create`` (from payable rewards), ``execute`` (claim,
 rail, record, poll, recover), ``payee`` (Verification of Payee, the campaigns' policy, the
 person's confirmation or correction), ``actions`` (staff actions, returns, bank settlement),
-``batches`` (pain.001 files), ``states`` (the state machine and its ledger entries)."""
+``batches`` (pain.001 files), ``states`` (the state machine and its ledger entries),
+``unclaimed`` (reminders, then money nobody gave an account for goes back)."""
 
 from payouts.services.actions import (
     payout_approve,
@@ -33,9 +34,11 @@ from payouts.services.execute import (
 )
 from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
 from payouts.services.states import in_transit_account
+from payouts.services.unclaimed import UnclaimedResult, rewards_unclaimed_process
 
 __all__ = [
     "CreateResult",
+    "UnclaimedResult",
     "in_transit_account",
     "payout_apply_rail_status",
     "payout_approve",
@@ -62,4 +65,5 @@ __all__ = [
     "payouts_payee_verify",
     "payouts_poll",
     "payouts_recover_stale",
+    "rewards_unclaimed_process",
 ]

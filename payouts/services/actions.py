@@ -4,7 +4,7 @@ settlement seen on the bank statement (and undoing it), and the follow-ups after
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Min
 from django.utils import timezone
 
 from campaigns.models import RewardStatus
@@ -22,12 +22,15 @@ from payouts.services.states import (
     event_record,
     in_transit_account,
     items_release,
+    paid_notice_key,
     payout_lock,
     settled_entry_key,
     settled_entry_post,
     step_returned,
     step_settled,
 )
+from recipients.models import NoticeKind
+from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account
 from reconciliation.services import EntrySpec, Leg, ledger_entries_post
 
@@ -334,6 +337,7 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
         payouts.append(payout)
     _settle_rows_update(payouts, now=now)
     _settled_events_record(payouts, now=now)
+    _paid_notices_record(payouts, now=now)
     # One follow-up task for the set: enqueueing one per payout costs a broker round trip each.
     enqueue_on_commit("payouts.tasks.payouts_settled_followup_task", ids)
     return entries
@@ -378,6 +382,29 @@ def _settled_events_record(payouts: list[Payout], *, now: datetime) -> None:
         keys=False,
     )
     hook_fire(AUDIT_ROWS_WRITTEN)
+
+
+def _paid_notices_record(payouts: list[Payout], *, now: datetime) -> None:
+    """``step_settled``'s notice for each payout, each linking to its first reward, in one query
+    (the matcher's payouts are loaded with only the columns settlement needs)."""
+    rows = (
+        PayoutItem.objects.filter(payout_id__in=[p.pk for p in payouts])
+        .values_list("payout_id", "payout__person_id")
+        .annotate(reward_id=Min("reward_id"))
+    )
+    notices_record(
+        notices=[
+            NoticeNew(
+                person_id=person_id,
+                kind=NoticeKind.PAID,
+                key=paid_notice_key(payout_id),
+                payout_id=payout_id,
+                reward_id=reward_id,
+            )
+            for payout_id, person_id, reward_id in rows
+        ],
+        now=now,
+    )
 
 
 def _settle_rows_update(payouts: list[Payout], *, now: datetime) -> None:

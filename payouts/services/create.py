@@ -14,14 +14,15 @@ from campaigns.models import PayoutMode
 from core.queue import enqueue_on_commit
 from payouts import conf
 from payouts.iso import ACCOUNT_DETAIL_CODES
-from payouts.models import Notification, Payout, PayoutItem, PayoutStatus, RouteRule
+from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services.states import debtor_bank_account, event_record, usable_rails
-from recipients.models import BankAccount, Person
+from recipients.models import BankAccount, NoticeKind, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
+from recipients.services.notices import NoticeNew, notices_record
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +79,32 @@ def _route(*, currency: str, country: str, amount_minor: int, account_type: str)
     return primary, fallback or ""
 
 
-def _account_blocked(bank: BankAccount) -> bool:
-    """This IBAN bounced before: wait for the person to give another one."""
-    return Payout.objects.filter(
+def account_usable(bank: BankAccount | None, *, currency: str) -> bool:
+    """Can we pay ``currency`` into this (current) account? Not when there is none, it was
+    erased, it is a local account in another currency, or it bounced before (a return, or a
+    failure naming the account): the person must give another."""
+    if bank is None or not bank.ciphertext or not bank.pays_in(currency):
+        return False
+    return not Payout.objects.filter(
         Q(status=PayoutStatus.RETURNED) | Q(status=PayoutStatus.FAILED, reason_code__in=ACCOUNT_DETAIL_CODES),
         bank_account=bank,
     ).exists()
+
+
+def _iban_needed_record(*, person_id: int, currency: str, rows: list[dict], total: int) -> None:
+    """Ask once per group of rewards (its oldest reward names it and opens the payout form)."""
+    first = min(r["id"] for r in rows)
+    notices_record(
+        notices=[
+            NoticeNew(
+                person_id=person_id,
+                kind=NoticeKind.IBAN_NEEDED,
+                key=f"iban_needed:{person_id}:{first}:{currency}",
+                reward_id=first,
+                data={"amount_minor": total, "currency": currency},
+            )
+        ]
+    )
 
 
 def _group_due(rows: list[dict], now: datetime) -> bool:
@@ -101,10 +122,10 @@ def payouts_create_for_payable(
     """Create payouts for every payable reward that is in no live payout: one payout per person
     and currency, at once for instant campaigns, or once the oldest reward of an aggregate
     campaign has waited its ``aggregate_minutes``; never below the campaigns' ``min_payout_minor``
-    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable account (none, erased, one that
-    bounced, or a local account in another currency) keeps the money payable and is asked for one
-    (once per group of rewards). A payout no configured rail can carry is not created: the money
-    stays payable until one can.
+    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable account (``account_usable``:
+    none, erased, one that bounced, or a local account in another currency) keeps the money
+    payable and is asked for one (a notice, once per group of rewards). A payout no configured
+    rail can carry is not created: the money stays payable until one can.
 
     Idempotent and safe to run concurrently: each payout is created in its own durable
     transaction with its rewards locked and re-checked; the partial unique constraint on live
@@ -137,11 +158,9 @@ def payouts_create_for_payable(
             continue
         payee = Person.objects.get(pk=person_id)
         bank = person_current_bank_account(person=payee)
-        if bank is None or not bank.ciphertext or not bank.pays_in(currency) or _account_blocked(bank):
+        if not account_usable(bank, currency=currency):
             result.waiting_for_iban.append(person_id)
-            key = f"iban_needed:{person_id}:{min(r['id'] for r in rows)}"
-            if not Notification.objects.filter(key__startswith=key).exists():
-                enqueue_on_commit("payouts.tasks.person_notify_iban_needed_task", person_id, key)
+            _iban_needed_record(person_id=person_id, currency=currency, rows=rows, total=total)
             continue
         payout_id = _payout_create(
             person=payee,

@@ -36,8 +36,8 @@ from payouts.rails import get_rail
 from payouts.rails.base import PayeeMatch, Rail, RetryableRailError, VerifyPayeeResult
 from payouts.services.actions import cancel_locked
 from payouts.services.create import CreateResult, payouts_create_for_payable
-from payouts.services.states import event_record, payout_lock
-from recipients.models import BankAccount, Person
+from payouts.services.states import event_record, notice_record, payout_lock
+from recipients.models import BankAccount, NoticeKind, Person
 from recipients.normalise import IBAN
 from recipients.selectors import person_cluster_ids
 from recipients.services import bank_account_holder_name_set
@@ -114,7 +114,7 @@ def payee_check_record(payout: Payout, *, vop: VerifyPayeeResult, action: VopAct
     data = {"vop_result": vop.outcome, "action": action, "suggested": vop.suggested_name or ""}
     if action in PERSON_ACTIONS:
         event_record(payout, kind="payout.payee_check", from_status=previous, data=data, now=now)
-        enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "payee_check")
+        notice_record(payout, kind=NoticeKind.PAYEE_CHECK, key=f"payout:{payout.pk}:payee_check")
     elif action == VopAction.REVIEW:
         event_record(payout, kind="payout.review", from_status=previous, data=data, now=now)
     elif vop.outcome in (PayeeMatch.NO_MATCH, PayeeMatch.CLOSE_MATCH):

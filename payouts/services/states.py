@@ -13,6 +13,9 @@ Settlement and return can be undone by reconciliation (a match undone), so their
 sequence number (how many times that step happened before): a re-match posts a fresh entry
 instead of replaying the reversed one.
 
+The person is told (paid, failed, returned) by a notice recorded in the same transaction as the
+step (``notice_record``), so a worker killed after the commit loses no message.
+
 Locks (classes 6 to 8 of the engine's order, ``core.locks``): statement lines (the matching
 engine locks a chunk's lines before its matchers run), then a payout batch row, then payout rows
 in ascending id, then ledger accounts (ascending id). Applying a pain.002
@@ -35,6 +38,8 @@ from payouts import conf
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.rails import get_rail, rail_names
 from payouts.rails.base import Rail
+from recipients.models import NoticeKind
+from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account, AccountKind, PlatformBankAccount
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
 
@@ -116,6 +121,30 @@ def _save(payout: Payout, now: datetime, *fields: str) -> None:
     payout.save(update_fields=[*fields, "updated_at"])
 
 
+def paid_notice_key(payout_id: int) -> str:
+    """The settlement's notice: once per payout, whichever path settles it (this one or the bulk one)."""
+    return f"payout:{payout_id}:paid"
+
+
+def notice_record(payout: Payout, *, kind: str, key: str, data: dict | None = None) -> None:
+    """Tell the person about this step, in its transaction; the link opens the payout's first reward."""
+    reward_id = (
+        PayoutItem.objects.filter(payout=payout).order_by("reward_id").values_list("reward_id", flat=True).first()
+    )
+    notices_record(
+        notices=[
+            NoticeNew(
+                person_id=payout.person_id,
+                kind=kind,
+                key=key,
+                payout_id=payout.pk,
+                reward_id=reward_id,
+                data=data or {},
+            )
+        ]
+    )
+
+
 def items_release(payout: Payout) -> None:
     """The payout's rewards may go into a new payout."""
     PayoutItem.objects.filter(payout=payout, active=True).update(active=False)
@@ -179,6 +208,7 @@ def step_settled(
     event_record(
         payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
     )
+    notice_record(payout, kind=NoticeKind.PAID, key=paid_notice_key(payout.pk))
     enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
@@ -213,7 +243,9 @@ def step_failed(
         now=now,
     )
     if notify:
-        enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "failed")
+        notice_record(
+            payout, kind=NoticeKind.FAILED, key=f"payout:{payout.pk}:failed", data={"reason_code": payout.reason_code}
+        )
 
 
 def step_returned(
@@ -253,7 +285,12 @@ def step_returned(
         data={"via": via, "reason_code": reason_code},
         now=now,
     )
-    enqueue_on_commit("payouts.tasks.payout_notify_task", payout.pk, "returned")
+    notice_record(
+        payout,
+        kind=NoticeKind.RETURNED,
+        key=f"payout:{payout.pk}:returned:{seq}",
+        data={"reason_code": payout.reason_code},
+    )
 
 
 def drive(

@@ -6,7 +6,7 @@
 * ``privacy``: consent, access requests (export) and erasure.
 """
 
-from recipients.services.identity import IdentityInput
+from recipients.services.identity import IdentityInput, person_root_lock
 from recipients.services.people import (
     ComplexBatch,
     Resolved,
@@ -27,5 +27,6 @@ __all__ = [
     "person_erase",
     "person_export",
     "person_resolve",
+    "person_root_lock",
     "person_set_iban",
 ]

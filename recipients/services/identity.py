@@ -16,7 +16,7 @@ Who may change where a person is paid — the rule every resolution follows:
   link is refused and audited (``link_refused``). Typing someone's e-mail with your own IBAN
   therefore reaches nobody else's person, account or money.
 * Every change of an existing person's current account is an ``iban_set`` event with the
-  previous account; the payouts app tells the person on their channel.
+  previous account and an ``account_changed`` notice to the person, in the same transaction.
 
 Concurrency: the partial unique constraint on active ``(brand, kind, value)`` decides races. A
 look-up that loses a race gets an IntegrityError inside its savepoint and simply runs again, now
@@ -41,11 +41,13 @@ from recipients.models import (
     Identifier,
     IdentifierKind,
     Language,
+    NoticeKind,
     Person,
     PersonEvent,
     PersonEventKind,
 )
 from recipients.normalise import IBAN, AccountInfo, email_normalise, iban_normalise, phone_normalise, social_normalise
+from recipients.services.notices import NoticeNew, notices_record
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +167,22 @@ def lock_roots(root_ids: set[int]) -> list[Person]:
     return roots
 
 
+def person_root_lock(*, person: Person) -> Person:
+    """Lock the root row of ``person``'s human (erased or not) and return it: what a change of
+    where they are paid takes first, so a caller holding it sees every account given before and
+    none given meanwhile. Joins the caller's transaction (savepoints); a merge in between is
+    followed to the new root. Raises Conflict (``person_contended``) like ``run_with_retries``."""
+
+    def once() -> Person:
+        row = Person.objects.filter(pk=person.pk).values("id", "merged_into_id").get()
+        root = Person.objects.select_for_update().get(pk=row["merged_into_id"] or row["id"])
+        if root.merged_into_id:
+            raise Retry
+        return root
+
+    return run_with_retries(once)
+
+
 def cluster_ids(root: Person) -> list[int]:
     return sorted(Person.objects.filter(Q(id=root.id) | Q(merged_into_id=root.id)).values_list("id", flat=True))
 
@@ -246,6 +264,18 @@ def _bank_account_make_current(*, person: Person, iban: AccountInfo, source: str
             "reused": existing is not None,
         },
     )
+    if current is not None:
+        # Someone who did not make the change must learn of it before the money moves.
+        notices_record(
+            notices=[
+                NoticeNew(
+                    person_id=person.id,
+                    kind=NoticeKind.ACCOUNT_CHANGED,
+                    key=f"account_changed:{event.pk}",
+                    data={"bank_account": account.id},
+                )
+            ]
+        )
     hook_fire(BANK_ACCOUNT_CHANGED, event)
     return account
 

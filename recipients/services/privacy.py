@@ -27,7 +27,17 @@ from django.utils import timezone
 
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
 from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
-from recipients.models import BankAccount, Consent, Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
+from recipients.models import (
+    BankAccount,
+    Consent,
+    Identifier,
+    IdentifierKind,
+    Notice,
+    NoticeDelivery,
+    Person,
+    PersonEvent,
+    PersonEventKind,
+)
 from recipients.normalise import IBAN
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
@@ -67,7 +77,7 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
     here — the clear IBANs are included; amounts are integer minor units with their currency.
 
     Reaches the same tables as erasure (through the app registry): trigger events, rewards,
-    payouts, notifications, WhatsApp codes and video submissions. Records one ``exported``
+    payouts, notices (and their deliveries), WhatsApp codes and video submissions. Records one ``exported``
     event with the actor on the root, in the caller's transaction (savepoint), so every export
     is in the audit trail. Video access tokens are never exported. Raises Person.DoesNotExist."""
     root = Person.objects.select_related("merged_into").get(pk=person.pk)
@@ -77,7 +87,6 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
     Reward = apps.get_model("campaigns", "Reward")
     VideoSubmission = apps.get_model("campaigns", "VideoSubmission")
     Payout = apps.get_model("payouts", "Payout")
-    Notification = apps.get_model("payouts", "Notification")
     WhatsAppOptInCode = apps.get_model("recipients", "WhatsAppOptInCode")
     people = Person.objects.filter(id__in=cluster).order_by("id")
     export = {
@@ -205,14 +214,25 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
             "reason_text",
             "created_at",
         ),
-        "notifications": _rows(
-            Notification.objects.filter(person_id__in=cluster),
+        "notices": _rows(
+            Notice.objects.filter(person_id__in=cluster),
             "id",
-            "payout_id",
             "kind",
-            "channels",
+            "reward_id",
+            "payout_id",
+            "status",
             "created_at",
+            "done_at",
+        ),
+        "notice_deliveries": _rows(
+            NoticeDelivery.objects.filter(notice__person_id__in=cluster),
+            "id",
+            "notice_id",
+            "channel",
+            "status",
+            "attempts",
             "sent_at",
+            "error_code",
         ),
         "whatsapp_codes": _rows(
             WhatsAppOptInCode.objects.filter(person_id__in=cluster),

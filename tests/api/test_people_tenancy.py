@@ -9,9 +9,9 @@ from django.db import IntegrityError, connection, transaction
 
 from campaigns.models import TriggerEvent
 from payouts.claim.services import PayoutDetails, claim_details_submit, claim_tiktok_login_submit
-from payouts.notifications import FakeWhatsAppSender
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
 from recipients.selectors import people_sharing_iban_count, person_current_bank_account
+from recipients.whatsapp_cloud import FakeWhatsAppSender
 from tests.api.conftest import assert_problem, ingest
 from tests.recipients.factories import iban
 

@@ -13,16 +13,17 @@ from django.utils import timezone, translation
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, event_ingest, rewards_mature
 from payouts.claim.forms import PayoutForm
-from payouts.claim.links import STATUS_SALT, token_make, token_read
 from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from payouts.claim.tasks import claim_links_send_due
 from payouts.claim.views import _phone_region
+from payouts.links import STATUS_SALT, token_make, token_read
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from payouts.whatsapp_webhook import whatsapp_optin_redeem
 from recipients import crypto
 from recipients.models import Consent
 from recipients.models_claims import WhatsAppOptInCode
+from recipients.services.notices import notices_send_due
 from reconciliation.models import Hold
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
@@ -99,7 +100,8 @@ def test_whatsapp_opt_in_claim(brand_a, sandbox, debtor):
     assert client.get(done["Location"]).context["status"].state == "paid"
 
 
-def test_purchase_reward_gets_a_claim_link_by_email(brand_a, sandbox, debtor):
+def test_purchase_reward_gets_a_claim_link_by_email(brand_a, sandbox, debtor, settings):
+    settings.CLAIM_BASE_URL = "http://testserver"
     funded_campaign(
         brand=brand_a,
         amount_minor=10_000,
@@ -114,8 +116,9 @@ def test_purchase_reward_gets_a_claim_link_by_email(brand_a, sandbox, debtor):
         ),
     )
     assert result.outcome == EventOutcome.REWARDED
-    assert claim_links_send_due(base_url="http://testserver") == 1
-    assert claim_links_send_due(base_url="http://testserver") == 0  # once only
+    assert claim_links_send_due() == 1
+    assert claim_links_send_due() == 0  # once only
+    assert notices_send_due().sent == 1  # by e-mail: the only channel the partner gave
     link = re.search(r"http://testserver(/c/r/\S+/)", mail.outbox[-1].body).group(1)
     client = Client()
     done = client.post(link, {"name": "Anna Verdi", "iban": GOOD_IBAN, "consent": "on"})

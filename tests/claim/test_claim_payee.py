@@ -11,7 +11,7 @@ from django.test import Client
 
 from campaigns.models import Campaign, Reward, VopAction
 from campaigns.services import event_ingest
-from payouts.claim.links import PAYOUT_SALT, STATUS_SALT, token_make
+from payouts.links import PAYOUT_SALT, STATUS_SALT, token_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.services import payout_batch_create
 from tests.campaigns.conftest import event

@@ -23,11 +23,7 @@ WISE = {
         "webhook_public_key_pem": "pem",
     },
 }
-SENDER = "tests.core.test_production_checks.CloudApiSender"
-
-
-class CloudApiSender:
-    """Stands in for a real WhatsApp Cloud API sender: only its importability is checked."""
+SENDER = "recipients.whatsapp_cloud.CloudApiSender"
 
 
 def complete(**changes) -> dict:
@@ -42,6 +38,9 @@ def complete(**changes) -> dict:
         "PAYOUT_RAILS": {"psp_api": WISE},
         "PLATFORM_FUNDING_IBAN": "DE89370400440532013000",
         "PAYOUT_WHATSAPP_SENDER": SENDER,
+        "WHATSAPP_API_BASE_URL": "https://graph.facebook.com",
+        "WHATSAPP_PHONE_NUMBER_ID": "106540352242922",
+        "WHATSAPP_ACCESS_TOKEN": secrets.token_urlsafe(32),
         "FAKE_WHATSAPP_ENABLED": False,
         "FAKE_TIKTOK_ENABLED": False,
         "TIKTOK_AUTH_BASE_URL": "https://www.tiktok.com",
@@ -95,8 +94,12 @@ def test_outside_production_nothing_is_checked():
             "core.E112",
         ),
         ({"PLATFORM_FUNDING_IBAN": "NL91ABNA0417164300"}, "core.E113"),
-        ({"PAYOUT_WHATSAPP_SENDER": "payouts.notifications.FakeWhatsAppSender"}, "core.E120"),
+        ({"PAYOUT_WHATSAPP_SENDER": "recipients.whatsapp_cloud.FakeWhatsAppSender"}, "core.E120"),
+        ({"PAYOUT_WHATSAPP_SENDER": "payouts.notifications.FakeWhatsAppSender"}, "core.E120"),  # gone
         ({"PAYOUT_WHATSAPP_SENDER": "nowhere.Sender"}, "core.E120"),
+        ({"WHATSAPP_ACCESS_TOKEN": ""}, "core.E123"),
+        ({"WHATSAPP_PHONE_NUMBER_ID": ""}, "core.E123"),
+        ({"WHATSAPP_API_BASE_URL": "http://127.0.0.1:9000"}, "core.E123"),
         ({"FAKE_WHATSAPP_ENABLED": True}, "core.E121"),
         ({"FAKE_TIKTOK_ENABLED": True}, "core.E122"),
         ({"TIKTOK_API_BASE_URL": "http://127.0.0.1:8000/fake/tiktok"}, "core.E122"),
@@ -141,7 +144,7 @@ def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_"))
+        if not key.startswith(("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_", "WHATSAPP_"))
         # the browser tests set it for Playwright's event loop; no deployment has it
         and key != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
@@ -177,7 +180,9 @@ def test_check_deploy_is_green_only_with_a_complete_real_configuration():
             "WISE_PROFILE_ID": "4242",
             "WISE_WEBHOOK_PUBLIC_KEY": "-----BEGIN PUBLIC KEY-----",
             "PLATFORM_FUNDING_IBAN": "DE89370400440532013000",
-            "PAYOUT_WHATSAPP_SENDER": SENDER,
+            # the Cloud API sender is chosen once its phone number id is set
+            "WHATSAPP_PHONE_NUMBER_ID": "106540352242922",
+            "WHATSAPP_ACCESS_TOKEN": secrets.token_urlsafe(32),
             "TIKTOK_CLIENT_KEY": "aw8k2live",
             "TIKTOK_CLIENT_SECRET": secrets.token_hex(16),
         }

@@ -10,9 +10,9 @@ from django.contrib.auth.models import Permission
 
 from campaigns.models import Reward
 from campaigns.services import event_ingest, rewards_mature
-from payouts.notifications import FakeWhatsAppSender
 from payouts.rails.sandbox import sandbox_store
 from payouts.services.states import in_transit_account
+from recipients.whatsapp_cloud import FakeWhatsAppSender
 from reconciliation.selectors import account_balance, account_balance_by_code, ledger_verify_report
 from reconciliation.services.statements import platform_bank_account_create
 from tests.campaigns.conftest import event

@@ -8,7 +8,7 @@ import pytest
 from django_q.models import Schedule
 
 from core.exceptions import InvalidTransition
-from payouts.models import BatchStatus, Notification, Payout, PayoutBatch, PayoutBatchEvent, PayoutStatus, RouteRule
+from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutStatus, RouteRule
 from payouts.pain002 import parse_pain002
 from payouts.services import (
     payout_batch_apply_pain002,
@@ -19,6 +19,7 @@ from payouts.services import (
     payouts_create_for_payable,
 )
 from payouts.tasks import payout_batches_expire_task
+from recipients.models import Notice
 from recipients.services import person_erase
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import (
@@ -61,7 +62,7 @@ def test_a_file_never_downloaded_expires_and_its_money_is_paid_again(built, djan
         assert (payout.status, payout.reason_code) == (PayoutStatus.FAILED, "DS02")
         assert payable_minor(payout.person_id) == 500  # owed again
     assert in_transit_minor() == 0
-    assert not Notification.objects.filter(payout__in=payouts).exists()  # nobody is told to check their IBAN
+    assert not Notice.objects.filter(payout__in=payouts).exists()  # nobody is told to check their IBAN
     event = PayoutBatchEvent.objects.get(batch=batch, kind="batch.expired")
     assert event.actor_id is None and event.data["payouts_failed"] == 2 and "Never downloaded" in event.reason
     assert_books_ok()

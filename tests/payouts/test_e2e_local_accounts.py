@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.services import rewards_mature
-from payouts.claim.links import PAYOUT_SALT, token_make
+from payouts.links import PAYOUT_SALT, token_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.accounts import account_normalise

@@ -19,10 +19,11 @@ from django_q.conf import Conf
 from campaigns.models import Reward, RewardStatus
 from campaigns.services import event_ingest, rewards_mature
 from payouts.models import Payout, PayoutStatus
-from payouts.notifications import FakeWhatsAppSender
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from recipients import crypto
+from recipients.services.notices import notices_send_due
+from recipients.whatsapp_cloud import FakeWhatsAppSender
 from tests.campaigns.conftest import event
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import (
@@ -59,10 +60,11 @@ def test_event_to_settled_payout_step_by_step(sandbox, debtor, brand, campaign, 
     assert payout.status == PayoutStatus.SETTLED and sandbox.transfer_count(payout.end_to_end_id) == 1
     assert payable_minor(reward.person_id) == 0 and in_transit_minor() == 0 and bank_minor(debtor) == -500
     assert_books_ok()
-    # 5. the follow-up marks the reward paid and tells the person
+    # 5. the follow-up marks the reward paid; the notice recorded with the settlement tells the person
     payout_settled_followup_task(payout_id)
     reward.refresh_from_db()
     assert reward.status == RewardStatus.PAID and reward.payout_ref == payout.end_to_end_id
+    assert notices_send_due().sent == 1
     assert mail.outbox[-1].to == ["giulia@example.com"]
     assert_books_ok()
 

@@ -9,16 +9,19 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.exceptions import InvalidTransition, PermissionDenied
-from payouts.models import AttemptOutcome, Notification, Payout, PayoutItem, PayoutStatus
-from payouts.notifications import FakeWhatsAppSender
+from payouts.models import AttemptOutcome, Payout, PayoutItem, PayoutStatus
 from payouts.services import (
     payout_approve,
     payout_cancel,
     payout_execute,
+    payout_mark_returned,
     payout_retry,
     payouts_create_for_payable,
 )
-from payouts.tasks import payout_notify_task, payout_settled_followup_task, person_notify_iban_needed_task
+from payouts.tasks import payout_settled_followup_task
+from recipients.models import Notice
+from recipients.services.notices import notices_send_due
+from recipients.whatsapp_cloud import FakeWhatsAppSender
 from tests.campaigns.factories import funded_campaign
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import (
@@ -136,22 +139,24 @@ def test_people_are_told_when_paid_returned_or_an_iban_is_needed(sandbox, debtor
     reward = payable_reward(brand, account_iban=iban(), email="giulia@example.com", whatsapp="+39 347 123 4567")
     (payout_id,) = payouts_create_for_payable().created
     payout_execute(payout_id=payout_id)
-    # when the follow-up task runs (twice: at-least-once delivery)
     payout_settled_followup_task(payout_id)
-    payout_settled_followup_task(payout_id)
+    # when the notice recorded with the settlement is delivered twice (task and sweep)
+    notices_send_due()
+    notices_send_due()
     # then the reward is paid and the person got one email and one WhatsApp message
     reward.refresh_from_db()
     assert reward.status == "paid" and reward.payout_ref == Payout.objects.get(pk=payout_id).end_to_end_id
     assert [m.to for m in mail.outbox] == [["giulia@example.com"]] and "5.00" in mail.outbox[0].body
     assert [(m.to, m.template) for m in FakeWhatsAppSender.sent] == [("+393471234567", "payout_paid")]
-    payout_notify_task(payout_id, "returned")
+    payout_mark_returned(payout=Payout.objects.get(pk=payout_id), reason_code="AC04", source="test")
+    notices_send_due()
     assert FakeWhatsAppSender.sent[-1].template == "payout_returned"
-    # a person without an IBAN is asked for one, once
+    # a person without an IBAN is asked for one, once, however often the sweep looks
     waiting = payable_reward(brand, email="marco@example.com")
     payouts_create_for_payable()
-    person_notify_iban_needed_task(waiting.person_id, "iban_needed:test")
-    person_notify_iban_needed_task(waiting.person_id, "iban_needed:test")
-    assert Notification.objects.filter(kind="iban_needed").count() == 1
+    payouts_create_for_payable()
+    notices_send_due()
+    assert Notice.objects.filter(kind="iban_needed", person_id=waiting.person_id).count() == 1
     assert mail.outbox[-1].to == ["marco@example.com"] and "IBAN" in mail.outbox[-1].body
 
 

@@ -1,10 +1,10 @@
 """Erasure finishes the job (issue 18): a person who went through every flow — the claim page
 with a TikTok login, a WhatsApp opt-in through the signed webhook, the brand's API, a payout and
 its return (the bank's camt.053 showing it leave and come back, imported and matched), a second
-payout to a new account in a downloaded pain.001 file — is erased, and then no text, JSON or
-binary column of any table holds any of their values, nor does any line the app logged, while the
-books still verify, the audit chain still proves, the matches point at the same lines and a
-statement imported again still finds those bookings known."""
+payout to a new account in a downloaded pain.001 file, the notices of each step sent — is erased,
+and then no text, JSON or binary column of any table holds any of their values, nor does any line
+the app logged, while the books still verify, the audit chain still proves, the matches point at
+the same lines and a statement imported again still finds those bookings known."""
 
 import hashlib
 import hmac
@@ -29,6 +29,7 @@ from payouts.services import (
 from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Person
 from recipients.services import person_erase, person_set_iban
+from recipients.services.notices import notices_send_due
 from reconciliation.models import Match, StatementLine
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services.matching import statement_lines_match
@@ -191,6 +192,8 @@ def giulia(settings, campaign_a, brand_a, fake_tiktok, sandbox, debtor, django_c
     assert payouts_create_for_payable(enqueue=False).created
     batch = payout_batch_create(actor=staff("olga"))
     payout_batch_download(batch=batch, actor=staff("dora", "download_payoutbatch"))
+    # she was told about each step (paid, returned, account changed) by e-mail and WhatsApp
+    assert notices_send_due().sent >= 6
     open_id = TriggerEvent.objects.exclude(social_uid="").values_list("social_uid", flat=True).first()
     person = Reward.objects.first().person
     return person, [NAME, EMAIL, NUMBER, IP, DEVICE, IBAN, "IT60 X054", IBAN2], open_id

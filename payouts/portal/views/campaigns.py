@@ -68,6 +68,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "vop_no_match": data["vop_no_match"],
         "vop_close_match": data["vop_close_match"],
         "vop_not_possible": data["vop_not_possible"],
+        "claim_window_days": data.get("claim_window_days"),
     }
 
 

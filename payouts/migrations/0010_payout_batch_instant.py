@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payouts', '0007_payout_service_level_and_fallback'),
+        ('payouts', '0009_payout_service_level_and_fallback'),
     ]
 
     operations = [

@@ -6,8 +6,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payouts', '0005_claim_tasks_moved'),
-        ('campaigns', '0015_campaign_vop_policy'),
+        ('payouts', '0007_unclaimed_schedule'),
+        ('campaigns', '0017_campaign_vop_policy'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('recipients', '0006_bank_accounts_beyond_iban'),
+        ('recipients', '0008_claim_link_notices_into_outbox'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0014_drop_ingest_requests'),
+        ('campaigns', '0016_unclaimed_money'),
     ]
 
     operations = [

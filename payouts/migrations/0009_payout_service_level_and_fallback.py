@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payouts', '0006_payout_vop_outcome'),
-        ('recipients', '0007_bank_account_holder_name'),
+        ('payouts', '0008_payout_vop_outcome'),
+        ('recipients', '0009_bank_account_holder_name'),
         ('reconciliation', '0015_actions_append_only'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
