@@ -22,6 +22,7 @@ from payouts.services.states import (
     event_record,
     in_transit_account,
     items_release,
+    notice_record,
     paid_notice_key,
     payout_lock,
     settled_entry_key,
@@ -279,7 +280,9 @@ def payout_bank_return_undo(*, payout_id: int, line_id: int) -> None:
 def payout_rewards_mark_paid(*, payout_id: int) -> int:
     """After settlement: the payout's rewards that are still ``payable`` become ``paid``, with the
     payout's end-to-end id as reference (campaigns' own durable transaction). Idempotent; a
-    returned payout's rewards are not touched. Returns how many changed."""
+    returned payout's rewards are not touched. Returns how many changed. The person's paid notice
+    is recorded with the settlement; one settled by the version before the notices outbox has
+    none, and gets it here (the same key: never twice)."""
     payout = Payout.objects.filter(pk=payout_id, status=PayoutStatus.SETTLED).first()
     if payout is None:
         return 0
@@ -290,7 +293,9 @@ def payout_rewards_mark_paid(*, payout_id: int) -> int:
     )
     if not reward_ids:
         return 0
-    return reward_mark_paid(reward_ids=reward_ids, payout_ref=payout.end_to_end_id)
+    changed = reward_mark_paid(reward_ids=reward_ids, payout_ref=payout.end_to_end_id)
+    notice_record(payout, kind=NoticeKind.PAID, key=paid_notice_key(payout.pk))
+    return changed
 
 
 def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account) -> dict[int, object]:
