@@ -41,6 +41,18 @@ def stale_claim_seconds() -> int:
     return _get("PAYOUT_STALE_CLAIM_SECONDS", 120)
 
 
+def failed_retry_minutes() -> float:
+    """After a payout the rail refused for a reason other than the account (a limit, a
+    reachability or policy refusal), the next one to the same account waits this long, doubling
+    with each refusal in a row (at most ``failed_retry_max_hours``): a refusal that persists
+    would otherwise be retried, and the person told, every minute."""
+    return _get("PAYOUT_FAILED_RETRY_MINUTES", 60.0)
+
+
+def failed_retry_max_hours() -> float:
+    return _get("PAYOUT_FAILED_RETRY_MAX_HOURS", 24.0)
+
+
 def min_amount_minor() -> int:
     """Global floor below which no payout is created (campaigns may set a higher one)."""
     return _get("PAYOUT_MIN_AMOUNT_MINOR", 1)

@@ -45,6 +45,9 @@ REASON_CODES: dict[str, str] = {
     "TM01": "The payment arrived after the bank's cut-off time.",
 }
 
+# ISO 20022 "order cancelled": what a pain.001 file never downloaded in time is failed with (the
+# instruction was never given, so the money is simply paid again).
+EXPIRED_REASON_CODE = "DS02"
 # Codes that mean the person's bank details are unusable: the person is asked to correct them
 # before the next payout, instead of the payout simply being retried.
 ACCOUNT_DETAIL_CODES: frozenset[str] = frozenset({"AC01", "AC03", "AC04", "AC06", "AC13", "BE01", "MD07", "RC01"})

@@ -21,6 +21,7 @@ from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import format_minor
 from core.payment_files import ERASED, payout_files_pseudonymise
 from payouts import conf
+from payouts.iso import EXPIRED_REASON_CODE
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
 from payouts.rails.base import ServiceLevel
@@ -289,9 +290,6 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
             batch.decided_at = now
             batch.save(update_fields=["status", "decided_at"])
     return counts
-
-
-EXPIRED_REASON_CODE = "DS02"  # ISO 20022 "order cancelled": the instruction was never given
 
 
 def payout_batches_expire(*, now: datetime | None = None) -> list[int]:

@@ -4,7 +4,7 @@ import logging
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -13,7 +13,7 @@ from django.utils import timezone
 from campaigns.models import PayoutMode
 from core.queue import enqueue_on_commit
 from payouts import conf
-from payouts.iso import ACCOUNT_DETAIL_CODES
+from payouts.iso import ACCOUNT_DETAIL_CODES, EXPIRED_REASON_CODE
 from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
@@ -91,6 +91,25 @@ def account_usable(bank: BankAccount | None, *, currency: str) -> bool:
     ).exists()
 
 
+def refused_until(bank: BankAccount, *, currency: str) -> datetime:
+    """When a new payout into ``bank`` may be tried after the rail refused the last ones for a
+    reason other than the account (an account reason makes it unusable instead): the latest
+    refusal plus ``failed_retry_minutes`` doubled for each refusal in a row. A payout failed by
+    us (an expired file, DS02) counts for nothing: it is paid again at once."""
+    refusals = 0
+    latest = None
+    recent = Payout.objects.filter(bank_account=bank, currency=currency).order_by("-id")
+    for status, code, failed_at in recent.values_list("status", "reason_code", "failed_at")[:20]:
+        if status != PayoutStatus.FAILED or code == EXPIRED_REASON_CODE:
+            break
+        refusals += 1
+        latest = latest or failed_at
+    if not refusals:
+        return datetime.min.replace(tzinfo=UTC)
+    minutes = min(conf.failed_retry_minutes() * 2 ** (refusals - 1), conf.failed_retry_max_hours() * 60)
+    return latest + timedelta(minutes=minutes)
+
+
 def _iban_needed_record(*, person_id: int, currency: str, rows: list[dict], total: int) -> None:
     """Ask once per group of rewards (its oldest reward names it and opens the payout form)."""
     first = min(r["id"] for r in rows)
@@ -161,6 +180,9 @@ def payouts_create_for_payable(
         if not account_usable(bank, currency=currency):
             result.waiting_for_iban.append(person_id)
             _iban_needed_record(person_id=person_id, currency=currency, rows=rows, total=total)
+            continue
+        if actor is None and refused_until(bank, currency=currency) > now:
+            result.waiting += 1  # staff may pay at once (payout_retry); the sweep waits
             continue
         payout_id = _payout_create(
             person=payee,

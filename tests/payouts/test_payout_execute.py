@@ -111,6 +111,28 @@ def test_final_rejection_fails_at_once_and_keeps_the_money_payable(
     assert_books_ok()
 
 
+def test_a_refusal_not_about_the_account_is_tried_again_later_not_every_minute(
+    sandbox, debtor, brand, campaign, settings
+):
+    # given a rail that keeps refusing this account for a reason that is not the account's (AG01)
+    account = iban()
+    settings.SANDBOX_FAILING_IBANS = {account: "rejected:AG01"}
+    first = one_payout(brand, account_iban=account)
+    payout_execute(payout_id=first.pk)
+    first.refresh_from_db()
+    # then the every-minute sweep creates no new payout (nor a new "failed" notice) for an hour
+    assert payouts_create_for_payable(now=first.failed_at + timedelta(minutes=1)).created == []
+    (second_id,) = payouts_create_for_payable(now=first.failed_at + timedelta(minutes=61)).created
+    payout_execute(payout_id=second_id)
+    second = Payout.objects.get(pk=second_id)
+    # and after a second refusal in a row the wait doubles
+    assert second.status == PayoutStatus.FAILED
+    assert payouts_create_for_payable(now=second.failed_at + timedelta(minutes=61)).created == []
+    assert len(payouts_create_for_payable(now=second.failed_at + timedelta(minutes=121)).created) == 1
+    assert payable_minor(first.person_id) == 500  # the money stayed the person's throughout
+    assert_books_ok()
+
+
 def test_closed_account_waits_for_a_new_iban_then_pays_it(sandbox, debtor, brand, campaign, settings):
     account = iban()
     settings.SANDBOX_FAILING_IBANS = {account: "closed_account"}
