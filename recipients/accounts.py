@@ -21,6 +21,7 @@ Local fields are kept under the PSP's keys (``sortCode``, ``abartn``, ``address.
 vocabulary the rail adapter sends back unchanged.
 """
 
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -34,6 +35,7 @@ from django.core.cache import cache
 from stdnum.us import rtn
 
 from core.exceptions import ApplicationError, InvalidInput
+from core.money import validate_currency
 from recipients.normalise import IBAN, AccountInfo, iban_normalise
 
 logger = logging.getLogger(__name__)
@@ -114,7 +116,10 @@ def account_types(
     else the built-in one. ``refresh`` holds the values a ``kind`` of account has for fields
     marked ``refreshRequirementsOnChange`` (a country), for the refined contract."""
     refresh = dict(sorted((refresh or {}).items()))
-    key = f"account-requirements:{currency}:{kind}:{urlencode(refresh)}"
+    # Hashed: the kind and the refreshing values come from people and partners, and a cache key
+    # must be short plain text whatever they typed.
+    digest = hashlib.sha256(f"{currency}:{kind}:{urlencode(refresh)}".encode()).hexdigest()
+    key = f"account-requirements:{digest}"
     found = cache.get(key)
     if found is not None:
         return found
@@ -182,7 +187,7 @@ def account_normalise(*, kind: str, currency: str, details: Mapping[str, str]) -
     each wrong field's key to what is wrong, in words a person can act on."""
     if kind == IBAN:
         return iban_normalise(str(details.get("iban") or ""))
-    currency = (currency or "").upper()
+    currency = validate_currency(currency)  # InvalidInput(unknown_currency): never a PSP question
     known = {t.type: t for t in account_types(currency=currency)}
     account_type = known.get(kind)
     if account_type is None:

@@ -65,6 +65,8 @@ def test_the_brand_moves_its_own_person_to_a_us_account(api, oliver):
         ({"account": {**UK, "type": "bsb"}}, "invalid_account"),
         ({"account": {**UK, "details": {"sortCode": 40075}}}, "validation_error"),
         ({"account": UK, "iban": "GB29NWBK60161331926819"}, "validation_error"),
+        ({"account": {**UK, "currency": "\x93\x16"}}, "unknown_currency"),
+        ({"account": {**UK, "currency": "XYZ"}}, "unknown_currency"),
     ],
 )
 def test_a_bad_account_is_a_400_and_nothing_is_written(api, campaign, body, code):
