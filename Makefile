@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The ledger benchmark's peer (django-hordak) lives in a virtualenv of its own: bench/peer/.
+PEER_VENV := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
@@ -15,6 +18,11 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(PEER_STAMP): bench/peer-requirements.txt
+	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/peer-requirements.txt
+	touch $(PEER_STAMP)
 
 migrate: install
 	$(PY) manage.py migrate --noinput
@@ -61,8 +69,10 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench-ledger: install
-	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ledger
+# PEER=1 also measures django-hordak in the same run (its own virtualenv and database), e.g.
+# make bench-ledger PEER=1 ARGS="--n 2000"
+bench-ledger: install $(if $(PEER),$(PEER_STAMP))
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ledger $(if $(PEER),--peer) $(ARGS)
 
 bench-ingest: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.ingest

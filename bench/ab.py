@@ -34,12 +34,19 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 
-from bench.common import PROJECT_DIR, RESULTS_DIR, format_table, python_reference_ms, write_results
+from bench.common import (
+    PROJECT_DIR,
+    RESULTS_DIR,
+    admin_sql,
+    format_table,
+    python_reference_ms,
+    with_database,
+    write_results,
+)
 
 # Throughput keys of a phase's figures, by preference: the first one present is the phase's figure.
 RATE_KEYS = {
@@ -69,16 +76,6 @@ class Bench:
 
 def git(*args: str, cwd: Path = PROJECT_DIR) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-
-def admin_sql(url: str, statement: sql.Composable) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(statement)
 
 
 def phase_rates(bench: str, results: dict) -> dict[str, tuple[str, float]]:

@@ -2,7 +2,7 @@
 list and writing ``bench-results/<name>.json`` (conventions in the benchmarks README).
 
 Plain functions with no Django import at module level, so a benchmark can import them before
-``django.setup()`` and a peer benchmark can use them from another virtualenv.
+``django.setup()`` and the peer benchmark (``bench/peer/``) can use them from its own virtualenv.
 """
 
 import glob
@@ -16,11 +16,27 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 RESULTS_DIR = PROJECT_DIR / "bench-results"
 
 _FDATASYNC_LINE = re.compile(r"^\s*fdatasync\s+([0-9.]+) ops/sec")
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` (a PostgreSQL URL) with its database name replaced by ``name``."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+def admin_sql(url: str, statement: sql.Composable) -> None:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE cannot run inside one)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement)
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:

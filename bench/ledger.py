@@ -6,19 +6,24 @@ to ``bench-results/ledger.json``.
 Run: ``make bench-ledger`` (``DATABASE_URL`` names the database; its ledger tables are truncated).
 ``--n`` runs a smaller smoke version that writes ``bench-results/ledger-smoke.json`` instead.
 
+The ratio targets compare with the peer, django-hordak. ``--peer`` (``make bench-ledger PEER=1``)
+measures it in the same run, each workload right after ours (``bench/peer/ledger.py``, in its own
+virtualenv ``.venv-peer`` and its own database, writing ``bench-results/ledger-peer.json``);
+without it the ratios are to the peer's published midpoints in LEDGER_WORKLOADS.md.
+
 It is a benchmark, not a test: it never fails on a time. It exits non-zero only when a correctness
 check fails, because figures from such a run are not figures.
 """
 
 import argparse
-import multiprocessing
+import json
 import os
+import subprocess
 import sys
 import time
-import traceback
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import django
 
@@ -27,9 +32,11 @@ django.setup()
 
 from django.apps import apps  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, connections  # noqa: E402
+from django.db import connection  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    PROJECT_DIR,
+    RESULTS_DIR,
     format_table,
     format_targets,
     latency_ms,
@@ -39,19 +46,29 @@ from bench.common import (  # noqa: E402
     target,
     write_results,
 )
+from bench.ledger_workloads import (  # noqa: E402
+    ACCOUNTS,
+    AMOUNT_MINOR,
+    CURRENCY,
+    ERROR,
+    OK,
+    REFUSED,
+    W1_FUNDING_MINOR,
+    WORKERS,
+    N,
+    format_results,
+    load_average,
+    print_checks,
+    results_name,
+    run_transfers,
+    w2_funding_minor,
+)
 from core.exceptions import InsufficientFunds  # noqa: E402
 from reconciliation.models import Account, AccountKind, JournalEntry, Posting  # noqa: E402
 from reconciliation.selectors import account_balance, ledger_verify_report  # noqa: E402
 from reconciliation.services import EntrySpec, Leg, ledger_entries_post, ledger_entry_post  # noqa: E402
 
-N = 20_000
-ACCOUNTS = 1_000  # k = i mod 1000 picks the accounts
-WORKERS = 8
-AMOUNT = 100  # 1.00 EUR in minor units
-CURRENCY = "EUR"
-W1_FUNDING = 2_000  # 20.00 EUR per source account
 BATCH = 1_000  # W4: transfers per database transaction
-BARRIER_TIMEOUT_S = 300
 TRANSFER_KIND = "bench_transfer"
 
 # The peer's figures on this machine class (LEDGER_WORKLOADS.md, midpoints of its two runs), used
@@ -63,9 +80,16 @@ PEER_SPEC_MIDPOINTS = {
     "W2_attempts_per_s": 139.5,
     "W3_reads_per_s": 690.0,
 }
-
-OK, REFUSED, ERROR = "ok", "refused", "error"
-
+# Each ratio target: workload, our figure, the peer baseline's key, unit, the ratio required.
+VERSUS_PEER = (
+    ("W1_single", "ok_per_s", "W1_single_per_s", "transfers/s", 2),
+    ("W1_concurrent", "ok_per_s", "W1_concurrent_per_s", "transfers/s", 2),
+    ("W2", "attempts_per_s", "W2_attempts_per_s", "attempts/s", 10),
+    ("W3", "reads_per_s", "W3_reads_per_s", "reads/s", 10),
+)
+# The peer (django-hordak) runs in a virtualenv of its own: see bench/peer/.
+PEER_PYTHON = PROJECT_DIR / ".venv-peer" / "bin" / "python"
+PEER_TIMEOUT_S = 1800
 
 # --- setup (untimed) -----------------------------------------------------------------------------
 
@@ -127,7 +151,7 @@ def setup_disjoint(run: str, phase: str) -> DisjointBooks:
             EntrySpec(
                 idempotency_key=f"{run}:{phase}:fund:{k}",
                 kind="bench_funding",
-                legs=[Leg.debit(source, W1_FUNDING), Leg.credit(equity, W1_FUNDING)],
+                legs=[Leg.debit(source, W1_FUNDING_MINOR), Leg.credit(equity, W1_FUNDING_MINOR)],
             )
             for k, source in enumerate(sources)
         ],
@@ -163,108 +187,23 @@ def setup_hot(run: str, *, funded_minor: int) -> HotBooks:
 # --- timed transfers in worker processes ---------------------------------------------------------
 
 
-@dataclass
-class WorkerResult:
-    worker: int
-    start: float = 0.0
-    end: float = 0.0
-    latencies: list[float] = field(default_factory=list)
-    outcomes: list[str] = field(default_factory=list)
-    ends: list[float] = field(default_factory=list)
-    error_samples: list[str] = field(default_factory=list)
-    crashed: str = ""
+def ledger_transfers(*, workers: int, n: int, pairs: Sequence[tuple[int, int]], key_prefix: str) -> dict:
+    """Transfer i posts AMOUNT_MINOR from ``pairs[i mod len(pairs)]`` = (debited id, credited id) through
+    ``ledger_entry_post``, one transaction each, with the idempotency key ``key_prefix:i``."""
 
-
-def _transfer_worker(
-    worker: int,
-    workers: int,
-    n: int,
-    pairs: Sequence[tuple[int, int]],
-    key_prefix: str,
-    barrier,
-    out,
-) -> None:
-    """Worker ``worker`` posts transfers i ≡ worker (mod workers) in increasing order, one
-    transaction each, through ``ledger_entry_post``; ``pairs[k]`` is (debited id, credited id).
-     Its Django connection is its own: the parent
-    closed every connection before forking, so the first query here opens a fresh one."""
-    result = WorkerResult(worker=worker)
-    try:
+    def prepare() -> list[list[Leg]]:
         accounts = Account.objects.in_bulk({account_id for pair in pairs for account_id in pair})
-        legs_by_k = [[Leg.debit(accounts[dr], AMOUNT), Leg.credit(accounts[cr], AMOUNT)] for dr, cr in pairs]
-        barrier.wait(timeout=BARRIER_TIMEOUT_S)
-        result.start = time.monotonic()
-        for i in range(worker, n, workers):
-            legs = legs_by_k[i % len(pairs)]
-            key = f"{key_prefix}:{i}"
-            began = time.monotonic()
-            try:
-                posted = ledger_entry_post(idempotency_key=key, kind=TRANSFER_KIND, legs=legs)
-                outcome = ERROR if posted.replayed else OK
-            except InsufficientFunds:
-                outcome = REFUSED
-            except Exception as exc:  # a benchmark counts every other failure as an error and goes on
-                outcome = ERROR
-                if len(result.error_samples) < 5:
-                    result.error_samples.append(f"{key}: {type(exc).__name__}: {exc}")
-            done = time.monotonic()
-            result.latencies.append(done - began)
-            result.outcomes.append(outcome)
-            result.ends.append(done)
-        result.end = time.monotonic()
-    except BaseException:  # the parent must hear about a crash, or it would wait forever
-        result.crashed = traceback.format_exc()
-        barrier.abort()
-    finally:
-        connection.close()
-        out.put(result)
+        return [[Leg.debit(accounts[dr], AMOUNT_MINOR), Leg.credit(accounts[cr], AMOUNT_MINOR)] for dr, cr in pairs]
 
+    def attempt(legs_by_k: list[list[Leg]], i: int) -> str:
+        legs = legs_by_k[i % len(pairs)]
+        try:
+            posted = ledger_entry_post(idempotency_key=f"{key_prefix}:{i}", kind=TRANSFER_KIND, legs=legs)
+        except InsufficientFunds:
+            return REFUSED
+        return ERROR if posted.replayed else OK
 
-def run_transfers(*, workers: int, n: int, pairs: Sequence[tuple[int, int]], key_prefix: str) -> dict:
-    """Fork ``workers`` processes, release them together, and aggregate their timings into the
-    spec's result shape (checks are added by the caller)."""
-    context = multiprocessing.get_context("fork")
-    # No connection may cross the fork: two processes on one socket corrupt each other.
-    connections.close_all()
-    barrier = context.Barrier(workers)
-    out = context.Queue()
-    processes = [
-        context.Process(target=_transfer_worker, args=(w, workers, n, pairs, key_prefix, barrier, out))
-        for w in range(workers)
-    ]
-    for process in processes:
-        process.start()
-    results: list[WorkerResult] = [out.get() for _ in processes]
-    for process in processes:
-        process.join()
-    crashed = [r.crashed for r in results if r.crashed]
-    if crashed:
-        raise RuntimeError("A benchmark worker crashed:\n" + "\n".join(crashed))
-
-    start = min(r.start for r in results)
-    end = max(r.end for r in results)
-    outcomes = [o for r in results for o in r.outcomes]
-    latencies = [t for r in results for t in r.latencies]
-    ok_ends = [t for r in results for o, t in zip(r.outcomes, r.ends, strict=True) if o == OK]
-    wall = end - start
-    ok = outcomes.count(OK)
-    return {
-        "workers": workers,
-        "attempts": len(outcomes),
-        "ok": ok,
-        "refused": outcomes.count(REFUSED),
-        "errors": outcomes.count(ERROR),
-        "wall_s": round(wall, 3),
-        "attempts_per_s": round(len(outcomes) / wall, 1),
-        "ok_per_s": round(ok / wall, 1),
-        "latency_all": latency_ms(latencies),
-        "ok_per_s_by_third": rate_by_thirds(ok_ends, start=start, end=end),
-        # When refusals follow the successes (W2: F runs dry after 75 % of the attempts), the last
-        # third of the run is mostly refusals; decay is judged on the window that holds the successes.
-        "ok_per_s_by_third_of_ok_window": rate_by_thirds(ok_ends, start=start, end=max(ok_ends, default=start)),
-        "attempts_per_s_by_third": rate_by_thirds([t for r in results for t in r.ends], start=start, end=end),
-        "error_samples": [s for r in results for s in r.error_samples][:5],
-    }
+    return run_transfers(workers=workers, n=n, prepare=prepare, attempt=attempt)
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -324,10 +263,10 @@ def check_disjoint(result: dict, books: DisjointBooks, *, n: int) -> dict:
         f"ok_{n}_refused_0_errors_0": (result["ok"], result["refused"], result["errors"]) == (n, 0, 0),
         **common_checks(figures, entries=n + ACCOUNTS),
         "every_D_holds_its_transfers": not Account.objects.filter(pk__in=dest_ids)
-        .exclude(posted_minor=per_account * AMOUNT)
+        .exclude(posted_minor=per_account * AMOUNT_MINOR)
         .exists(),
         "every_S_holds_the_rest": not Account.objects.filter(pk__in=source_ids)
-        .exclude(posted_minor=W1_FUNDING - per_account * AMOUNT)
+        .exclude(posted_minor=W1_FUNDING_MINOR - per_account * AMOUNT_MINOR)
         .exists(),
     }
     result["observed"] = figures
@@ -336,7 +275,7 @@ def check_disjoint(result: dict, books: DisjointBooks, *, n: int) -> dict:
 
 
 def check_hot(result: dict, books: HotBooks, *, n: int, funded_minor: int) -> dict:
-    expected_ok = min(n, funded_minor // AMOUNT)
+    expected_ok = min(n, funded_minor // AMOUNT_MINOR)
     figures = books_figures()
     funding = account_balance(account_id=books.funding.pk)
     recipients_total = sum(
@@ -346,20 +285,14 @@ def check_hot(result: dict, books: HotBooks, *, n: int, funded_minor: int) -> di
         f"ok_{expected_ok}": result["ok"] == expected_ok,
         f"refused_{n - expected_ok}": result["refused"] == n - expected_ok,
         "errors_0": result["errors"] == 0,
-        "F_at_0.00": (funding.posted_minor, funding.held_minor) == (funded_minor - expected_ok * AMOUNT, 0),
-        "recipients_hold_the_successes": recipients_total == expected_ok * AMOUNT,
+        "F_at_0.00": (funding.posted_minor, funding.held_minor) == (funded_minor - expected_ok * AMOUNT_MINOR, 0),
+        "recipients_hold_the_successes": recipients_total == expected_ok * AMOUNT_MINOR,
         # A refusal writes nothing: no entry, no posting beyond the successes and the funding.
         **common_checks(figures, entries=expected_ok + 1),
     }
     result["observed"] = {**figures, "F_posted_minor": funding.posted_minor, "recipients_total_minor": recipients_total}
     result["checks"] = {**checks, "all_passed": all(checks.values())}
     return result
-
-
-def print_checks(name: str, checks: dict) -> None:
-    verdict = "all passed" if checks["all_passed"] else "FAILED"
-    listed = ", ".join(f"{k} {'ok' if v else 'FAILED'}" for k, v in checks.items() if k != "all_passed")
-    print(f"  checks {name}: {verdict}: {listed}", flush=True)
 
 
 # --- workloads -----------------------------------------------------------------------------------
@@ -369,22 +302,22 @@ def workload_w1(run: str, *, phase: str, workers: int, n: int) -> tuple[dict, Di
     books = setup_disjoint(run, phase)
     # S and D are assets: money leaving S credits it, money arriving in D debits it.
     pairs = [(d.pk, s.pk) for s, d in zip(books.sources, books.destinations, strict=True)]
-    result = run_transfers(workers=workers, n=n, pairs=pairs, key_prefix=f"{run}:{phase}")
+    result = ledger_transfers(workers=workers, n=n, pairs=pairs, key_prefix=f"{run}:{phase}")
     return check_disjoint(result, books, n=n), books
 
 
 def workload_w2(run: str, *, n: int) -> dict:
-    funded = (n * 3 // 4) * AMOUNT  # 15,000.00 EUR for 20,000 attempts
+    funded = w2_funding_minor(n)
     books = setup_hot(run, funded_minor=funded)
     # F and R are liabilities: money leaving F debits it, money arriving in R credits it.
     pairs = [(books.funding.pk, r.pk) for r in books.recipients]
-    result = run_transfers(workers=WORKERS, n=n, pairs=pairs, key_prefix=f"{run}:W2")
+    result = ledger_transfers(workers=WORKERS, n=n, pairs=pairs, key_prefix=f"{run}:W2")
     return check_hot(result, books, n=n, funded_minor=funded)
 
 
 def workload_w3(books: DisjointBooks, *, n: int) -> dict:
     """Read each D[k] once, one call at a time, through the public selector."""
-    expected = (n // ACCOUNTS) * AMOUNT
+    expected = (n // ACCOUNTS) * AMOUNT_MINOR
     connection.ensure_connection()
     latencies: list[float] = []
     wrong = 0
@@ -417,8 +350,8 @@ def workload_w4(run: str, *, n: int) -> dict:
                 idempotency_key=f"{run}:W4:{i}",
                 kind=TRANSFER_KIND,
                 legs=[
-                    Leg.debit(books.destinations[i % ACCOUNTS], AMOUNT),
-                    Leg.credit(books.sources[i % ACCOUNTS], AMOUNT),
+                    Leg.debit(books.destinations[i % ACCOUNTS], AMOUNT_MINOR),
+                    Leg.credit(books.sources[i % ACCOUNTS], AMOUNT_MINOR),
                 ],
             )
             for i in range(first, min(first + BATCH, n))
@@ -476,6 +409,40 @@ def workload_w4(run: str, *, n: int) -> dict:
     return result
 
 
+# --- the peer, measured in the same run ----------------------------------------------------------
+
+
+def peer_phases_run(*, n: int, run: str, phases: Sequence[str]) -> None:
+    """Run the peer's ``phases`` now (``bench/peer/ledger.py``, in its own virtualenv and database);
+    it adds their results to its result file of this run. A failed peer run is told, not fatal:
+    its missing figures leave the ratios empty."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
+    command = [str(PEER_PYTHON), "-m", "bench.peer.ledger", "--n", str(n), "--run-id", run]
+    command += [f"--phase={phase}" for phase in phases]
+    completed = subprocess.run(command, cwd=PROJECT_DIR, env=env, timeout=PEER_TIMEOUT_S)
+    if completed.returncode != 0:
+        print(f"  peer {', '.join(phases)}: exit {completed.returncode}, its figures are not figures", flush=True)
+
+
+def peer_measured(*, n: int, run: str) -> dict:
+    """The peer baseline from the peer's result file of this run: a workload's figure only where
+    the peer ran it in this run and its checks passed (None otherwise: no ratio)."""
+    path = RESULTS_DIR / f"{results_name('ledger-peer', n)}.json"
+    payload = json.loads(path.read_text()) if path.exists() else {}
+    peer_meta = payload.get("meta", {})
+    results = payload.get("results", {}) if peer_meta.get("run_id") == run else {}
+
+    def figure(name: str, key: str) -> float | None:
+        x = results.get(name)
+        return x[key] if x and x["checks"]["all_passed"] else None
+
+    return {
+        "source": f"{peer_meta.get('peer', 'the peer')} measured in this run ({path.relative_to(PROJECT_DIR)})",
+        **{baseline: figure(name, key) for name, key, baseline, _, _ in VERSUS_PEER},
+        "load_average_by_phase": peer_meta.get("load_average_by_phase", {}) if results else {},
+    }
+
+
 # --- report --------------------------------------------------------------------------------------
 
 
@@ -485,47 +452,59 @@ def ratio(value: float | None, baseline: float | None) -> float | None:
     return round(value / baseline, 2)
 
 
+def valid(result: dict, value: float) -> float | None:
+    # Figures from a phase whose checks failed are not figures.
+    return value if result["checks"]["all_passed"] else None
+
+
 def build_targets(results: dict, peer: dict) -> list[dict]:
-    w1s, w1c, w2, w3, w4 = (results[k] for k in ("W1_single", "W1_concurrent", "W2", "W3", "W4"))
-
-    def valid(result: dict, value: float) -> float | None:
-        # Figures from a phase whose checks failed are not figures.
-        return value if result["checks"]["all_passed"] else None
-
+    w2, w4 = results["W2"], results["W4"]
     first, _, last = w2["ok_per_s_by_third_of_ok_window"]
+    versus_peer = [
+        {
+            **target(
+                f"{name}_vs_peer",
+                ratio(valid(results[name], results[name][key]), peer[baseline]),
+                unit=f"x peer {unit}",
+                target=required,
+            ),
+            "baseline": peer["source"],
+        }
+        for name, key, baseline, unit, required in VERSUS_PEER
+    ]
     return [
-        target(
-            "W1_single_vs_peer",
-            ratio(valid(w1s, w1s["ok_per_s"]), peer["W1_single_per_s"]),
-            unit="x peer transfers/s",
-            target=2,
-        ),
-        target(
-            "W1_concurrent_vs_peer",
-            ratio(valid(w1c, w1c["ok_per_s"]), peer["W1_concurrent_per_s"]),
-            unit="x peer transfers/s",
-            target=2,
-        ),
-        target(
-            "W2_vs_peer",
-            ratio(valid(w2, w2["attempts_per_s"]), peer["W2_attempts_per_s"]),
-            unit="x peer attempts/s",
-            target=10,
-        ),
+        *versus_peer,
         target(
             "W2_no_decay",
             ratio(valid(w2, last), first),
             unit="successes/s, last third / first third of the successes' window",
             target=0.8,
         ),
-        target(
-            "W3_vs_peer",
-            ratio(valid(w3, w3["reads_per_s"]), peer["W3_reads_per_s"]),
-            unit="x peer reads/s",
-            target=10,
-        ),
         target("W4_batched", valid(w4, w4["ok_per_s"]), unit="transfers/s", target=10_000),
     ]
+
+
+def format_versus_peer(payload: dict) -> str:
+    """Ours and the peer's figure per workload, side by side, with the 1-minute load average at
+    each phase's start (the peer's published midpoints have none)."""
+    results, peer = payload["results"], payload["peer"]
+    ours_load = payload["meta"]["load_average_by_phase"]
+    peer_load = peer.get("load_average_by_phase", {})
+    rows = [
+        (
+            name,
+            unit,
+            valid(results[name], results[name][key]),
+            peer[baseline],
+            ratio(valid(results[name], results[name][key]), peer[baseline]),
+            ours_load.get(name, [None])[0],
+            peer_load.get(name, [None])[0],
+        )
+        for name, key, baseline, unit, _ in VERSUS_PEER
+    ]
+    rows.append(("W4", "transfers/s", valid(results["W4"], results["W4"]["ok_per_s"]), None, None, None, None))
+    headers = ["workload", "figure", "ours", "peer", "ours/peer", "load ours", "load peer"]
+    return format_table(headers, rows) + "\n(the peer has no batch API: W4 has no peer figure)"
 
 
 def print_report(payload: dict) -> None:
@@ -537,60 +516,30 @@ def print_report(payload: dict) -> None:
         f"pg_test_fsync fdatasync={'n/a' if fsync is None else f'{fsync:,.0f} ops/s'}  "
         f"PostgreSQL {m['postgres']}  commit {m['git_commit']}"
     )
-    rows = []
-    for name in ("W1_single", "W1_concurrent", "W2", "W4"):
-        x = r[name]
-        rows.append(
-            (
-                name,
-                x["workers"],
-                x["attempts"],
-                x["ok"],
-                x["refused"],
-                x["errors"],
-                x["wall_s"],
-                x["attempts_per_s"],
-                x["ok_per_s"],
-                x["latency_all"]["p50_ms"],
-                x["latency_all"]["p99_ms"],
-                " / ".join(f"{v:,.0f}" for v in x["ok_per_s_by_third"]),
-                "pass" if x["checks"]["all_passed"] else "FAIL",
-            )
-        )
-    w3 = r["W3"]
-    rows.append(
-        (
-            "W3 (reads)",
-            1,
-            w3["reads"],
-            w3["reads"] - w3["wrong_balances"],
-            0,
-            w3["wrong_balances"],
-            w3["wall_s"],
-            w3["reads_per_s"],
-            w3["reads_per_s"],
-            w3["latency"]["p50_ms"],
-            w3["latency"]["p99_ms"],
-            "",
-            "pass" if w3["checks"]["all_passed"] else "FAIL",
-        )
-    )
-    headers = ["workload", "procs", "attempts", "ok", "refused", "errors", "wall s", "att/s", "ok/s"]
-    headers += ["p50 ms", "p99 ms", "ok/s by third", "checks"]
-    print(format_table(headers, rows))
+    print(format_results(r, transfers=("W1_single", "W1_concurrent", "W2", "W4")))
     print(f"(W4 latency is per call of {BATCH:,} transfers; replaying one W4 batch posted {r['W4']['replay_posted']})")
     print()
     print(f"Peer baseline: {payload['peer']['source']}")
+    print(format_versus_peer(payload))
+    print()
     print(format_targets(payload["targets"]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=N, help="transfers per workload (the spec's is 20000; less: smoke)")
+    parser.add_argument(
+        "--peer",
+        action="store_true",
+        help="also run django-hordak through W1-W3 in this run, each right after ours, and take the ratios from it "
+        "(needs .venv-peer: make bench-ledger PEER=1)",
+    )
     args = parser.parse_args(argv)
     n = args.n
     if n <= 0 or n % ACCOUNTS:
         parser.error(f"--n must be a positive multiple of {ACCOUNTS}")
+    if args.peer and not PEER_PYTHON.exists():
+        parser.error(f"--peer needs the peer's virtualenv {PEER_PYTHON}: make bench-ledger PEER=1 creates it")
     run = uuid.uuid4().hex[:8]
     call_command("migrate", verbosity=0)  # as the other benchmarks: a fresh database works too
 
@@ -603,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         synchronous_commit = cursor.fetchone()[0]
         cursor.execute("SHOW fsync")
         fsync_setting = cursor.fetchone()[0]
+    loads: dict[str, list[float]] = {}
     run_meta = meta(
         postgres_version=postgres,
         fsync_rate=fsync,
@@ -610,27 +560,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         synchronous_commit=synchronous_commit,
         fsync=fsync_setting,
         run_id=run,
+        load_average_by_phase=loads,
     )
     print(f"cpus={run_meta['cpus']}  fdatasync={fsync} ops/s  PostgreSQL {postgres}", flush=True)
 
+    # With --peer, the peer runs each workload right after ours: the two figures of a ratio are
+    # neighbours in time on this shared machine, as in bench/ab.py.
     results: dict = {}
     print("W1 single process …", flush=True)
+    loads["W1_single"] = load_average()
     results["W1_single"], _ = workload_w1(run, phase="W1s", workers=1, n=n)
     print_checks("W1_single", results["W1_single"]["checks"])
+    if args.peer:
+        peer_phases_run(n=n, run=run, phases=["W1_single"])
     print(f"W1 {WORKERS} processes …", flush=True)
+    loads["W1_concurrent"] = load_average()
     results["W1_concurrent"], w1_books = workload_w1(run, phase="W1c", workers=WORKERS, n=n)
     print_checks("W1_concurrent", results["W1_concurrent"]["checks"])
     print("W3 balance reads …", flush=True)
+    loads["W3"] = load_average()
     results["W3"] = workload_w3(w1_books, n=n)
     print_checks("W3", results["W3"]["checks"])
+    if args.peer:
+        peer_phases_run(n=n, run=run, phases=["W1_concurrent", "W3"])
     print(f"W2 hot no-overdraft account, {WORKERS} processes …", flush=True)
+    loads["W2"] = load_average()
     results["W2"] = workload_w2(run, n=n)
     print_checks("W2", results["W2"]["checks"])
+    if args.peer:
+        peer_phases_run(n=n, run=run, phases=["W2"])
     print(f"W4 batched, {BATCH:,} per transaction …", flush=True)
+    loads["W4"] = load_average()
     results["W4"] = workload_w4(run, n=n)
     print_checks("W4", results["W4"]["checks"])
+    run_meta["load_average_at_end"] = load_average()
 
-    peer = PEER_SPEC_MIDPOINTS
+    peer = peer_measured(n=n, run=run) if args.peer else PEER_SPEC_MIDPOINTS
     payload = {
         "n": n,
         "meta": run_meta,
@@ -639,11 +604,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "targets": build_targets(results, peer),
         "all_checks_passed": all(x["checks"]["all_passed"] for x in results.values()),
     }
-    path = write_results("ledger" if n == N else "ledger-smoke", payload)
+    path = write_results(results_name("ledger", n), payload)
     print_report(payload)
-    print(f"\nWritten {path.relative_to(path.parent.parent)}", flush=True)
+    print(f"\nWritten {path.relative_to(PROJECT_DIR)}", flush=True)
     if not payload["all_checks_passed"]:
         print("SOME CHECKS FAILED: the figures above are not valid.", file=sys.stderr)
+        return 1
+    if args.peer and any(peer[baseline] is None for _, _, baseline, _, _ in VERSUS_PEER):
+        print("The peer's run failed or its checks did: the ratios to it are missing.", file=sys.stderr)
         return 1
     return 0
 
