@@ -24,14 +24,14 @@ the notice outbox retries it (at least once), never the sender.
 import json
 import logging
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Protocol
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+
+from core.http import HttpUnreachable, http_call
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +107,19 @@ class CloudApiSender:
             raise ImproperlyConfigured("Set WHATSAPP_ACCESS_TOKEN and WHATSAPP_PHONE_NUMBER_ID to send WhatsApp.")
 
     def send_template(self, message: TemplateMessage) -> str:
-        request = urllib.request.Request(  # noqa: S310 - base_url comes from settings, https in production
-            f"{self.base_url}/{self.version}/{self.phone_number_id}/messages",
-            data=json.dumps(message_body(message)).encode(),
-            method="POST",
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise _error(exc.code, exc.read()) from exc
-        except (TimeoutError, OSError) as exc:  # URLError is an OSError: refused, reset, DNS
+            answer = http_call(
+                method="POST",
+                url=f"{self.base_url}/{self.version}/{self.phone_number_id}/messages",
+                body=json.dumps(message_body(message)).encode(),
+                headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+                timeout=self.timeout,
+            )
+        except HttpUnreachable as exc:
             raise WhatsAppSendError(f"WhatsApp unreachable: {exc}", code="connection", retryable=True) from exc
+        if answer.status >= 400:
+            raise _error(answer.status, answer.body)
+        raw = answer.body
         try:
             return str(json.loads(raw)["messages"][0]["id"])
         except (ValueError, KeyError, IndexError, TypeError) as exc:

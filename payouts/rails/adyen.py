@@ -32,15 +32,14 @@ connections raise ``RetryableRailError``; 400/404/422 with Adyen's problem body
 
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from core.http import HttpUnreachable, http_call
 from payouts.rails.base import (
     SEPA_COUNTRIES,
     Capabilities,
@@ -156,31 +155,24 @@ class AdyenTransfersRail(Rail):
         headers = {"X-API-Key": self.api_key, "Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Idempotency-Key"] = key
-        request = urllib.request.Request(  # noqa: S310 - base_url comes from settings, https in production
-            self.base_url + path,
-            data=json.dumps(payload).encode() if payload is not None else None,
-            method=method,
-            headers=headers,
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            self._raise_for_status(exc.code, exc.read(), method, path)
-        except urllib.error.URLError as exc:
+            answer = http_call(
+                method=method,
+                url=self.base_url + path,
+                body=json.dumps(payload).encode() if payload is not None else None,
+                headers=headers,
+                timeout=self.timeout,
+            )
+        except HttpUnreachable as exc:
+            unknown = "; the outcome is unknown" if exc.timed_out else ""
             raise RetryableRailError(
-                f"Adyen unreachable ({exc.reason}) on {method} {path}.", rail_code="connection"
+                f"Adyen unreachable on {method} {path} ({exc}){unknown}.",
+                rail_code="timeout" if exc.timed_out else "connection",
             ) from exc
-        except TimeoutError as exc:
-            raise RetryableRailError(
-                f"Adyen timed out on {method} {path}; the outcome is unknown.", rail_code="timeout"
-            ) from exc
-        except OSError as exc:
-            raise RetryableRailError(
-                f"Connection to Adyen failed on {method} {path}: {exc}.", rail_code="connection"
-            ) from exc
+        if answer.status >= 400:
+            self._raise_for_status(answer.status, answer.body, method, path)
         try:
-            return json.loads(body) if body else None
+            return json.loads(answer.body) if answer.body else None
         except ValueError as exc:
             raise RetryableRailError(
                 f"Adyen sent a body that is not JSON on {method} {path}.", rail_code="bad_response"

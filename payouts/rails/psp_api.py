@@ -31,8 +31,6 @@ connections raise ``RetryableRailError``; 400/404/422 with Wise's ``{"errors": [
 import base64
 import binascii
 import json
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from django.core.exceptions import ImproperlyConfigured
 
 from core.exceptions import InvalidInput
+from core.http import HttpUnreachable, http_call
 from core.money import minor_to_decimal
 from payouts.rails import get_rail
 from payouts.rails.base import (
@@ -200,35 +199,28 @@ class WiseRail(Rail):
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, payload: dict | None = None) -> Any:
-        request = urllib.request.Request(  # noqa: S310 - base_url comes from settings, https in production
-            self.base_url + path,
-            data=_json_dumps(payload) if payload is not None else None,
-            method=method,
-            headers={
-                "Authorization": f"Bearer {self.api_token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            self._raise_for_status(exc.code, exc.read(), method, path)
-        except urllib.error.URLError as exc:
+            answer = http_call(
+                method=method,
+                url=self.base_url + path,
+                body=_json_dumps(payload) if payload is not None else None,
+                headers={
+                    "Authorization": f"Bearer {self.api_token}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                },
+                timeout=self.timeout,
+            )
+        except HttpUnreachable as exc:
+            unknown = "; the outcome is unknown" if exc.timed_out else ""
             raise RetryableRailError(
-                f"Wise unreachable ({exc.reason}) on {method} {path}.", rail_code="connection"
+                f"Wise unreachable on {method} {path} ({exc}){unknown}.",
+                rail_code="timeout" if exc.timed_out else "connection",
             ) from exc
-        except TimeoutError as exc:
-            raise RetryableRailError(
-                f"Wise timed out on {method} {path}; the outcome is unknown.", rail_code="timeout"
-            ) from exc
-        except OSError as exc:
-            raise RetryableRailError(
-                f"Connection to Wise failed on {method} {path}: {exc}.", rail_code="connection"
-            ) from exc
+        if answer.status >= 400:
+            self._raise_for_status(answer.status, answer.body, method, path)
         try:
-            return json.loads(body, parse_float=Decimal) if body else None
+            return json.loads(answer.body, parse_float=Decimal) if answer.body else None
         except ValueError as exc:
             raise RetryableRailError(
                 f"Wise sent a body that is not JSON on {method} {path}.", rail_code="bad_response"

@@ -27,8 +27,6 @@ with these details.
 """
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
@@ -39,6 +37,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from core.exceptions import InvalidInput
+from core.http import HttpUnreachable, http_call
 from payouts.rails.base import PayeeMatch, RetryableRailError, VerifyPayeeResult
 from recipients.normalise import iban_normalise
 
@@ -110,30 +109,31 @@ class EpcVopClient(VopProvider):
         }
         if self.api_token:
             headers["Authorization"] = f"Bearer {self.api_token}"
-        request = urllib.request.Request(  # noqa: S310 - the URL comes from settings, https in production
-            self.url, data=json.dumps(body).encode(), method="POST", headers=headers
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                echoed, raw = response.headers.get("X-Request-ID"), response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code >= 500 or exc.code in _RETRYABLE_HTTP:
-                raise RetryableRailError(f"The VoP service answered {exc.code}.", rail_code=f"vop_http_{exc.code}")
-            return VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            answer = http_call(
+                method="POST", url=self.url, body=json.dumps(body).encode(), headers=headers, timeout=self.timeout
+            )
+        except HttpUnreachable as exc:
             raise RetryableRailError(f"The VoP service could not be asked: {exc}.", rail_code="vop_connection") from exc
+        if answer.status >= 400:
+            if answer.status >= 500 or answer.status in _RETRYABLE_HTTP:
+                raise RetryableRailError(
+                    f"The VoP service answered {answer.status}.", rail_code=f"vop_http_{answer.status}"
+                )
+            return VerifyPayeeResult(outcome=PayeeMatch.NOT_POSSIBLE)
+        echoed = answer.headers.get("X-Request-ID")
         try:
-            answer = json.loads(raw)
+            result = json.loads(answer.body)
         except ValueError as exc:
             raise RetryableRailError(
                 "The VoP service sent a body that is not JSON.", rail_code="vop_bad_response"
             ) from exc
-        if echoed != request_id or not isinstance(answer, dict) or answer.get("partyNameMatch") not in EPC_RESULTS:
+        if echoed != request_id or not isinstance(result, dict) or result.get("partyNameMatch") not in EPC_RESULTS:
             raise RetryableRailError(
                 "The VoP service sent an answer that is not for this request.", rail_code="vop_bad_response"
             )
-        outcome = EPC_RESULTS[answer["partyNameMatch"]]
-        suggested = (answer.get("matchedName") or "").strip() if outcome == PayeeMatch.CLOSE_MATCH else ""
+        outcome = EPC_RESULTS[result["partyNameMatch"]]
+        suggested = (result.get("matchedName") or "").strip() if outcome == PayeeMatch.CLOSE_MATCH else ""
         return VerifyPayeeResult(outcome=outcome, suggested_name=suggested[:140] or None)
 
 
