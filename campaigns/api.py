@@ -20,7 +20,7 @@ from campaigns.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from campaigns.selectors import campaigns_with_budget, event_with_campaign_and_reward
+from campaigns.selectors import campaigns_with_budget
 from campaigns.serializers import (
     BalancesSerializer,
     BulkEventsSerializer,
@@ -247,7 +247,7 @@ class EventListView(BrandListAPIView):
         # rebuilding their fields on every request. Raises ValidationError as is_valid() would.
         data = reused(EventInputSerializer).run_validation(request.data)
         result = event_ingest(brand=self.brand, payload=_event_input(data))
-        event = event_with_campaign_and_reward(event_id=result.event.pk)
+        event = result.event  # with its campaign and reward, as stored: nothing to read again
         return Response(
             {"event": reused(EventSerializer).to_representation(event), "replayed": result.replayed},
             status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, QuerySet
 
-from campaigns.models import BrandMembership, Campaign, Reward, RewardStatus, TriggerEvent
+from campaigns.models import BrandMembership, Campaign, Reward, RewardStatus
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,3 @@ def review_queue(*, brand=None) -> QuerySet[Reward]:
 def brands_for_user(*, user) -> list[tuple[int, str]]:
     """(brand id, role) of every brand the user belongs to."""
     return list(BrandMembership.objects.filter(user=user).values_list("brand_id", "role"))
-
-
-def event_with_campaign_and_reward(*, event_id: int) -> TriggerEvent:
-    """The event with its campaign and reward loaded (``event.reward`` raises Reward.DoesNotExist
-    when there is none): the answer to every event POST."""
-    return TriggerEvent.objects.select_related("campaign", "reward").get(pk=event_id)

@@ -216,14 +216,13 @@ def _ingest_prepared(*, brand, prepared: dict[int, PreparedEvent]) -> list[Inges
 
 
 def stored_events(brand, external_ids: list[str]) -> dict[str, TriggerEvent]:
-    """The brand's stored events among ``external_ids``, with their rewards: the one way to ask
-    whether an event is stored already."""
-    if not external_ids:
+    """The brand's stored events among ``external_ids``, with their campaigns and rewards: the one
+    way to ask whether an event is stored already. Asked by id first: nearly every event is new,
+    and a replay's rows are only read when there is one."""
+    wanted = TriggerEvent.objects.filter(brand=brand, external_id__in=set(external_ids))
+    if not external_ids or not wanted.exists():
         return {}
-    return {
-        e.external_id: e
-        for e in TriggerEvent.objects.filter(brand=brand, external_id__in=set(external_ids)).select_related("reward")
-    }
+    return {e.external_id: e for e in wanted.select_related("campaign", "reward")}
 
 
 def _chunk(*, brand, chunk: list[int], prepared, contexts, results: dict[int, IngestResult]) -> None:

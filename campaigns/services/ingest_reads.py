@@ -32,9 +32,10 @@ def campaign_context(brand, slug: str) -> CampaignContext:
     """The brand's campaign ``slug`` with its brand, budget account and active rules, and the
     smallest reservation any of them makes (what an automatic pause compares the budget with).
     Raises NotFound."""
-    campaign = Campaign.objects.select_related("brand", "budget_account").filter(brand=brand, slug=slug).first()
+    campaign = Campaign.objects.select_related("budget_account").filter(brand=brand, slug=slug).first()
     if campaign is None:
         raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
+    campaign.brand = brand  # the caller's, which the filter matched
     rules = list(RewardRule.objects.filter(campaign=campaign, is_active=True).order_by("id"))
     for rule in rules:
         rule.campaign = campaign
