@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.bulk import rows_insert
 from core.exceptions import CurrencyMismatch, HoldNotPending, IdempotencyConflict, InactiveAccount, InvalidInput
 from reconciliation.db import constraint_name, ledger_error_from
 from reconciliation.models import Account, AccountKind, Hold, HoldStatus
@@ -92,7 +93,8 @@ def _holds_insert(account: Account, holds: Sequence[HoldSpec]) -> list[Hold]:
                 details={"hold_id": hold.pk},
             )
     now = timezone.now()
-    new = Hold.objects.bulk_create(
+    new = rows_insert(
+        Hold,
         [
             Hold(
                 idempotency_key=spec.idempotency_key,
@@ -107,7 +109,7 @@ def _holds_insert(account: Account, holds: Sequence[HoldSpec]) -> list[Hold]:
             )
             for spec in holds
             if spec.idempotency_key not in existing
-        ]
+        ],
     )
     created = iter(new)
     return [existing.get(spec.idempotency_key) or next(created) for spec in holds]

@@ -1,6 +1,6 @@
-"""``core.bulk``: COPY-based inserts store exactly what ``bulk_create`` stores (defaults, JSON,
-choices, auto timestamps, a parent saved after it was set), and a refused row is an
-IntegrityError that keeps nothing."""
+"""``core.bulk``: inserts (one INSERT for a few rows, COPY for more) store exactly what
+``bulk_create`` stores (defaults, JSON, choices, auto timestamps, a parent saved after it was
+set) and a refused row is an IntegrityError that keeps nothing."""
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -11,14 +11,16 @@ from tests.recipients.factories import people_brand
 
 pytestmark = pytest.mark.django_db
 
-N = COPY_FROM + 4  # enough to take the COPY path on PostgreSQL
+# Both write paths on PostgreSQL: one INSERT below COPY_FROM rows, COPY from there.
+SIZES = pytest.mark.parametrize("N", [COPY_FROM - 1, COPY_FROM + 4], ids=["insert", "copy"])
 
 
 def stored(model, ids, fields):
     return [tuple(row) for row in model.objects.filter(pk__in=ids).order_by("pk").values_list(*fields)]
 
 
-def test_rows_insert_sets_ids_and_stores_what_bulk_create_stores():
+@SIZES
+def test_rows_insert_sets_ids_and_stores_what_bulk_create_stores(N):
     by_copy = rows_insert(Person, [Person(display_name=f"P{i}", created_source="api") for i in range(N)])
     by_orm = Person.objects.bulk_create([Person(display_name=f"P{i}", created_source="api") for i in range(N)])
 
@@ -29,7 +31,8 @@ def test_rows_insert_sets_ids_and_stores_what_bulk_create_stores():
     assert not by_copy[0]._state.adding
 
 
-def test_rows_insert_without_keys_fills_model_defaults_json_and_choices():
+@SIZES
+def test_rows_insert_without_keys_fills_model_defaults_json_and_choices(N):
     person = Person.objects.create(display_name="Ann")
     rows_insert(
         PersonEvent,
@@ -46,7 +49,8 @@ def test_rows_insert_without_keys_fills_model_defaults_json_and_choices():
     assert all(e.created_at is not None for e in events)
 
 
-def test_rows_insert_takes_a_parent_saved_after_it_was_set():
+@SIZES
+def test_rows_insert_takes_a_parent_saved_after_it_was_set(N):
     people = [Person(display_name=f"P{i}") for i in range(N)]
     identifiers = [
         Identifier(person=p, kind=IdentifierKind.EMAIL, value=f"p{i}@example.com") for i, p in enumerate(people)
@@ -59,7 +63,8 @@ def test_rows_insert_takes_a_parent_saved_after_it_was_set():
     assert stored_pairs == {(p.pk, f"p{i}@example.com") for i, p in enumerate(people)}
 
 
-def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing():
+@SIZES
+def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing(N):
     brand = people_brand()
     person = Person.objects.create(brand=brand, display_name="Ann")
     Identifier.objects.create(person=person, brand=brand, kind=IdentifierKind.EMAIL, value="taken@example.com")
