@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from campaigns.models import ApiKey, ApiScope, Brand, BrandStatus
+from core.bulk import joined_models
 from core.exceptions import InvalidInput, PermissionDenied
 
 TOKEN_PREFIX = "jbk_"  # noqa: S105 - the public part of every key, not a secret
@@ -75,7 +76,15 @@ def api_key_authenticate(*, token: str) -> ApiKey | None:
     prefix, sep, secret = token[len(TOKEN_PREFIX) :].partition("_")
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
-    key = ApiKey.objects.select_related("brand").filter(prefix=prefix).first()
+    found = joined_models(
+        ((ApiKey, "k"), (Brand, "b")),
+        f"FROM {ApiKey._meta.db_table} k JOIN {Brand._meta.db_table} b ON b.id = k.brand_id WHERE k.prefix = %s",  # noqa: S608
+        [prefix],
+    )
+    key = None
+    if found:
+        key, brand = found[0]
+        key.brand = brand
     if key is None or key.revoked_at is not None:
         return None
     if not hmac.compare_digest(key.secret_hash, _hash(secret)):

@@ -23,20 +23,28 @@ from campaigns.locks import tally_lock_parse, tally_lock_statement
 from campaigns.models import Campaign, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
 from campaigns.services.ingest_types import CampaignContext, Item
-from core.bulk import Read
+from core.bulk import Read, joined_models
 from core.exceptions import NotFound
 from recipients.selectors import people_sharing_iban_counts, people_sharing_iban_statement
+from reconciliation.models import Account
 
 
 def campaign_context(brand, slug: str) -> CampaignContext:
     """The brand's campaign ``slug`` with its brand, budget account and active rules, and the
     smallest reservation any of them makes (what an automatic pause compares the budget with).
     Raises NotFound."""
-    campaign = Campaign.objects.select_related("budget_account").filter(brand=brand, slug=slug).first()
-    if campaign is None:
+    rows = joined_models(
+        _CONTEXT,
+        f"FROM {Campaign._meta.db_table} c JOIN {Account._meta.db_table} a ON a.id = c.budget_account_id "  # noqa: S608
+        f"LEFT JOIN {RewardRule._meta.db_table} r ON r.campaign_id = c.id AND r.is_active "
+        "WHERE c.brand_id = %s AND c.slug = %s ORDER BY r.id",
+        [brand.pk, slug],
+    )
+    if not rows:
         raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
-    campaign.brand = brand  # the caller's, which the filter matched
-    rules = list(RewardRule.objects.filter(campaign=campaign, is_active=True).order_by("id"))
+    campaign, account, _ = rows[0]
+    campaign.brand, campaign.budget_account = brand, account  # the caller's brand, which the filter matched
+    rules = [rule for _, _, rule in rows if rule is not None]
     for rule in rules:
         rule.campaign = campaign
     smallest = min(
@@ -48,6 +56,9 @@ def campaign_context(brand, slug: str) -> CampaignContext:
         default=None,
     )
     return CampaignContext(campaign=campaign, rules=rules, smallest_reservation=smallest)
+
+
+_CONTEXT = ((Campaign, "c"), (Account, "a"), (RewardRule, "r"))
 
 
 @dataclass

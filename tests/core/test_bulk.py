@@ -1,11 +1,13 @@
 """``core.bulk``: inserts (one INSERT for a few rows, COPY for more) store exactly what
 ``bulk_create`` stores (defaults, JSON, choices, auto timestamps, a parent saved after it was
-set) and a refused row is an IntegrityError that keeps nothing."""
+set), a refused row is an IntegrityError that keeps nothing, and ``joined_models`` builds the
+instances the ORM builds."""
 
 import pytest
 from django.db import IntegrityError, transaction
 
-from core.bulk import COPY_FROM, rows_insert
+from campaigns.models import Brand
+from core.bulk import COPY_FROM, joined_models, rows_insert
 from recipients.models import Identifier, IdentifierKind, Person, PersonEvent, PersonEventKind
 from tests.recipients.factories import people_brand
 
@@ -75,3 +77,28 @@ def test_a_refused_copy_is_an_integrity_error_and_keeps_nothing(N):
         rows_insert(Identifier, rows, keys=False)
 
     assert list(Identifier.objects.filter(person=person).values_list("value", flat=True)) == ["taken@example.com"]
+
+
+def test_joined_models_builds_what_the_orm_builds_and_none_where_a_left_join_found_nothing():
+    brand = people_brand()
+    ann = Person.objects.create(brand=brand, display_name="Ann", preferred_language="it")
+    bob = Person.objects.create(brand=brand, display_name="Bob")
+    Identifier.objects.create(person=ann, brand=brand, kind=IdentifierKind.EMAIL, value="ann@example.com")
+    PersonEvent.objects.create(person=ann, kind=PersonEventKind.IBAN_SET, detail={"n": 1, "nested": [True]})
+
+    rows = joined_models(
+        ((Person, "p"), (Brand, "b"), (PersonEvent, "e")),
+        f"FROM {Person._meta.db_table} p JOIN {Brand._meta.db_table} b ON b.id = p.brand_id "  # noqa: S608
+        f"LEFT JOIN {PersonEvent._meta.db_table} e ON e.person_id = p.id WHERE p.brand_id = %s ORDER BY p.id",
+        [brand.pk],
+    )
+
+    assert [(p.pk, b.pk) for p, b, _ in rows] == [(ann.pk, brand.pk), (bob.pk, brand.pk)]
+    (got_ann, got_brand, event), (got_bob, _, no_event) = rows
+    assert no_event is None
+    orm_ann = Person.objects.get(pk=ann.pk)
+    fields = [f.attname for f in Person._meta.concrete_fields]
+    assert [getattr(got_ann, f) for f in fields] == [getattr(orm_ann, f) for f in fields]  # datetimes, choices
+    assert event.detail == {"n": 1, "nested": [True]}  # JSON decoded by the field's converter
+    assert got_brand.name == Brand.objects.get(pk=brand.pk).name
+    assert not got_ann._state.adding and got_bob._state.db == "default"
