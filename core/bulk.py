@@ -1,17 +1,15 @@
-"""The ingestion's measured speed tricks, fenced here (STYLE 15); everything else is the ORM.
+"""The ingestion's three measured speed tricks, fenced here (STYLE 15); everything else is the ORM.
 
-``rows_insert``: the new rows of one table in one statement. For a thousand rows of a dozen
-columns, ``bulk_create`` spends longer preparing each value in Python and quoting it into one
-statement than the database spends storing it; COPY streams the rows with the driver's own
-adaptation and no SQL text. Below ``COPY_FROM`` rows (a single event's) one plain INSERT …
-RETURNING with the same prepared values, because ``bulk_create``'s compiling of a wide model
-costs more than the row. Row triggers and constraints run exactly as for INSERT, so nothing the
-database enforces is bypassed. Only for plain models: no multi-table inheritance, an integer
-auto primary key, and values that are already what the column stores (``pre_save`` runs, so
-``auto_now_add`` works; JSON fields are serialised here). Signals are not sent, as with
-``bulk_create``; on other databases it is ``bulk_create``. Measured (A/B in one run, bench.ab
---n 2000, best of three, on a shared machine): with ``bulk_create`` instead, bulk fell to 0.71x
-and bulk_2 to 0.30x.
+``rows_insert``: the new rows of one table in one statement — COPY on PostgreSQL once a batch is
+big enough, ``bulk_create`` otherwise. For a thousand rows of a dozen columns, ``bulk_create``
+spends longer preparing each value in Python and quoting it into one statement than the database
+spends storing it; COPY streams the rows with the driver's own adaptation and no SQL text. Row
+triggers and constraints run exactly as for INSERT, so nothing the database enforces is
+bypassed. Only for plain models: no multi-table inheritance, an integer auto primary key, and
+values that are already what the column stores (``pre_save`` runs, so ``auto_now_add`` works;
+JSON fields are serialised here). Signals are not sent, as with ``bulk_create``. Measured (A/B in
+one run, bench.ab --n 2000, best of three, on a shared machine): with ``bulk_create`` instead,
+bulk fell to 0.71x and bulk_2 to 0.30x.
 
 ``queries_run``: a batch's reads (ORM QuerySets, or SQL of the lock module) sent to PostgreSQL
 at once in psycopg's pipeline mode, each a server-side prepared statement: one round trip, each
@@ -24,7 +22,11 @@ callers) fell to 0.62x, the other phases within noise (single_1 1.03x, single_8 
 ``joined_models``: the two reads every request makes before anything else (the API key with its
 brand; the campaign with its budget account and active rules) as one hand-joined SELECT whose
 rows become instances as the ORM builds them (``Model.from_db`` after the fields' converters).
-Measured: see the commit that follows this one.
+The ORM spent more Python compiling those wide models' queries than PostgreSQL spent answering
+them. Measured (A/B in one run, bench.ab --n 2000 --api 2000, best of two, against the same code
+reading through ``select_related`` and a second query): single_1 1.26x, single_8 1.13x, bulk
+1.19x, api single 1.09x. A plain INSERT instead of ``bulk_create`` for a single event's rows was
+tried the same way and dropped: single_1 1.04x, single_8 0.83x.
 """
 
 import enum
@@ -50,78 +52,45 @@ def rows_insert(model: type[M], objs: Sequence[M], *, keys: bool = True) -> list
     are set; without, the database numbers rows nobody refers to in the same breath (audit rows).
     Raises IntegrityError (and the other database errors) as ``bulk_create`` does."""
     objs = list(objs)
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or len(objs) < COPY_FROM:
         return model.objects.bulk_create(objs)
-    if not objs:
-        return objs
     meta = model._meta
     fields = [f for f in meta.concrete_fields if f is not meta.pk]
-    _parents_taken(meta, objs)
-    table = connection.ops.quote_name(meta.db_table)
+    if keys:
+        fields.insert(0, meta.pk)
+    for obj in objs:
+        obj._prepare_related_fields_for_save(operation_name="bulk_create")  # a parent saved since it was set
     with connection.cursor() as cursor:
-        if len(objs) < COPY_FROM:
-            columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-            returning = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if keys else ""
+        if keys:
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}{returning}",  # noqa: S608
-                [value for values in _rows(fields, objs) for value in values],
+                "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                [meta.db_table, meta.pk.column, len(objs)],
             )
-            if keys:
-                for obj, (pk_value,) in zip(objs, cursor.fetchall(), strict=True):
-                    setattr(obj, meta.pk.attname, pk_value)
-        else:
-            if keys:
-                cursor.execute(
-                    "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                    [meta.db_table, meta.pk.column, len(objs)],
-                )
-                for obj, (pk_value,) in zip(objs, cursor.fetchall(), strict=True):
-                    setattr(obj, meta.pk.attname, pk_value)
-                fields.insert(0, meta.pk)
-            columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-            # The raw driver cursor, so errors are wrapped by hand: callers catch IntegrityError.
-            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for values in _rows(fields, objs):
-                    copy.write_row(values)
+            for obj, (pk_value,) in zip(objs, cursor.fetchall(), strict=True):
+                setattr(obj, meta.pk.attname, pk_value)
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        # One attrgetter for every column, then only the columns that need more: the fields whose
+        # pre_save computes (auto_now_add) and the JSON ones.
+        read = operator.attrgetter(*(f.attname for f in fields))
+        computed = [(at, f) for at, f in enumerate(fields) if _pre_save_computes(f)]
+        json_at = [(at, _dumps(f)) for at, f in enumerate(fields) if isinstance(f, models.JSONField)]
+        table = connection.ops.quote_name(meta.db_table)
+        # The raw driver cursor, so errors are wrapped by hand: callers catch IntegrityError.
+        with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for obj in objs:
+                values = read(obj)
+                # A TextChoices member as itself would be written by its name: its value is.
+                row = [_plain(v) for v in (values if len(fields) > 1 else (values,))]
+                for at, field in computed:
+                    row[at] = _plain(field.pre_save(obj, add=True))
+                for at, dumps in json_at:
+                    if row[at] is not None:
+                        row[at] = Jsonb(row[at], dumps=dumps)
+                copy.write_row(row)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = "default"
     return objs
-
-
-def _parents_taken(meta, objs: Sequence[models.Model]) -> None:
-    """A parent set on an object before the parent was saved left the foreign key empty: take
-    its key now, as ``bulk_create`` does."""
-    relations = [f for f in meta.concrete_fields if f.is_relation]
-    for obj in objs:
-        for field in relations:
-            if getattr(obj, field.attname) is None:
-                parent = field.get_cached_value(obj, None)
-                if parent is not None and parent.pk is not None:
-                    setattr(obj, field.attname, parent.pk)
-
-
-def _rows(fields: list[models.Field], objs: Sequence[models.Model]):
-    """Each object's values for ``fields`` as the column takes them: one attrgetter for every
-    column, then only the columns that need more — the fields whose ``pre_save`` computes
-    (auto_now_add), the JSON ones, and those with choices (a TextChoices member as itself would
-    be written by its name: its value is)."""
-    read = operator.attrgetter(*(f.attname for f in fields))
-    computed = [(at, f) for at, f in enumerate(fields) if _pre_save_computes(f)]
-    json_at = [(at, _dumps(f)) for at, f in enumerate(fields) if isinstance(f, models.JSONField)]
-    choices_at = [at for at, f in enumerate(fields) if f.choices]
-    for obj in objs:
-        values = read(obj)
-        row = list(values) if len(fields) > 1 else [values]
-        for at in choices_at:
-            row[at] = _plain(row[at])
-        for at, field in computed:
-            row[at] = _plain(field.pre_save(obj, add=True))
-        for at, dumps in json_at:
-            if row[at] is not None:
-                row[at] = Jsonb(row[at], dumps=dumps)
-        yield row
 
 
 def _pre_save_computes(field: models.Field) -> bool:

@@ -1,4 +1,4 @@
-"""``core.bulk``: inserts (one INSERT for a few rows, COPY for more) store exactly what
+"""``core.bulk``: inserts (``bulk_create`` for a few rows, COPY for more) store exactly what
 ``bulk_create`` stores (defaults, JSON, choices, auto timestamps, a parent saved after it was
 set), a refused row is an IntegrityError that keeps nothing, and ``joined_models`` builds the
 instances the ORM builds."""
@@ -13,8 +13,8 @@ from tests.recipients.factories import people_brand
 
 pytestmark = pytest.mark.django_db
 
-# Both write paths on PostgreSQL: one INSERT below COPY_FROM rows, COPY from there.
-SIZES = pytest.mark.parametrize("N", [COPY_FROM - 1, COPY_FROM + 4], ids=["insert", "copy"])
+# Both write paths on PostgreSQL: bulk_create below COPY_FROM rows, COPY from there.
+SIZES = pytest.mark.parametrize("N", [COPY_FROM - 1, COPY_FROM + 4], ids=["bulk_create", "copy"])
 
 
 def stored(model, ids, fields):
