@@ -294,3 +294,24 @@ class Rail(ABC):
     @abstractmethod
     def capabilities(self) -> Capabilities:
         """What this rail can carry."""
+
+
+def transfer_found(*, provider: str, rail_reference: str | None, fetch, find, belongs) -> dict | None:
+    """A PSP transfer looked up for ``status``: by the rail's own id when we have it (``fetch``;
+    a 404 is "none"), and then it must be this payout's (``belongs``) — an id stored against the
+    wrong payout must never settle it — else by our reference (``find``). None: the PSP holds none."""
+    if not rail_reference:
+        return find()
+    try:
+        transfer = fetch(rail_reference)
+    except FinalRailError as exc:
+        if (exc.details or {}).get("http_status") != 404:
+            raise
+        return None
+    if not belongs(transfer):
+        raise FinalRailError(
+            f"{provider} transfer {rail_reference} belongs to another payout.",
+            reason_code="MS03",
+            rail_code="reference_mismatch",
+        )
+    return transfer

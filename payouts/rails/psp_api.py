@@ -60,6 +60,7 @@ from payouts.rails.base import (
     SubmitResult,
     SubmitStatus,
     VerifyPayeeResult,
+    transfer_found,
 )
 
 PSP_RAIL = "psp_api"
@@ -403,21 +404,13 @@ class WiseRail(Rail):
 
     def status(self, end_to_end_id: str, *, rail_reference: str | None = None) -> StatusResult:
         wanted = customer_transaction_id(end_to_end_id)
-        transfer = None
-        if rail_reference:
-            try:
-                transfer = self._request("GET", f"/v1/transfers/{int(rail_reference)}")
-            except FinalRailError as exc:
-                if (exc.details or {}).get("http_status") != 404:
-                    raise
-            if transfer is not None and transfer.get("customerTransactionId") != wanted:
-                raise FinalRailError(
-                    f"Wise transfer {rail_reference} belongs to another payout.",
-                    reason_code="MS03",
-                    rail_code="reference_mismatch",
-                )
-        else:
-            transfer = self._find_by_customer_transaction_id(wanted)
+        transfer = transfer_found(
+            provider="Wise",
+            rail_reference=rail_reference,
+            fetch=lambda reference: self._request("GET", f"/v1/transfers/{int(reference)}"),
+            find=lambda: self._find_by_customer_transaction_id(wanted),
+            belongs=lambda found: found.get("customerTransactionId") == wanted,
+        )
         if transfer is None:
             return StatusResult(status=RailStatus.UNKNOWN)
         return self.status_from_state(str(transfer["id"]), transfer.get("status", ""))
