@@ -170,10 +170,23 @@ def _attempt(claim: _Claim, *, recovered: bool) -> str:
             return _record_failure(claim, exc, check=check)
         return _to_fallback_rail(claim, rail, payout, exc, check=check)
     except FinalRailError as exc:
+        if recovered or _last_outcome_unknown(claim):
+            # The rail may still hold the earlier try's transfer (a refusal of a key still being
+            # processed looks like any other): failing would pay the rewards again under a new id.
+            return _record_review(claim, check=check, reason=f"Refused after an unknown outcome: {exc}")
         return _record_failure(claim, exc, check=check)
     except RetryableRailError as exc:
         return _after_retryable(claim, rail, payout, exc, check=check)
     return _record_rail_result(claim, answer, check=check)
+
+
+def _last_outcome_unknown(claim: _Claim) -> bool:
+    """Whether this payout's previous attempt ended without knowing what the rail did."""
+    return PayoutAttempt.objects.filter(
+        payout_id=claim.payout_id,
+        number=claim.attempt - 1,
+        outcome__in=[AttemptOutcome.RETRY, AttemptOutcome.SUPERSEDED],
+    ).exists()
 
 
 def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRailError, *, check) -> str:

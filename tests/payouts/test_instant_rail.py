@@ -133,3 +133,48 @@ def test_an_instant_only_rail_without_a_fallback_fails_and_keeps_the_money(
     assert payout.status == PayoutStatus.FAILED and payout.reason_code == "CNOR"
     assert instant.transfers_for(payout.end_to_end_id) == [] and payable_minor(payout.person_id) == 500
     assert_books_ok()
+
+
+def test_an_error_reading_the_transfer_after_adyen_took_it_never_fails_the_payout(
+    sandbox, instant, debtor, brand, campaign
+):
+    payout = one_payout(brand)
+    instant.fail_next("GET", "/btl/v4/transfers/", status=404)  # the follow-up read, once
+
+    assert payout_execute(payout_id=payout.pk) == AttemptOutcome.ACCEPTED
+
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SUBMITTED
+    assert payouts_create_for_payable().created == []  # the rewards are not free to be paid again
+    (transfer,) = instant.transfers_for(payout.end_to_end_id)
+    instant.book(transfer["id"])  # Adyen books it; the poller reads what the submit could not
+    assert payouts_poll() == 1
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SETTLED and transfer["reference"] == payout.end_to_end_id
+    assert_books_ok()
+
+
+def test_a_refusal_after_an_unknown_outcome_goes_to_review_not_to_a_new_payout(
+    sandbox, instant, debtor, brand, campaign, settings
+):
+    settings.PAYOUT_RAILS["psp_instant"]["OPTIONS"]["timeout_seconds"] = 0.5
+    payout = one_payout(brand)
+    instant.delay_next("POST", "/btl/v4/transfers", seconds=1.5)  # Adyen made it; the answer is lost
+    assert payout_execute(payout_id=payout.pk) == AttemptOutcome.RETRY
+    payout.refresh_from_db()
+    payout.next_attempt_at = None
+    payout.save(update_fields=["next_attempt_at"])
+    # Adyen's list does not show the transfer yet, and the retry's key is still being processed:
+    # it refuses the second POST rather than answering with the first transfer.
+    instant.fail_next("GET", "/btl/v4/transfers", status=200, body={"data": []})
+    instant.fail_next(
+        "POST", "/btl/v4/transfers", status=422, body={"status": 422, "errorCode": "704", "message": "In progress"}
+    )
+
+    assert payout_execute(payout_id=payout.pk) == AttemptOutcome.REVIEW
+
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.CREATED and payout.needs_review
+    assert payouts_create_for_payable().created == []
+    assert len(instant.transfers_for(payout.end_to_end_id)) == 1
+    assert_books_ok()
