@@ -24,6 +24,7 @@ vocabulary the rail adapter sends back unchanged.
 import hashlib
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,8 +46,11 @@ FIXED_VALUES = {"legalType": "PRIVATE"}
 # Keys that describe the holder or the account's use, not which account it is: left out of the
 # fingerprint, so the same account with a new address is still the same account.
 _NOT_IDENTITY = re.compile(r"legalType|accountType|address\..*|email|phoneNumber")
-# Typed with spaces or dashes by people, stored without.
-_COMPACT_KEYS = frozenset({"sortCode", "accountNumber", "abartn", "iban"})
+# Bank and account codes: typed with spaces, dashes or in lower case by people, stored compact
+# and upper case, so one account has one fingerprint however it was typed.
+_COMPACT_KEYS = frozenset(
+    {"sortCode", "accountNumber", "abartn", "iban", "swiftCode", "bic", "bsbCode", "ifscCode", "clabe", "bankCode"}
+)
 _LOCAL_COUNTRY = {"sort_code": "GB", "aba": "US"}
 _MAX_VALUE = 200
 
@@ -225,8 +229,9 @@ def account_normalise(*, kind: str, currency: str, details: Mapping[str, str]) -
 
 
 def _compact(key: str, value) -> str:
-    text = value.strip() if isinstance(value, str) else ""
-    return re.sub(r"[\s\-]", "", text) if key in _COMPACT_KEYS else text
+    # NFKC: full-width or other compatibility digits become ASCII before any pattern sees them.
+    text = unicodedata.normalize("NFKC", value).strip() if isinstance(value, str) else ""
+    return re.sub(r"[\s\-]", "", text).upper() if key in _COMPACT_KEYS else text
 
 
 def _field_problem(field: AccountField, value: str) -> str:
@@ -277,7 +282,16 @@ def _source_problems(account_type: AccountType, values: dict[str, str]) -> dict[
 def _account_info(*, kind: str, currency: str, values: dict[str, str]) -> AccountInfo:
     country = _LOCAL_COUNTRY.get(kind) or currency[:2]  # an ISO 4217 code starts with its country
     identity = sorted((k, v) for k, v in values.items() if not _NOT_IDENTITY.fullmatch(k))
+    if not identity:
+        # Every such account would share one fingerprint, and so one person (e.g. a type
+        # identified by an e-mail address alone): refused rather than merge strangers.
+        raise InvalidInput(
+            f"A {kind} account names no account number; choose another type of account.",
+            code="invalid_account",
+            details={"fields": {"type": "This type of account cannot be used here."}},
+        )
     number = values.get("accountNumber") or max((v for _, v in identity), key=len, default="")
+    shown = number[-4:] if len(number) >= 8 else number[-2:]  # a short number is never shown whole
     if kind == "sort_code":
         bank = f"{values['sortCode'][:2]}-{values['sortCode'][2:4]}-{values['sortCode'][4:]} "
     elif kind == "aba":
@@ -289,7 +303,7 @@ def _account_info(*, kind: str, currency: str, values: dict[str, str]) -> Accoun
         country=country,
         bic="",
         bank_name="",
-        masked=f"{country} {bank}****{number[-4:]}",
+        masked=f"{country} {bank}****{shown}",
         kind=kind,
         currency=currency,
         details=tuple(sorted(values.items())),

@@ -42,13 +42,26 @@ from recipients.normalise import IBAN
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
 
-# A local account's fields that name a bank or a kind, not the person: a sort code or routing
-# number is shared by everyone at that branch, so searching for it would erase strangers' rows.
-ACCOUNT_DETAILS_NOT_PERSONAL = frozenset(
-    {"legalType", "accountType", "sortCode", "abartn", "address.country", "address.state"}
+# A local account's fields shared by strangers — a kind, a branch's sort code or routing number,
+# a city or post code: searching other rows for them would erase strangers' data. They go with
+# the account row itself.
+ACCOUNT_DETAILS_NOT_SEARCHED = frozenset(
+    {
+        "legalType",
+        "accountType",
+        "sortCode",
+        "abartn",
+        "address.country",
+        "address.state",
+        "address.city",
+        "address.postCode",
+    }
 )
-# Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion).
-PERSONAL_DATA_KEYS = ("suggested", "name", "email", "whatsapp", "iban", "ip", "open_id")
+# Shorter account values (a 5-digit number) occur in unrelated ids and amounts.
+_ACCOUNT_NEEDLE_MIN = 8
+# Audit ``data`` keys that hold what a person or their bank said about them (a VoP suggestion,
+# the holder name a confirmed one replaced).
+PERSONAL_DATA_KEYS = ("suggested", "name", "name_was", "email", "whatsapp", "iban", "ip", "open_id")
 
 
 def consent_record(*, person: Person, terms_version: str, channel: str, ip: str = "") -> Consent:
@@ -370,7 +383,11 @@ def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
         if account.kind == IBAN:
             values["iban"].add(account.iban())
         else:
-            values["account"] |= {v for k, v in account.details().items() if k not in ACCOUNT_DETAILS_NOT_PERSONAL}
+            values["account"] |= {
+                v
+                for k, v in account.details().items()
+                if k not in ACCOUNT_DETAILS_NOT_SEARCHED and len(v) >= _ACCOUNT_NEEDLE_MIN
+            }
     Payout = apps.get_model("payouts", "Payout")
     names = Payout.objects.filter(person_id__in=cluster).values_list("creditor_name", "vop_suggested_name")
     for name, suggested in names:

@@ -3,11 +3,14 @@ takes an IBAN, validated as the claim page validates it; a bad one is a 400 that
 Who may change where a person is paid does not depend on the kind of account."""
 
 import pytest
+from django.utils import timezone
 
+from core.models import InboundWebhook
 from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from recipients.accounts import account_normalise
 from recipients.models import BankAccount, Person, PersonEvent, PersonEventKind
 from recipients.selectors import person_current_bank_account
+from recipients.services import person_erase
 from tests.api.conftest import assert_problem
 
 pytestmark = pytest.mark.django_db
@@ -98,3 +101,24 @@ def test_a_stranger_typing_her_email_with_a_local_account_on_the_claim_page_reac
 
     assert person_current_bank_account(person=Person.objects.get(pk=oliver["id"])).kind == "sort_code"
     assert PersonEvent.objects.filter(kind=PersonEventKind.LINK_REFUSED).exists()
+
+
+def test_erasing_a_us_person_leaves_strangers_rows_that_share_her_city_or_post_code(api, campaign):
+    created = api.post("/api/v1/people/", {"name": "Ann Lee", "account": US}, format="json")
+    assert created.status_code == 201, created.content
+    stranger = InboundWebhook.objects.create(
+        provider="wise",
+        dedupe_key="stranger-1",
+        body=b'{"data": {"resource": {"id": 10001}}, "note": "New York branch"}',
+        received_at=timezone.now(),
+    )
+    hers = InboundWebhook.objects.create(
+        provider="wise", dedupe_key="hers-1", body=b'{"account": "987654321"}', received_at=timezone.now()
+    )
+
+    person_erase(person=Person.objects.get(pk=created.json()["id"]))
+
+    stranger.refresh_from_db()
+    hers.refresh_from_db()
+    assert b"New York" in bytes(stranger.body)  # a city and a post code are not hers alone
+    assert bytes(hers.body) == b""  # her account number is

@@ -10,8 +10,8 @@ from django.core.cache import cache
 from core.exceptions import InvalidInput
 from payouts.rails.base import RetryableRailError
 from payouts.rails.psp_api import WiseRail
-from recipients import crypto
-from recipients.accounts import account_normalise, account_types
+from recipients import accounts, crypto
+from recipients.accounts import AccountField, AccountType, account_normalise, account_types
 from tests.fakes.wise_server import uk_account_number
 
 SORT_CODE = "040075"
@@ -159,3 +159,31 @@ def test_the_psps_check_is_never_sent_to_another_host(psp):
         rail.account_field_check(url="https://attacker.example/v1/validators/x", params={"accountNumber": "1"})
 
     assert len(psp.state.requests) == asked
+
+
+def test_a_type_that_names_no_account_is_refused_rather_than_merging_its_holders(monkeypatch):
+    # Wise documents recipient types identified by an e-mail address alone: every such account
+    # would share one fingerprint, and people are found by their account's fingerprint.
+    email_type = AccountType("email", "E-mail", (AccountField("email", "E-mail", required=True),))
+    monkeypatch.setattr(accounts, "account_types", lambda **_: [email_type])
+
+    with pytest.raises(InvalidInput) as refused:
+        account_normalise(kind="email", currency="EUR", details={"email": "ann@bank.example"})
+
+    assert refused.value.code == "invalid_account" and "type" in refused.value.details["fields"]
+
+
+def test_one_account_typed_with_compatibility_digits_or_lower_case_has_one_fingerprint():
+    plain = account_normalise(kind="aba", currency="USD", details=aba())
+    wide = account_normalise(
+        kind="aba", currency="USD", details=aba(abartn="０２６００９５９３", accountNumber="1234 5678")
+    )
+
+    assert wide.normalised == plain.normalised
+    assert json.loads(wide.secret)["abartn"] == "026009593"  # stored and sent as ASCII digits
+
+
+def test_a_short_account_number_is_never_shown_whole():
+    short = account_normalise(kind="aba", currency="USD", details=aba(accountNumber="4321"))
+
+    assert short.masked == "US 026009593 ****21"
