@@ -254,6 +254,13 @@ def payout_bank_return_undo(*, payout_id: int, line_id: int) -> None:
         items = PayoutItem.objects.filter(payout=payout)
         if PayoutItem.objects.filter(reward__in=items.values("reward"), active=True).exclude(payout=payout).exists():
             raise InvalidTransition("Its rewards are already in a new payout.", code="payout_moved_on")
+        if items.filter(reward__status__in=[RewardStatus.EXPIRED, RewardStatus.CLAWED_BACK]).exists():
+            # Their money left the person's payable meanwhile: the return's reversal would take it
+            # from someone else's.
+            raise InvalidTransition(
+                "Some of its rewards went back to the brand meanwhile (expired or clawed back).",
+                code="payout_moved_on",
+            )
         payout.status = PayoutStatus.SETTLED if payout.settled_entry_id else PayoutStatus.SUBMITTED
         payout.back_entry, payout.returned_at, payout.returned_via = None, None, ""
         payout.reason_code = payout.reason_text = ""

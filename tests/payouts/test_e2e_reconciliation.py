@@ -9,10 +9,14 @@ import pytest
 from django.utils import timezone
 
 from bench.camt_gen import GenLine, GenStatement, GenTx, write_camt053
+from campaigns.models import RewardStatus
+from campaigns.services import reward_expire
+from core.exceptions import InvalidTransition
 from payouts.matchers import EndToEndMatcher
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.selectors import payout_exceptions
 from payouts.services import payout_batch_create, payout_execute, payouts_create_for_payable
+from recipients.models import Person
 from reconciliation.models import JournalEntry, Match, MatchStatus, StatementLine, StatementLineStatus, Suggestion
 from reconciliation.selectors import account_balance
 from reconciliation.services.matching import (
@@ -230,3 +234,43 @@ def test_a_line_in_another_currency_does_not_settle_a_payout_by_its_end_to_end_i
     assert EndToEndMatcher().propose([line]) == []
     line.currency = payout.currency
     assert [p.target_id for p in EndToEndMatcher().propose([line])] == [str(payout_id)]
+
+
+def test_a_return_whose_money_went_back_to_the_brand_cannot_be_undone(tmp_path, sandbox, debtor, brand, campaign):
+    reward = payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+    payout = Payout.objects.get(pk=payout_id)
+    path, _ = camt(
+        tmp_path,
+        [
+            GenLine(amount=eur(payout.amount_minor), credit_debit="DBIT", end_to_end_id=payout.end_to_end_id),
+            GenLine(
+                amount=eur(payout.amount_minor),
+                credit_debit="CRDT",
+                end_to_end_id=payout.end_to_end_id,
+                return_reason="AC04",
+            ),
+        ],
+    )
+    statement_import(source=path, filename=path.name, origin="command", match=False)
+    statement_lines_match()
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.RETURNED and payable_minor(reward.person_id) == 500
+    # nobody gives a new account: the money goes back to the campaign
+    account = Person.objects.get(pk=reward.person_id).bank_accounts.get()
+    reward_expire(reward=reward, account_seen=account.pk)
+    reward.refresh_from_db()
+    assert reward.status == RewardStatus.EXPIRED and payable_minor(reward.person_id) == 0
+    before = books()
+
+    with pytest.raises(InvalidTransition) as refused:
+        match_undo(
+            match_id=Match.objects.get(matcher="payout_return", status=MatchStatus.ACTIVE).pk,
+            actor=staff("ops"),
+            reason="wrong line",
+        )
+
+    assert refused.value.code == "payout_moved_on" and books() == before
+    assert payable_minor(reward.person_id) == 0
+    assert_books_ok()
