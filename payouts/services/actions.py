@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Min
 from django.utils import timezone
 
-from campaigns.models import RewardStatus
+from campaigns.models import RewardStatus, VopAction
 from campaigns.services.rewards import reward_mark_paid
 from core.bulk import rows_insert
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
@@ -43,11 +43,12 @@ def _require_perm(user, perm: str) -> None:
 
 def payout_approve(*, payout: Payout, approver) -> Payout:
     """Four-eyes approval of a payout above the threshold, or release of one held for review
-    (e.g. Verification of Payee: no match), or for the person (staff vouch for the payee: it is
-    paid as it stands, its check not asked again). The approver must be staff with
-    ``payouts.approve_payout`` and must not be who created the payout (auto-created payouts:
-    any such approver, recorded). Execution is enqueued on commit.
-    Raises PermissionDenied, InvalidTransition (not waiting for anyone)."""
+    (e.g. Verification of Payee: no match), or for the person to confirm their bank's name (staff
+    vouch for the payee: it is paid as it stands, its check not asked again) — never one its
+    campaign's policy blocks (only the person's new details release that). The approver must be
+    staff with ``payouts.approve_payout`` and must not be who created the payout (auto-created
+    payouts: any such approver, recorded). Execution is enqueued on commit.
+    Raises PermissionDenied, InvalidTransition (not waiting for anyone; ``payee_blocked``)."""
     _require_perm(approver, "payouts.approve_payout")
     now = timezone.now()
     with transaction.atomic(durable=True):
@@ -57,6 +58,11 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
         waiting_approval = payout.requires_approval and payout.approved_at is None
         if payout.status != PayoutStatus.CREATED or not (waiting_approval or payout.needs_review):
             raise InvalidTransition("This payout is not waiting for approval or review.")
+        if payout.needs_review and payout.vop_action == VopAction.BLOCK:
+            raise InvalidTransition(
+                "The campaign blocks this payee check's answer: cancel it, or wait for the person's new details.",
+                code="payee_blocked",
+            )
         fields = ["updated_at"]
         if waiting_approval:
             payout.approved_by, payout.approved_at = approver, now

@@ -39,7 +39,7 @@ from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.states import event_record, notice_record, payout_lock
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.normalise import IBAN
-from recipients.selectors import person_cluster_ids
+from recipients.selectors import person_cluster_ids, person_current_bank_account
 from recipients.services import bank_account_holder_name_set
 
 # Strictest last: a payout holding rewards of several campaigns takes the strictest action.
@@ -201,7 +201,8 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
 
     Idempotent: confirming again, once released, returns the payout unchanged. Raises
     InvalidTransition (``payee_confirm_not_waiting``: the payout does not wait for this;
-    ``payee_name_changed``). One durable transaction."""
+    ``payee_name_changed``; ``payee_account_changed``: the person's account is no longer the
+    payout's). One durable transaction."""
     now = timezone.now()
     with transaction.atomic(durable=True):
         locked = payout_lock(payout.pk)
@@ -214,6 +215,12 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
             )
         if not name or name != locked.vop_suggested_name:
             raise InvalidTransition(_("Your bank's answer has changed: please look again."), code="payee_name_changed")
+        current = person_current_bank_account(person=locked.person)
+        if current is None or current.pk != locked.bank_account_id:
+            # The account changed by another way (the brand's API): the name was checked for the old one.
+            raise InvalidTransition(
+                _("Your bank details have changed since: please give them again."), code="payee_account_changed"
+            )
         previous = locked.creditor_name
         locked.creditor_name = name
         locked.needs_review = False

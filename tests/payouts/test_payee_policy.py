@@ -209,3 +209,33 @@ def test_file_rail_payees_are_checked_before_the_file_and_a_close_match_stays_ou
     nxt = payout_batch_create(actor=olga)
     assert nxt.count == 1 and f"<Nm>{HOLDER}</Nm>" in nxt.file
     assert fake_vop.calls("POST") == 2  # each payee checked once
+
+
+def test_a_name_checked_for_an_account_since_replaced_cannot_be_confirmed(
+    sandbox, instant, fake_vop, debtor, brand, campaign, capture
+):
+    payout = held_payout(brand, fake_vop, capture, name="G. Rossi")
+    person_set_iban(person=payout.person, iban=iban(), source="api")  # the brand's API, not the claim page
+
+    with pytest.raises(InvalidTransition) as refused:
+        payout_payee_confirm(payout=payout, name=HOLDER)
+
+    assert refused.value.code == "payee_account_changed"
+    payout.refresh_from_db()
+    assert payout.needs_review and payout.creditor_name == "G. Rossi"
+    assert instant.transfers_for(payout.end_to_end_id) == []
+
+
+def test_staff_cannot_release_a_payout_its_campaign_blocks(
+    sandbox, instant, fake_vop, debtor, brand, campaign, capture
+):
+    Campaign.objects.filter(pk=campaign.pk).update(vop_no_match=VopAction.BLOCK)
+    payout = held_payout(brand, fake_vop, capture, name="Mario Bianchi")
+    assert (payout.vop_action, payout.needs_review) == ("block", True)
+
+    with pytest.raises(InvalidTransition) as refused, capture():
+        payout_approve(payout=payout, approver=staff("rita", "approve_payout"))
+
+    assert refused.value.code == "payee_blocked"
+    payout.refresh_from_db()
+    assert payout.needs_review and instant.transfers_for(payout.end_to_end_id) == []
