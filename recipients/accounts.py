@@ -118,7 +118,13 @@ def account_types(
 ) -> tuple[AccountType, ...]:
     """The account types a person paid in ``currency`` may give, from the PSP's contract (cached),
     else the built-in one. ``refresh`` holds the values a ``kind`` of account has for fields
-    marked ``refreshRequirementsOnChange`` (a country), for the refined contract."""
+    marked ``refreshRequirementsOnChange`` (a country), for the refined contract; only values the
+    contract offers for such a field are sent to the PSP."""
+    if refresh:
+        base = account_types(currency=currency, kind=kind)
+        refresh = _offered(next((t for t in base if t.type == kind), None), refresh)
+        if not refresh:
+            return base
     refresh = dict(sorted((refresh or {}).items()))
     # Hashed: the kind and the refreshing values come from people and partners, and a cache key
     # must be short plain text whatever they typed.
@@ -137,6 +143,20 @@ def account_types(
     types = account_types_parse(raw if raw is not None else builtin_requirements(currency=currency, refresh=refresh))
     cache.set(key, types, seconds)
     return types
+
+
+def _offered(account_type: AccountType | None, refresh: Mapping[str, str]) -> dict[str, str]:
+    """The refreshing values a person may send: each a choice of a field that refreshes. Anything
+    else would be one PSP request (and one cache entry) per value an attacker makes up."""
+    fields = {f.key: f for f in account_type.fields} if account_type else {}
+    return {
+        key: value
+        for key, value in refresh.items()
+        if key in fields
+        and fields[key].refresh_on_change
+        and fields[key].choices
+        and value in {choice for choice, _ in fields[key].choices}
+    }
 
 
 def account_types_parse(raw) -> tuple[AccountType, ...]:

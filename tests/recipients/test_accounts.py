@@ -187,3 +187,15 @@ def test_a_short_account_number_is_never_shown_whole():
     short = account_normalise(kind="aba", currency="USD", details=aba(accountNumber="4321"))
 
     assert short.masked == "US 026009593 ****21"
+
+
+def test_only_values_the_contract_offers_are_sent_to_the_psp_to_refresh_it(psp):
+    base = account_types(currency="USD", kind="aba")
+    asked = len(psp.state.requests)
+
+    for made_up in ("ZZ", "A" * 500, "US' OR 1=1"):
+        assert account_types(currency="USD", kind="aba", refresh={"address.country": made_up}) == base
+    assert len(psp.state.requests) == asked  # no PSP request per invented value
+
+    account_types(currency="USD", kind="aba", refresh={"address.country": "US"})
+    assert len(psp.state.requests) == asked + 1  # a real choice is refreshed
