@@ -89,7 +89,9 @@ _FAILED_TEXT = {
     "funds_refunded": "Wise: the transfer was refunded to the sender.",
 }
 _RETRYABLE_HTTP = {401, 403, 408, 409, 425, 429}
-_REFERENCE_LIMITS = {"GBP": 18}  # Wise's per-route reference lengths; 35 is safe elsewhere
+# The reference length Wise's partner banks carry per currency (Wise's help centre, "the
+# recipient needs a specific reference"); a longer one is refused, so it is cut. 35 elsewhere.
+_REFERENCE_LIMITS = {"GBP": 18, "USD": 10, "INR": 16, "SEK": 12, "AUD": 18, "NZD": 12, "NGN": 14, "ZAR": 18}
 _SUPPORTED_CURRENCIES = frozenset({"EUR", "GBP", "USD"})
 
 
@@ -348,7 +350,7 @@ class WiseRail(Rail):
                 "targetAccount": recipient["id"],
             },
         )
-        reference = payment.remittance[: _REFERENCE_LIMITS.get(payment.currency, 35)] or payment.end_to_end_id[:18]
+        reference = (payment.remittance or payment.end_to_end_id)[: _REFERENCE_LIMITS.get(payment.currency, 35)]
         transfer = self._request(
             "POST",
             "/v1/transfers",
