@@ -14,9 +14,10 @@ transactions can wait on each other in a cycle:
 4. campaign tallies in ascending campaign id, each with its budget account row in the same
    statement (``campaigns.locks``) — ingestion, allocation, closing: the budget and the
    campaign-wide caps;
-5. reward rows — reward transitions (``campaigns.services.rewards``); ``reward_expire`` takes
-   the person's root row (1) and the tally (4) first, so an account given and a close that
-   committed first are both seen;
+5. reward rows — reward transitions (``campaigns.services.rewards``), each after its campaign's
+   tally (4): a transition may post to the budget account, which class 4 locks with the tally;
+   ``reward_expire`` also takes the person's root row (1) first, so an account given and a close
+   that committed first are both seen;
 6. bank statement lines — the matching engine, a chunk's lines before its matchers run
    (``reconciliation.services.matching``), and erasure;
 7. a payout batch row, then payout rows in ascending id — payouts (``payouts.services.states``),

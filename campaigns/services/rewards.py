@@ -70,8 +70,14 @@ def platform_fees_account(*, currency: str):
     )
 
 
-def _locked(reward_id: int) -> Reward:
-    return Reward.objects.select_for_update(of=("self",)).select_related("hold", "campaign", "rule").get(pk=reward_id)
+def _locked(reward: Reward) -> Reward:
+    """The reward row, after its campaign's tally and budget account (``core.locks``: 4 before 5):
+    a transition may post to the budget, and ``reward_expire`` holds the tally while it waits for
+    the reward — taken the other way round, the two deadlock."""
+    # A reward never changes campaign, so its id may be read before any lock.
+    campaign_id = reward.campaign_id or Reward.objects.values_list("campaign_id", flat=True).get(pk=reward.pk)
+    lock_campaign_tally(campaign_id=campaign_id)
+    return Reward.objects.select_for_update(of=("self",)).select_related("hold", "campaign", "rule").get(pk=reward.pk)
 
 
 def _audit(reward: Reward, *, kind: str, from_status: str, actor=None, reason: str = "", data=None, now=None) -> None:
@@ -141,7 +147,7 @@ def reward_approve(*, reward: Reward, actor) -> Reward:
     reserved at ingestion, so approval cannot fail for lack of budget. Raises InvalidTransition."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        reward = _locked(reward.pk)
+        reward = _locked(reward)
         _require(reward, (RewardStatus.REVIEW,), "approved")
         reward.status = RewardStatus.HELD
         reward.decided_by = actor
@@ -177,7 +183,7 @@ def reward_void(*, reward: Reward, actor=None, reason: str) -> Reward:
 def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind: str) -> Reward:
     now = timezone.now()
     with transaction.atomic(durable=True):
-        reward = _locked(reward.pk)
+        reward = _locked(reward)
         if reward.status == RewardStatus.VOIDED:
             return reward
         _require(reward, allowed, "voided")
@@ -204,7 +210,7 @@ def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
     come back. Payout creation locks the rewards it takes, so the two cannot interleave."""
     now = timezone.now()
     with transaction.atomic(durable=True):
-        reward = _locked(reward.pk)
+        reward = _locked(reward)
         _require(reward, (RewardStatus.PAYABLE,), "clawed back")
         if reward.payout_items.filter(active=True).exists():
             raise InvalidTransition(
@@ -245,7 +251,7 @@ def reward_expire(*, reward: Reward, account_seen: int | None, now: datetime | N
         person_root_lock(person=reward.person)
         # The tally before the reward row (ingestion's order): a close that committed first is seen.
         closed = lock_campaign_tally(campaign_id=reward.campaign_id).status == CampaignStatus.CLOSED
-        reward = _locked(reward.pk)
+        reward = _locked(reward)  # the tally again: already this transaction's
         if reward.status == RewardStatus.EXPIRED:
             return reward
         _require(reward, (RewardStatus.PAYABLE, RewardStatus.PAID), "expired")

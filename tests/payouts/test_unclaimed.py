@@ -10,14 +10,15 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, OperationalError, connections, transaction
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Campaign, RewardEvent, RewardStatus, WebhookEvent
-from campaigns.services import campaign_close, campaign_end, reward_expire
+from campaigns.locks import lock_campaign_tally
+from campaigns.models import Campaign, Reward, RewardEvent, RewardStatus, WebhookEvent
+from campaigns.services import campaign_close, campaign_end, reward_claw_back, reward_expire
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from core.exceptions import InvalidTransition
 from payouts.links import STATUS_SALT, token_make
@@ -297,3 +298,51 @@ def test_the_status_page_says_the_money_went_back(sandbox, debtor, brand, window
     page = Client().get(f"/c/s/{token_make(STATUS_SALT, reward.pk)}/")
     assert page.context["status"].state == "expired"
     assert "went back to Joy Shoes" in page.content.decode()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_claw_back_waits_for_the_tally_an_expiry_holds_instead_of_taking_the_reward_first(
+    sandbox, debtor, brand, windowed
+):
+    # reward_expire takes the tally (with the budget account) and then the reward; a claw-back
+    # that took the reward first and the budget account later would close a cycle with it.
+    reward = waiting(brand)
+    held, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def expiry_first_step():
+        try:
+            with transaction.atomic():
+                lock_campaign_tally(campaign_id=reward.campaign_id)
+                held.set()
+                release.wait(10)
+                try:  # what reward_expire asks for next: the reward row
+                    Reward.objects.select_for_update(nowait=True).get(pk=reward.pk)
+                    seen["reward_free"] = True
+                except OperationalError:
+                    seen["reward_free"] = False
+        finally:
+            connections.close_all()
+
+    def claw_back():
+        try:
+            held.wait(10)
+            reward_claw_back(reward=Reward.objects.get(pk=reward.pk), reason="fraud")
+        finally:
+            connections.close_all()
+
+    expirer, clawer = threading.Thread(target=expiry_first_step), threading.Thread(target=claw_back)
+    expirer.start()
+    clawer.start()
+    held.wait(10)
+    clawer.join(1.0)
+    assert clawer.is_alive()  # it waits for the tally
+    release.set()
+    expirer.join(10)
+    clawer.join(10)
+
+    assert seen == {"reward_free": True}
+    reward.refresh_from_db()
+    assert reward.status == RewardStatus.CLAWED_BACK
+    assert_books_ok()
