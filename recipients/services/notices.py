@@ -36,7 +36,7 @@ from django.utils import timezone, translation
 from core.logging import redact
 from core.queue import enqueue_on_commit
 from recipients.models import Identifier, IdentifierKind, Person
-from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeStatus
+from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
 from recipients.whatsapp_cloud import TemplateMessage, WhatsAppSendError, whatsapp_sender
 
@@ -162,23 +162,27 @@ def backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(seconds, settings.NOTICE_BACKOFF_MAX_SECONDS))
 
 
-def _contacts(person: Person) -> dict[str, str]:
-    """The person's newest active e-mail and WhatsApp number (any of their merged rows)."""
+def _contacts(person: Person, *, oldest: bool = False) -> dict[str, str]:
+    """The person's newest (or ``oldest``) active e-mail and WhatsApp number (any of their merged
+    rows)."""
+    order = ("-created_at", "-id") if oldest else ("created_at", "id")
     rows = (
         Identifier.objects.filter(
             person_id__in=person_cluster_ids(person=person),
             is_active=True,
             kind__in=[IdentifierKind.EMAIL, IdentifierKind.WHATSAPP],
         )
-        .order_by("created_at", "id")
+        .order_by(*order)
         .values_list("kind", "value")
     )
-    return dict(rows)  # later rows win: the newest of each kind
+    return dict(rows)  # later rows win
 
 
 def _notice_send(notice: Notice) -> int:
     person = person_root(person=Person.objects.get(pk=notice.person_id))
-    contacts = {} if person.erased_at else _contacts(person)
+    # "Your account changed" goes to the contact the person had longest: whoever changed the
+    # account may have added the newest one in the same breath.
+    contacts = {} if person.erased_at else _contacts(person, oldest=notice.kind == NoticeKind.ACCOUNT_CHANGED)
     channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c)]
     now = timezone.now()
     NoticeDelivery.objects.bulk_create(

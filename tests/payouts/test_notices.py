@@ -18,7 +18,7 @@ from payouts.services import (
     payout_mark_returned,
     payouts_create_for_payable,
 )
-from recipients.models import Notice, NoticeKind, Person
+from recipients.models import Identifier, IdentifierKind, Notice, NoticeKind, Person
 from recipients.services import IdentityInput, person_resolve, person_set_iban
 from recipients.services.notices import notices_send_due
 from reconciliation.services.matching import statement_lines_match
@@ -177,3 +177,18 @@ def test_a_statement_settling_file_payouts_in_bulk_records_one_paid_notice_each(
     assert sorted(p.person_id for p in filed) == sorted(people)
     assert all(n.reward_id == Payout.objects.get(pk=n.payout_id).items.get().reward_id for n in paid)
     assert notices_send_due().sent == 2 and len(mail.outbox) == 2
+
+
+def test_an_account_change_is_told_to_the_contact_the_person_had_before_it(sandbox, debtor, brand, campaign, cloud):
+    payout = paid(brand)
+    mail.outbox.clear()
+    # whoever changes the account adds an address of their own in the same breath
+    Identifier.objects.create(
+        person_id=payout.person_id, brand=brand, kind=IdentifierKind.EMAIL, value="mallory@example.com"
+    )
+    person_set_iban(person=payout.person, iban=iban(), source="claim_page")
+
+    notices_send_due()
+
+    (alert,) = [m for m in mail.outbox if "mallory@example.com" in m.to or "giulia@example.com" in m.to]
+    assert alert.to == ["giulia@example.com"]
