@@ -57,6 +57,7 @@ HOLD_REASONS = {
 RANK = {action.value: rank for rank, action in enumerate(STRICTNESS)}
 DEFAULT_POLICY = {outcome: Campaign._meta.get_field(field).default for outcome, field in POLICY_FIELDS.items()}
 PERSON_ACTIONS = (VopAction.ASK, VopAction.BLOCK)
+_MISMATCHES = (PayeeMatch.NO_MATCH, PayeeMatch.CLOSE_MATCH)
 CHECK_CHUNK = 2000
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def payee_check_record(payout: Payout, *, vop: VerifyPayeeResult, action: VopAct
         notice_record(payout, kind=NoticeKind.PAYEE_CHECK, key=f"payout:{payout.pk}:payee_check")
     elif action == VopAction.REVIEW:
         event_record(payout, kind="payout.review", from_status=previous, data=data, now=now)
-    elif vop.outcome in (PayeeMatch.NO_MATCH, PayeeMatch.CLOSE_MATCH):
+    elif vop.outcome in _MISMATCHES:
         event_record(payout, kind="payout.vop_paid_anyway", from_status=previous, data=data, now=now)
 
 
@@ -167,10 +168,11 @@ def payouts_payee_verify(*, payout_ids: list[int], now: datetime | None = None) 
                 .order_by("pk")
                 .values_list("pk", "bank_account_id")
             )
-            plain = defaultdict(list)  # paid answers with no name to keep: one UPDATE per answer
+            plain = defaultdict(list)  # matches and "not possible" paid: one UPDATE per answer
             for payout_id, bank_account_id in locked:
                 vop, action = answers[payout_id], actions[payout_id]
-                if action == VopAction.PAY and not vop.suggested_name and vop.outcome != PayeeMatch.NO_MATCH:
+                # A mismatch paid by policy is recorded one by one: it leaves an audit event.
+                if action == VopAction.PAY and not vop.suggested_name and vop.outcome not in _MISMATCHES:
                     plain[vop.outcome].append((payout_id, bank_account_id))
                 else:
                     payee_check_record(payout_lock(payout_id), vop=vop, action=action, now=now)

@@ -9,8 +9,9 @@ from django.core import mail
 from campaigns.models import Campaign, VopAction
 from core.exceptions import InvalidTransition
 from payouts.models import AttemptOutcome, Payout, PayoutStatus, RouteRule
-from payouts.services import payout_approve, payout_batch_create, payout_execute, payouts_create_for_payable
-from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
+from payouts.rails.base import PayeeMatch, VerifyPayeeResult
+from payouts.services import payee, payout_approve, payout_batch_create, payout_execute, payouts_create_for_payable
+from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
 from recipients.models import BankAccount
 from recipients.selectors import iban_fingerprint
 from recipients.services import bank_account_holder_name_set, person_set_iban
@@ -239,3 +240,20 @@ def test_staff_cannot_release_a_payout_its_campaign_blocks(
     assert refused.value.code == "payee_blocked"
     payout.refresh_from_db()
     assert payout.needs_review and instant.transfers_for(payout.end_to_end_id) == []
+
+
+def test_a_mismatch_paid_by_policy_before_a_file_leaves_its_audit_event(
+    sandbox, fake_vop, debtor, brand, campaign, monkeypatch
+):
+    RouteRule.objects.create(priority=1, currency="EUR", rail="sepa_file")
+    Campaign.objects.filter(pk=campaign.pk).update(vop_close_match=VopAction.PAY)
+    payable_reward(brand, account_iban=iban())
+    (payout_id,) = payouts_create_for_payable().created
+    # a bank that answers "close match" without the holder's name
+    monkeypatch.setattr(payee, "payee_ask", lambda rail, payout: VerifyPayeeResult(outcome=PayeeMatch.CLOSE_MATCH))
+
+    assert payouts_payee_verify(payout_ids=[payout_id]) == {payout_id: VopAction.PAY}
+
+    payout = Payout.objects.get(pk=payout_id)
+    assert (payout.vop_result, payout.vop_action) == ("close_match", "pay")
+    assert payout.events.filter(kind="payout.vop_paid_anyway").count() == 1
