@@ -49,6 +49,9 @@ def demo(tmp_path):
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: the "terminal" Ctrl-C goes to
+        # A terminal delivers Ctrl-C; a suite started in the background (`make test &`) inherits
+        # SIGINT ignored, which no shell can trap again.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 240  # migrate + seed on a new database first
