@@ -249,9 +249,9 @@ def reward_expire(*, reward: Reward, account_seen: int | None, now: datetime | N
     now = now or timezone.now()
     with transaction.atomic(durable=True):
         person_root_lock(person=reward.person)
-        # The tally before the reward row (ingestion's order): a close that committed first is seen.
-        closed = lock_campaign_tally(campaign_id=reward.campaign_id).status == CampaignStatus.CLOSED
-        reward = _locked(reward)  # the tally again: already this transaction's
+        # _locked takes the tally first: the campaign it then reads shows a close that committed first.
+        reward = _locked(reward)
+        closed = reward.campaign.status == CampaignStatus.CLOSED
         if reward.status == RewardStatus.EXPIRED:
             return reward
         _require(reward, (RewardStatus.PAYABLE, RewardStatus.PAID), "expired")
