@@ -40,7 +40,6 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from core.http import HttpUnreachable, http_call
 from payouts.rails.base import (
     SEPA_COUNTRIES,
     Capabilities,
@@ -56,6 +55,7 @@ from payouts.rails.base import (
     SubmitResult,
     SubmitStatus,
     VerifyPayeeResult,
+    rail_http_call,
     transfer_found,
 )
 from payouts.rails.sepa_file import sepa_text
@@ -160,20 +160,15 @@ class AdyenTransfersRail(Rail):
         headers = {"X-API-Key": self.api_key, "Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Idempotency-Key"] = key
-        try:
-            answer = http_call(
-                method=method,
-                url=self.base_url + path,
-                body=json.dumps(payload).encode() if payload is not None else None,
-                headers=headers,
-                timeout=self.timeout,
-            )
-        except HttpUnreachable as exc:
-            unknown = "; the outcome is unknown" if exc.timed_out else ""
-            raise RetryableRailError(
-                f"Adyen unreachable on {method} {path} ({exc}){unknown}.",
-                rail_code="timeout" if exc.timed_out else "connection",
-            ) from exc
+        answer = rail_http_call(
+            provider="Adyen",
+            method=method,
+            base_url=self.base_url,
+            path=path,
+            body=json.dumps(payload).encode() if payload is not None else None,
+            headers=headers,
+            timeout=self.timeout,
+        )
         if answer.status >= 400:
             self._raise_for_status(answer.status, answer.body, method, path)
         try:

@@ -24,6 +24,7 @@ from datetime import date
 from enum import StrEnum
 
 from core.exceptions import ApplicationError, InvalidInput
+from core.http import HttpAnswer, HttpUnreachable, http_call
 from payouts.iso import reason_text as iso_reason_text
 from recipients.normalise import IBAN
 
@@ -315,3 +316,19 @@ def transfer_found(*, provider: str, rail_reference: str | None, fetch, find, be
             rail_code="reference_mismatch",
         )
     return transfer
+
+
+def rail_http_call(
+    *, provider: str, method: str, base_url: str, path: str, body: bytes | None, headers: dict, timeout: float
+) -> HttpAnswer:
+    """One call to a PSP rail's API: the server's answer whatever its status, for the adapter to
+    read; no answer is a RetryableRailError, "outcome unknown" when it timed out (the PSP may have
+    acted on it, so the next try must reuse the same idempotency key)."""
+    try:
+        return http_call(method=method, url=base_url + path, body=body, headers=headers, timeout=timeout)
+    except HttpUnreachable as exc:
+        unknown = "; the outcome is unknown" if exc.timed_out else ""
+        raise RetryableRailError(
+            f"{provider} unreachable on {method} {path} ({exc}){unknown}.",
+            rail_code="timeout" if exc.timed_out else "connection",
+        ) from exc

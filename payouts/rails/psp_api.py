@@ -44,7 +44,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from django.core.exceptions import ImproperlyConfigured
 
 from core.exceptions import InvalidInput
-from core.http import HttpUnreachable, http_call
 from core.money import minor_to_decimal
 from payouts.rails import get_rail
 from payouts.rails.base import (
@@ -60,6 +59,7 @@ from payouts.rails.base import (
     SubmitResult,
     SubmitStatus,
     VerifyPayeeResult,
+    rail_http_call,
     transfer_found,
 )
 
@@ -202,24 +202,19 @@ class WiseRail(Rail):
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, payload: dict | None = None) -> Any:
-        try:
-            answer = http_call(
-                method=method,
-                url=self.base_url + path,
-                body=_json_dumps(payload) if payload is not None else None,
-                headers={
-                    "Authorization": f"Bearer {self.api_token}",
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                },
-                timeout=self.timeout,
-            )
-        except HttpUnreachable as exc:
-            unknown = "; the outcome is unknown" if exc.timed_out else ""
-            raise RetryableRailError(
-                f"Wise unreachable on {method} {path} ({exc}){unknown}.",
-                rail_code="timeout" if exc.timed_out else "connection",
-            ) from exc
+        answer = rail_http_call(
+            provider="Wise",
+            method=method,
+            base_url=self.base_url,
+            path=path,
+            body=_json_dumps(payload) if payload is not None else None,
+            headers={
+                "Authorization": f"Bearer {self.api_token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+            timeout=self.timeout,
+        )
         if answer.status >= 400:
             self._raise_for_status(answer.status, answer.body, method, path)
         try:
