@@ -1,4 +1,4 @@
-"""Domain hooks: one app announces what its transaction wrote; other apps react after the commit.
+"""Domain hooks: one app announces what its transaction wrote; other apps react to it.
 
 The app that writes the rows calls ``hook_fire(NAME, *values)`` in the transaction that writes
 them. Every receiver registered for that name (``hook_register``, from the listening app's
@@ -7,6 +7,13 @@ transaction — a bulk call of a thousand rewards is one call, not a thousand. N
 transaction or savepoint that rolls back; outside a transaction a receiver runs at once. A
 receiver's failure is logged, never raised into a caller whose data committed: each reaction
 here has an every-minute sweep that does the same work, so a lost one only costs time.
+
+A receiver registered ``in_transaction`` runs instead at each ``hook_fire``, inside the firing
+transaction, with that call's values: its writes commit or roll back with the rows they are
+about, and its failure is the transaction's. For receivers that only enqueue a task: the queue
+is django-q2's ORM broker on the same database (``core.queue``), so the task becomes visible
+exactly when its rows do, and no crash between a commit and an enqueue can lose it. A writer of
+many rows fires once for them all where it can (ingestion: once per batch).
 
 The hooks, by the app that fires them (names only: core imports no app):
 """
@@ -28,16 +35,22 @@ AUDIT_ROWS_WRITTEN = "audit_rows_written"
 
 Receiver = Callable[[list], None]
 _receivers: dict[str, list[Receiver]] = defaultdict(list)
+_in_transaction: dict[str, list[Receiver]] = defaultdict(list)
 
 
-def hook_register(name: str, receiver: Receiver) -> None:
-    """Have ``receiver(values)`` run after each commit that fired ``name``. Idempotent."""
-    if receiver not in _receivers[name]:
-        _receivers[name].append(receiver)
+def hook_register(name: str, receiver: Receiver, *, in_transaction: bool = False) -> None:
+    """Have ``receiver(values)`` run after each commit that fired ``name`` — or, ``in_transaction``,
+    at each fire, in the firing transaction. Idempotent."""
+    receivers = _in_transaction if in_transaction else _receivers
+    if receiver not in receivers[name]:
+        receivers[name].append(receiver)
 
 
 def hook_fire(name: str, *values) -> None:
-    """Announce ``values`` under ``name`` for the current transaction's commit."""
+    """Announce ``values`` under ``name``: to the in-transaction receivers now, to the others for
+    the current transaction's commit. Raises what an in-transaction receiver raises."""
+    for receiver in _in_transaction.get(name, ()):
+        receiver(list(values))
     if not _receivers.get(name):
         return
     conn = transaction.get_connection()

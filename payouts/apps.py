@@ -22,7 +22,7 @@ class PayoutsConfig(AppConfig):
             register(matcher)
         register_exception_source(payout_exceptions)
         webhook_collector_register(PAYOUT_EVENTS)
-        hook_register(REWARD_CHANGED, hooks.rewards_changed)
+        hook_register(REWARD_CHANGED, hooks.rewards_changed, in_transaction=True)
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
         requirements_source_register(requirements_source)
         notice_renderer_register(notice_render)

@@ -1,17 +1,17 @@
 """Reacting at once when money becomes payable or a person gives a new bank account.
 
 Campaigns and recipients announce those facts as domain hooks (``core.hooks``); these receivers
-run after the commit and only enqueue tasks (no domain logic here). The every-minute
-``payouts.tick`` sweep does the same work, so a lost enqueue only costs time. Controlled by
-``PAYOUT_ENQUEUE_ON_PAYABLE`` (see ``payouts.conf``).
+only enqueue tasks (no domain logic here). ``rewards_changed`` runs in the transaction that
+changed the rewards, so their task commits with them (``core.queue``); ``bank_account_changed``
+runs after the commit, as it reads what is owed. The every-minute ``payouts.tick`` sweep does the
+same work, so a task that is never run only costs time. Controlled by ``PAYOUT_ENQUEUE_ON_PAYABLE``
+(see ``payouts.conf``).
 
-A transaction's people are enqueued together, ``PEOPLE_PER_TASK`` to a task: a task per reward
-was a queue INSERT (its own commit) per reward — for a 1,000-event bulk call, a third of the API
-worker's time. One more task than needed is harmless (every task is idempotent); one fewer only
-waits for the sweep.
+A fire's people are enqueued together, ``PEOPLE_PER_TASK`` to a task: a task per reward was a
+queue INSERT per reward — for a 1,000-event bulk call, a third of the API worker's time. One more
+task than needed is harmless (every task is idempotent); one fewer only waits for the sweep.
 """
 
-import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,8 +23,6 @@ from core.queue import enqueue
 from payouts import conf
 from payouts.selectors import rewards_awaiting_payout
 from recipients.selectors import person_cluster_ids
-
-logger = logging.getLogger(__name__)
 
 PEOPLE_PER_TASK = 50
 READY_TASK = "payouts.tasks.people_rewards_ready_task"
@@ -76,8 +74,4 @@ def _enqueue(people_by_task: dict[str, set[int]]) -> None:
     for func, people in people_by_task.items():
         ids = sorted(people)
         for start in range(0, len(ids), PEOPLE_PER_TASK):
-            chunk = ids[start : start + PEOPLE_PER_TASK]
-            try:
-                enqueue(func, chunk)  # core.queue: the connection stays open
-            except Exception:  # one lost task must not lose the others' (the sweep has it)
-                logger.exception("could not enqueue %s for %d people", func, len(chunk))
+            enqueue(func, ids[start : start + PEOPLE_PER_TASK])

@@ -72,3 +72,25 @@ def test_registering_twice_runs_once(heard):
     hooks.hook_register("a", receiver)
     hooks.hook_fire("a", 1)
     assert heard == [("a", [1])]
+
+
+def test_an_in_transaction_receiver_runs_at_each_fire_and_its_failure_is_the_callers(heard, monkeypatch):
+    inside = []
+    monkeypatch.setattr(hooks, "_in_transaction", defaultdict(list))
+    hooks.hook_register(
+        "a", lambda values: inside.append((transaction.get_connection().in_atomic_block, values)), in_transaction=True
+    )
+    with transaction.atomic():
+        hooks.hook_fire("a", 1)
+        hooks.hook_fire("a", 2, 3)
+        assert inside == [(True, [1]), (True, [2, 3])]
+        assert heard == []  # the after-commit receivers still wait for the commit
+    assert heard == [("a", [1, 2, 3])]
+
+    def broken(values):
+        raise ConnectionError("database gone")
+
+    hooks.hook_register("b", broken, in_transaction=True)
+    with pytest.raises(ConnectionError), transaction.atomic():
+        hooks.hook_fire("b", 4)
+    assert ("b", [4]) not in heard

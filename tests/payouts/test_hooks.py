@@ -1,10 +1,12 @@
-"""``payouts.hooks``: rewards that need paying out now are enqueued after their transaction
-commits (``core.hooks``), a transaction's people together (``PEOPLE_PER_TASK`` to a task), never for a
-transaction that rolled back; the batch tasks pay each person and isolate one's failure."""
+"""``payouts.hooks``: rewards that need paying out now are enqueued in the transaction that changed
+them (``core.hooks``), a batch's people together (``PEOPLE_PER_TASK`` to a task), kept or lost with
+that transaction; the batch tasks pay each person and isolate one's failure."""
 
 import pytest
+from django_q.conf import Conf
+from django_q.models import OrmQ
 
-from campaigns.models import Reward
+from campaigns.models import Reward, TriggerEvent
 from campaigns.services import event_ingest, event_ingest_bulk, ingest_batch, rewards_mature
 from payouts import hooks, tasks
 from payouts.models import Payout
@@ -38,34 +40,38 @@ def test_many_people_are_split_into_tasks_of_people_per_task(brand, enqueued, mo
     assert enqueued == [(hooks.READY_TASK, people[i : i + 2]) for i in (0, 2, 4)]
 
 
-def test_a_failed_enqueue_does_not_lose_the_other_tasks(brand, enqueued, monkeypatch):
-    monkeypatch.setattr(hooks, "PEOPLE_PER_TASK", 2)
-    calls = []
+def test_a_failed_enqueue_stores_nothing_so_no_reward_is_left_without_its_task(brand, enqueued, monkeypatch):
+    def broken(func, ids):
+        raise ConnectionError("database gone")
 
-    def flaky(func, ids):
-        calls.append(ids)
-        if len(calls) == 1:
-            raise ConnectionError("broker down")
-        enqueued.append((func, list(ids)))
-
-    monkeypatch.setattr(hooks, "enqueue", flaky)
-    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(5)])
-    people = sorted(r.reward.person_id for r in results)
-    assert enqueued == [(hooks.READY_TASK, people[2:4]), (hooks.READY_TASK, people[4:])]
+    monkeypatch.setattr(hooks, "enqueue", broken)
+    with pytest.raises(ConnectionError):
+        event_ingest(brand=brand, payload=event(iban=iban()))
+    assert not Reward.objects.exists()
+    assert not TriggerEvent.objects.exists()
 
 
-def test_a_rolled_back_ingest_enqueues_nothing(brand, enqueued, monkeypatch):
-    fire = ingest_batch.hook_fire
+def test_the_task_row_commits_and_rolls_back_with_the_rewards(brand, settings, sandbox, campaign, monkeypatch):
+    """The real queue, not a stand-in: the task is a row of the ingesting transaction."""
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = True
+    monkeypatch.setattr(Conf, "SYNC", False)
+    fire, seen = ingest_batch.hook_fire, []
 
     def fire_then_crash(name, *values):
-        fire(name, *values)  # the hook is fired …
-        raise RuntimeError("worker killed before the commit")  # … and its transaction rolls back
+        fire(name, *values)
+        seen.append(OrmQ.objects.count())  # written in the transaction …
+        raise RuntimeError("worker killed before the commit")
 
     monkeypatch.setattr(ingest_batch, "hook_fire", fire_then_crash)
     with pytest.raises(RuntimeError, match="worker killed"):
-        event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(2)])
-    assert enqueued == []
-    assert not Reward.objects.exists()
+        event_ingest(brand=brand, payload=event(iban=iban()))
+    assert seen[0] == 1
+    assert not OrmQ.objects.exists()  # … and gone with it
+    monkeypatch.setattr(ingest_batch, "hook_fire", fire)
+    result = event_ingest(brand=brand, payload=event(iban=iban()))
+    (task,) = OrmQ.objects.all()
+    assert task.task["func"] == hooks.READY_TASK
+    assert task.task["args"] == ([result.reward.person_id],)
 
 
 def test_a_single_event_enqueues_its_person(brand, enqueued):
