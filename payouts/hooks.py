@@ -22,11 +22,13 @@ from campaigns.models import RewardStatus
 from core.queue import enqueue
 from payouts import conf
 from payouts.selectors import rewards_awaiting_payout
+from payouts.services import payouts_waiting_for_person
 from recipients.selectors import person_cluster_ids
 
 PEOPLE_PER_TASK = 50
 READY_TASK = "payouts.tasks.people_rewards_ready_task"
 CREATE_TASK = "payouts.tasks.people_payouts_create_task"
+RECHECK_TASK = "payouts.tasks.people_payee_recheck_task"
 
 _paying_now: ContextVar[frozenset[int]] = ContextVar("payouts_paying_now", default=frozenset())
 
@@ -58,16 +60,19 @@ def rewards_changed(rewards: list) -> None:
 
 def bank_account_changed(events: list) -> None:
     """``core.hooks.BANK_ACCOUNT_CHANGED``: money already owed goes to the new account (the
-    person's ``account_changed`` notice was recorded with the change)."""
+    person's ``account_changed`` notice was recorded with the change), and a payout that waited
+    for the person about the old account is replaced (``payouts_payee_recheck``)."""
     if not conf.enqueue_on_payable():
         return
     # Most new accounts arrive with a person's first event: nothing is owed yet, no task needed.
-    owed = {
-        e.person_id
-        for e in events
-        if rewards_awaiting_payout().filter(person_id__in=person_cluster_ids(person=e.person)).exists()
-    }
-    _enqueue({CREATE_TASK: owed})
+    owed, waiting = set(), set()
+    for e in events:
+        cluster = person_cluster_ids(person=e.person)
+        if payouts_waiting_for_person().filter(person_id__in=cluster).exists():
+            waiting.add(e.person_id)
+        elif rewards_awaiting_payout().filter(person_id__in=cluster).exists():
+            owed.add(e.person_id)
+    _enqueue({CREATE_TASK: owed, RECHECK_TASK: waiting})
 
 
 def _enqueue(people_by_task: dict[str, set[int]]) -> None:

@@ -16,6 +16,8 @@ from payouts.services import (
     payout_rewards_mark_paid,
     payouts_create_for_payable,
     payouts_enqueue_due,
+    payouts_payee_recheck,
+    payouts_payee_recheck_moved,
     payouts_poll,
     payouts_recover_stale,
     rewards_unclaimed_process,
@@ -73,6 +75,13 @@ def people_payouts_create_task(person_ids: list[int]) -> int:
     return created
 
 
+def people_payee_recheck_task(person_ids: list[int]) -> None:
+    """Their account changed while a payout waited for them: that payout is replaced by one to
+    the new account, checked again (``payouts_payee_recheck``)."""
+    for person in Person.objects.filter(pk__in=person_ids):
+        payouts_payee_recheck(person=person)
+
+
 def payout_settled_followup_task(payout_id: int) -> None:
     """After settlement the rewards become paid (the person's notice was recorded with the
     settlement itself; the every-minute tick finishes this too if the task is lost)."""
@@ -86,9 +95,11 @@ def payouts_settled_followup_task(payout_ids: list[int]) -> None:
 
 
 def payouts_tick() -> dict[str, int]:
-    """Every minute (migration 0002): recover stale claims, create payouts for payable rewards,
-    enqueue due ones, poll rails, and finish settled payouts whose rewards are not yet paid."""
+    """Every minute (migration 0002): recover stale claims, recheck payouts waiting for a person
+    whose account changed, create payouts for payable rewards, enqueue due ones, poll rails, and
+    finish settled payouts whose rewards are not yet paid."""
     recovered = payouts_recover_stale()
+    rechecked = payouts_payee_recheck_moved()
     created = len(payouts_create_for_payable().created)
     enqueued = payouts_enqueue_due()
     polled = payouts_poll()
@@ -99,7 +110,7 @@ def payouts_tick() -> dict[str, int]:
     )
     for payout_id in unfinished:
         payout_rewards_mark_paid(payout_id=payout_id)
-    return {"recovered": recovered, "created": created, "enqueued": enqueued, "polled": polled}
+    return {"recovered": recovered, "rechecked": rechecked, "created": created, "enqueued": enqueued, "polled": polled}
 
 
 def payout_batches_expire_task() -> str:

@@ -32,7 +32,13 @@ from payouts.services.execute import (
     payouts_poll,
     payouts_recover_stale,
 )
-from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
+from payouts.services.payee import (
+    payout_payee_confirm,
+    payouts_payee_recheck,
+    payouts_payee_recheck_moved,
+    payouts_payee_verify,
+    payouts_waiting_for_person,
+)
 from payouts.services.states import in_transit_account
 from payouts.services.unclaimed import UnclaimedResult, rewards_unclaimed_process
 
@@ -62,8 +68,10 @@ __all__ = [
     "payouts_create_for_payable",
     "payouts_enqueue_due",
     "payouts_payee_recheck",
+    "payouts_payee_recheck_moved",
     "payouts_payee_verify",
     "payouts_poll",
     "payouts_recover_stale",
+    "payouts_waiting_for_person",
     "rewards_unclaimed_process",
 ]

@@ -237,19 +237,22 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
     return locked
 
 
+def payouts_waiting_for_person():
+    """Payouts that wait for their person: a close match to confirm, or details to correct."""
+    return Payout.objects.filter(status=PayoutStatus.CREATED, needs_review=True, vop_action__in=PERSON_ACTIONS)
+
+
 def payouts_payee_recheck(*, person: Person) -> CreateResult | None:
-    """The person gave their details again on their own claim link: each of their payouts waiting
-    for them (a close match to confirm, details to correct) is cancelled — it never left, no money
-    moved, its rewards are payable again — and new payouts are made to the details as they are
-    now, to be checked again. None when nothing was waiting (nothing happens: idempotent). Each
-    cancel is its own short durable transaction; then ``payouts_create_for_payable``."""
+    """The person's details changed — given again on their own claim link, or their account
+    replaced by their brand: each of their payouts waiting for them (a close match to confirm,
+    details to correct) is cancelled — it never left, no money moved, its rewards are payable
+    again — and new payouts are made to the details as they are now, to be checked again. None
+    when nothing was waiting (nothing happens: idempotent). Each cancel is its own short durable
+    transaction; then ``payouts_create_for_payable``."""
     waiting = list(
-        Payout.objects.filter(
-            person_id__in=person_cluster_ids(person=person),
-            status=PayoutStatus.CREATED,
-            needs_review=True,
-            vop_action__in=PERSON_ACTIONS,
-        ).values_list("pk", flat=True)
+        payouts_waiting_for_person()
+        .filter(person_id__in=person_cluster_ids(person=person))
+        .values_list("pk", flat=True)
     )
     if not waiting:
         return None
@@ -259,3 +262,18 @@ def payouts_payee_recheck(*, person: Person) -> CreateResult | None:
             if payout_waits_for_person(locked):
                 cancel_locked(locked, actor=None, reason="The person corrected their details.", now=timezone.now())
     return payouts_create_for_payable(person=person)
+
+
+def payouts_payee_recheck_moved(*, limit: int = 500) -> int:
+    """The sweep behind the account-change hook (``payouts.hooks``): every payout waiting for its
+    person whose account has since been replaced another way (the brand's API, an admin) is
+    rechecked with ``payouts_payee_recheck``, so it neither waits for an answer about an account
+    nobody pays any more nor stays stuck. Returns how many people were rechecked."""
+    people: dict[int, Person] = {}
+    for payout in payouts_waiting_for_person().select_related("person").order_by("id")[:limit]:
+        current = person_current_bank_account(person=payout.person)
+        if current is None or current.pk != payout.bank_account_id:
+            people.setdefault(payout.person_id, payout.person)
+    for person in people.values():
+        payouts_payee_recheck(person=person)
+    return len(people)

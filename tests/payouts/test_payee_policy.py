@@ -12,6 +12,7 @@ from payouts.models import AttemptOutcome, Payout, PayoutStatus, RouteRule
 from payouts.rails.base import PayeeMatch, VerifyPayeeResult
 from payouts.services import payee, payout_approve, payout_batch_create, payout_execute, payouts_create_for_payable
 from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
+from payouts.tasks import payouts_tick
 from recipients.models import BankAccount
 from recipients.selectors import iban_fingerprint
 from recipients.services import bank_account_holder_name_set, person_set_iban
@@ -225,6 +226,46 @@ def test_a_name_checked_for_an_account_since_replaced_cannot_be_confirmed(
     payout.refresh_from_db()
     assert payout.needs_review and payout.creditor_name == "G. Rossi"
     assert instant.transfers_for(payout.end_to_end_id) == []
+
+
+@pytest.mark.parametrize("way", ["hook", "sweep"])
+def test_an_account_the_brand_replaces_replaces_the_payout_waiting_on_the_old_one(
+    way, settings, sandbox, instant, fake_vop, debtor, brand, campaign, capture
+):
+    """The brand's API gives the person a new account while a payout waits for them about the old
+    one: that payout is cancelled (no money left) and one to the new account is checked and paid,
+    once — by the account-change hook, or by the every-minute sweep when the hook's task is lost."""
+    payout = held_payout(brand, fake_vop, capture, name="G. Rossi")
+    new_iban = iban()
+    fake_vop.holder(new_iban, "G. Rossi")
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = way == "hook"
+    with capture():
+        person_set_iban(person=payout.person, iban=new_iban, source="api")
+    if way == "sweep":
+        assert Payout.objects.get(pk=payout.pk).status == PayoutStatus.CREATED  # nothing heard yet
+        with capture():
+            assert payouts_tick()["rechecked"] == 1
+    with capture():
+        assert payouts_tick()["rechecked"] == 0  # a second sweep finds nothing left to do
+
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.CANCELLED and instant.transfers_for(payout.end_to_end_id) == []
+    new = Payout.objects.exclude(pk=payout.pk).get(person=payout.person)
+    assert new.bank_account.iban_fingerprint == iban_fingerprint(new_iban)
+    assert new.status == PayoutStatus.SETTLED and new.vop_result == "match"
+    assert len(instant.transfers_for(new.end_to_end_id)) == 1
+    assert payable_minor(payout.person_id) == 0
+    assert_books_ok()
+
+
+def test_a_waiting_payout_whose_account_did_not_change_keeps_waiting(
+    sandbox, instant, fake_vop, debtor, brand, campaign, capture
+):
+    payout = held_payout(brand, fake_vop, capture, name="G. Rossi")
+    with capture():
+        assert payouts_tick()["rechecked"] == 0
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.CREATED and payout.needs_review and payout.vop_action == "ask"
 
 
 def test_staff_cannot_release_a_payout_its_campaign_blocks(
