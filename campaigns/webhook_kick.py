@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import WebhookCursor
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +67,13 @@ def webhook_collect_enqueue(*, now: datetime | None = None) -> bool:
     so kicks of every process, a collection's continuation and the tick never put a second copy
     in the queue. The collection clears it when it starts. Returns whether it enqueued."""
     now = now or timezone.now()
-    # Its own transaction: core.queue then enqueues on commit, keeping this thread's connection.
+    # Its own transaction: the claim and the task commit together (core.queue).
     with transaction.atomic():
         claimed = WebhookCursor.objects.filter(
             Q(queued_at__isnull=True) | Q(queued_at__lt=now - COLLECT_QUEUED_STALE_AFTER)
         ).update(queued_at=now)
         if claimed:
-            enqueue_on_commit(COLLECT_TASK)
+            enqueue(COLLECT_TASK)
     return bool(claimed)
 
 

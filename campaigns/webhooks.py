@@ -68,7 +68,7 @@ from campaigns.webhook_kick import webhook_collect_enqueue
 from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
 from core.locks import WEBHOOK_EMIT_CLASS
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from recipients import crypto
 from reconciliation.models import JournalEntry, Posting
 
@@ -251,9 +251,8 @@ def webhook_endpoint_enable(
             created_at=now,
         )
         if requeued:
-            # robust: the endpoint is enabled either way; the minute tick sends what a lost
-            # enqueue would have.
-            enqueue_on_commit("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task", robust=True)
+            # The minute tick sends them too, should this task never run.
+            enqueue("campaigns.webhook_tasks.webhook_deliveries_enqueue_due_task")
     return EndpointEnabled(endpoint=locked, requeued=requeued, expired=expired)
 
 
@@ -346,7 +345,7 @@ def _events_emit(*, items: list[EventNew], now: datetime) -> list[WebhookEvent]:
             ],
             batch_size=2000,
         )
-        _send_tasks_enqueue_on_commit([(d.endpoint_id, d.pk) for d in deliveries])
+        _send_tasks_enqueue([(d.endpoint_id, d.pk) for d in deliveries])
     return events
 
 
@@ -626,11 +625,10 @@ def _send_tasks(pairs: list[tuple[int, int]]) -> list[list[int]]:
     return [ids[i : i + SEND_BATCH] for ids in by_endpoint.values() for i in range(0, len(ids), SEND_BATCH)]
 
 
-def _send_tasks_enqueue_on_commit(pairs: list[tuple[int, int]]) -> None:
-    # robust: the deliveries are committed and marked queued either way; a task whose enqueue
-    # failed is "lost", and the tick sends its deliveries once they are QUEUED_STALE_AFTER old.
+def _send_tasks_enqueue(pairs: list[tuple[int, int]]) -> None:
+    # Should a task never run, the tick sends its deliveries once they are QUEUED_STALE_AFTER old.
     for ids in _send_tasks(pairs):
-        enqueue_on_commit(SEND_TASK, ids, robust=True)
+        enqueue(SEND_TASK, ids)
 
 
 @dataclass(frozen=True)
@@ -728,7 +726,7 @@ def _deliveries_continue(ids: list[int]) -> None:
             status=DeliveryStatus.PENDING, attempt=F("attempt") - 1, next_attempt_at=now
         )
         WebhookDelivery.objects.filter(pk__in=ids, status=DeliveryStatus.PENDING).update(queued_at=now)
-        enqueue_on_commit(SEND_TASK, ids)
+        enqueue(SEND_TASK, ids)
 
 
 def _deliveries_record(
@@ -792,7 +790,7 @@ def _deliveries_record(
                 update_fields=["failing_since", "failure_streak", "is_active", "disabled_at", "disabled_reason"]
             )
         for endpoint_id in notify:
-            enqueue_on_commit("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", endpoint_id)
+            enqueue("campaigns.webhook_tasks.webhook_endpoint_disabled_notify_task", endpoint_id)
     return statuses
 
 
@@ -853,7 +851,7 @@ def webhook_deliveries_enqueue_due(*, now: datetime | None = None, limit: int = 
             .values_list("endpoint_id", "id")[:limit]
         )
         WebhookDelivery.objects.filter(pk__in=[delivery_id for _, delivery_id in pairs]).update(queued_at=now)
-        _send_tasks_enqueue_on_commit(pairs)
+        _send_tasks_enqueue(pairs)
     return len(pairs)
 
 
@@ -869,6 +867,6 @@ def webhook_delivery_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
         ).update(status=DeliveryStatus.PENDING, next_attempt_at=now, delivered_at=None, queued_at=now)
         if moved != 1:
             raise InvalidTransition("This delivery cannot be sent again now (being sent, or the endpoint is disabled).")
-        enqueue_on_commit(SEND_TASK, [delivery.pk])
+        enqueue(SEND_TASK, [delivery.pk])
     delivery.refresh_from_db()
     return delivery

@@ -3,9 +3,7 @@
 The broker is django-q2's ORM broker on the default database (``Q_CLUSTER["orm"]``), so a task
 enqueued inside a transaction is a row of that transaction: a worker sees it exactly when the rows
 it needs are committed, and it is lost or kept with them — nothing can fall between a commit and
-an enqueue. Measured on bench-ingest's lone caller (in-process, 500 events, alternated three
-times): an event whose task was enqueued after its commit took 20.1–23.3 ms, in the transaction
-17.8–19.0 ms. Outside a transaction the enqueue is a short transaction of its own: django-q2 calls
+an enqueue. Outside a transaction the enqueue is a short transaction of its own: django-q2 calls
 ``close_old_connections()`` whenever it enqueues outside one, which with ``CONN_MAX_AGE = 0``
 would close this thread's connection (the next query then forks a new PostgreSQL backend).
 """
@@ -17,9 +15,8 @@ from django_q.tasks import async_task
 
 def enqueue(func: str, *args, **options) -> str | None:
     """``async_task(func, *args, **options)`` in the caller's transaction (or one of its own).
-    Every enqueue of the project goes through here (or ``enqueue_on_commit``). When tasks run
-    synchronously (the tests), one enqueued inside a transaction runs once it commits, as a
-    worker would see it."""
+    Every enqueue of the project goes through here. When tasks run synchronously (the tests),
+    one enqueued inside a transaction runs once it commits, as a worker would see it."""
     if Conf.SYNC:  # run here and now: no queue row, and the task opens its own transactions
         if transaction.get_connection().in_atomic_block:
             transaction.on_commit(lambda: async_task(func, *args, **options))
@@ -27,10 +24,3 @@ def enqueue(func: str, *args, **options) -> str | None:
         return async_task(func, *args, **options)
     with transaction.atomic(savepoint=False):
         return async_task(func, *args, **options)
-
-
-def enqueue_on_commit(func: str, *args, robust: bool = False) -> None:
-    """``enqueue`` once the current transaction commits — never inside it, so a worker cannot
-    pick the task up before the rows it needs are visible. With ``robust`` a failed enqueue is
-    logged, not raised into a caller whose data committed (for tasks a sweep also runs)."""
-    transaction.on_commit(lambda: enqueue(func, *args), robust=robust)

@@ -28,7 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from core.exceptions import ApplicationError
 from core.models import InboundStatus, InboundWebhook
-from core.queue import enqueue, enqueue_on_commit
+from core.queue import enqueue
 
 security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
@@ -78,14 +78,14 @@ def _problem(status: int, code: str, detail: str) -> JsonResponse:
 
 
 def inbound_webhook_store(*, provider: str, dedupe_key: str, headers: dict, body: bytes) -> tuple[InboundWebhook, bool]:
-    """Store a verified delivery and enqueue its processing on commit. Returns (row, created);
+    """Store a verified delivery and enqueue its processing with it. Returns (row, created);
     a duplicate (same provider and dedupe key) returns the first row and enqueues nothing."""
     try:
         with transaction.atomic():
             webhook = InboundWebhook.objects.create(
                 provider=provider, dedupe_key=dedupe_key[:255], headers=headers, body=body, received_at=timezone.now()
             )
-            enqueue_on_commit("core.tasks.inbound_webhook_process_task", webhook.pk)
+            enqueue("core.tasks.inbound_webhook_process_task", webhook.pk)
     except IntegrityError:
         return InboundWebhook.objects.get(provider=provider, dedupe_key=dedupe_key[:255]), False
     return webhook, True

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, IngestResult, event_ingest
 from core.exceptions import Conflict, IdempotencyConflict, InvalidTransition
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from payouts.models import Payout, PayoutItem
 from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
@@ -166,7 +166,7 @@ def claim_video_submit(
                 video_id=video_id,
                 token_ciphertext=crypto.encrypt(access_token),
             )
-            enqueue_on_commit("payouts.claim.tasks.video_submission_verify_task", submission.pk)
+            enqueue("payouts.claim.tasks.video_submission_verify_task", submission.pk)
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
     return submission

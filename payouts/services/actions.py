@@ -12,7 +12,7 @@ from campaigns.services.rewards import reward_mark_paid
 from core.bulk import rows_insert
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.services.create import CreateResult, payouts_create_for_payable
@@ -47,7 +47,7 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
     vouch for the payee: it is paid as it stands, its check not asked again) — never one its
     campaign's policy blocks (only the person's new details release that). The approver must be
     staff with ``payouts.approve_payout`` and must not be who created the payout (auto-created
-    payouts: any such approver, recorded). Execution is enqueued on commit.
+    payouts: any such approver, recorded). Execution is enqueued in the same transaction.
     Raises PermissionDenied, InvalidTransition (not waiting for anyone; ``payee_blocked``)."""
     _require_perm(approver, "payouts.approve_payout")
     now = timezone.now()
@@ -73,7 +73,7 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
         payout.updated_at = now
         payout.save(update_fields=fields)
         event_record(payout, kind="payout.approved", from_status=payout.status, actor=approver, now=now)
-        enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
+        enqueue("payouts.tasks.payout_execute_task", payout.pk)
     return payout
 
 
@@ -124,7 +124,7 @@ def payout_retry(*, payout: Payout, actor) -> Payout | CreateResult:
         event_record(
             payout, kind="payout.retry", from_status=payout.status, actor=actor, data={"manual": True}, now=now
         )
-        enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
+        enqueue("payouts.tasks.payout_execute_task", payout.pk)
     return payout
 
 
@@ -357,7 +357,7 @@ def payouts_bank_debits_record(*, items: list[tuple[Payout, int]], bank: Account
     _settled_events_record(payouts, now=now)
     _paid_notices_record(payouts, now=now)
     # One follow-up task for the set: enqueueing one per payout costs a broker round trip each.
-    enqueue_on_commit("payouts.tasks.payouts_settled_followup_task", ids)
+    enqueue("payouts.tasks.payouts_settled_followup_task", ids)
     return entries
 
 

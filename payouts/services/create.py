@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import PayoutMode
-from core.queue import enqueue_on_commit
+from core import queue
 from payouts import conf
 from payouts.iso import ACCOUNT_DETAIL_CODES, EXPIRED_REASON_CODE
 from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
@@ -148,9 +148,9 @@ def payouts_create_for_payable(
 
     Idempotent and safe to run concurrently: each payout is created in its own durable
     transaction with its rewards locked and re-checked; the partial unique constraint on live
-    items is the backstop. Execution is enqueued on commit. Raises nothing for a person who cannot
-    be paid yet; they are reported in the result. ``enqueue=False`` leaves execution to the
-    caller (a task that runs the new payouts itself, saving a queue hop).
+    items is the backstop. Execution is enqueued in the same transaction. Raises nothing for a
+    person who cannot be paid yet; they are reported in the result. ``enqueue=False`` leaves
+    execution to the caller (a task that runs the new payouts itself, saving a queue hop).
     """
     now = now or timezone.now()
     result = CreateResult()
@@ -250,7 +250,7 @@ def _payout_create(
                 now=now,
             )
             if enqueue and not payout.requires_approval:
-                enqueue_on_commit("payouts.tasks.payout_execute_task", payout.pk)
+                queue.enqueue("payouts.tasks.payout_execute_task", payout.pk)
     except IntegrityError:
         # A concurrent sweep put one of these rewards into its own payout first.
         return None

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue, enqueue_on_commit
+from core.queue import enqueue
 from payouts import conf
 from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
@@ -239,7 +239,7 @@ def _to_fallback_rail(claim: _Claim, rail: Rail, payout: Payout, exc: InstantUnr
             now=now,
         )
         _finish_attempt(claim, AttemptOutcome.FALLBACK, now=now, exc=exc, response=exc.rail_code)
-        enqueue_on_commit("payouts.tasks.payout_execute_task", locked.pk)
+        enqueue("payouts.tasks.payout_execute_task", locked.pk)
     return AttemptOutcome.FALLBACK
 
 

@@ -30,7 +30,7 @@ from django.utils.translation import gettext as _
 
 from campaigns.models import Campaign, VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.rails import get_rail
 from payouts.rails.base import PayeeMatch, Rail, RetryableRailError, VerifyPayeeResult
@@ -233,7 +233,7 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
             locked, kind="payout.payee_confirmed", from_status=locked.status, data={"name_was": previous}, now=now
         )
         bank_account_holder_name_set(person=locked.person, fingerprint=locked.bank_account.iban_fingerprint, name=name)
-        enqueue_on_commit("payouts.tasks.payout_execute_task", locked.pk)
+        enqueue("payouts.tasks.payout_execute_task", locked.pk)
     return locked
 
 

@@ -33,7 +33,7 @@ from django.utils import timezone
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from payouts import conf
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.rails import get_rail, rail_names
@@ -209,7 +209,7 @@ def step_settled(
         payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
     )
     notice_record(payout, kind=NoticeKind.PAID, key=paid_notice_key(payout.pk))
-    enqueue_on_commit("payouts.tasks.payout_settled_followup_task", payout.pk)
+    enqueue("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
 def step_failed(

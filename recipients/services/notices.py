@@ -3,8 +3,8 @@ and delivering them at least once, once per channel.
 
 * ``notices_record`` joins the caller's transaction: the notice commits with the payout that
   settled, the reward that expired, the account that changed — or not at all. A replay of the
-  change records nothing (the key is unique). After the commit a task is enqueued for them
-  (``NOTICES_PER_TASK`` to a task); if that enqueue or the worker is lost, the every-minute sweep
+  change records nothing (the key is unique). A task for them is enqueued in the same transaction
+  (``NOTICES_PER_TASK`` to a task); if the worker is lost, the every-minute sweep
   (``notices_send_due``) finds the notice pending and sends it.
 * ``notices_send`` delivers: for each channel the person has now (their newest active e-mail and
   WhatsApp number), a delivery row is claimed by a conditional UPDATE (queued and due → sending;
@@ -34,7 +34,7 @@ from django.db.models import F, Min, Q
 from django.utils import timezone, translation
 
 from core.logging import redact
-from core.queue import enqueue_on_commit
+from core.queue import enqueue
 from recipients.models import Identifier, IdentifierKind, Person
 from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
@@ -112,8 +112,8 @@ def notices_record(*, notices: list[NoticeNew], now: datetime | None = None) -> 
     Notice.objects.bulk_create(rows, ignore_conflicts=True)  # a concurrent recorder of a key wins
     keys = [row.key for row in rows]
     for start in range(0, len(keys), NOTICES_PER_TASK):
-        # robust: the notices are committed either way, and the sweep sends what a lost task did not.
-        enqueue_on_commit(SEND_TASK, keys[start : start + NOTICES_PER_TASK], robust=True)
+        # The task commits with the notices (core.queue); the sweep sends what a task did not.
+        enqueue(SEND_TASK, keys[start : start + NOTICES_PER_TASK])
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def _endpoints(brand, receiver, n: int):
 
 def _enqueued(callbacks, func: str) -> list[tuple]:
     """The arguments of the ``func`` tasks a captured commit would enqueue (core.queue's
-    ``enqueue_on_commit`` registers ``lambda: enqueue(func, *args)``)."""
+    ``enqueue`` in a transaction registers ``lambda: async_task(func, *args)`` when tasks run inline)."""
     calls = []
     for callback in callbacks:
         cells = dict(zip(callback.__code__.co_freevars, callback.__closure__ or (), strict=True))
