@@ -339,10 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-payout-hooks",
         dest="payout_hooks",
         action="store_false",
-        help="turn off payouts' enqueue after commit (one task per transaction's people, as in production)",
+        help="turn off payouts' enqueue of a task with each batch's rewards (as in production)",
     )
     args = parser.parse_args(argv)
-    # As in production: payouts enqueues its tasks after each commit (one per transaction's
+    # As in production: payouts enqueues a task with each batch's rewards (one per 50 of its
     # people; nothing runs them here, no qcluster is started). Off with --no-payout-hooks.
     settings.PAYOUT_ENQUEUE_ON_PAYABLE = args.payout_hooks
     scale = args.n / CONCURRENT_N

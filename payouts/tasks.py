@@ -16,7 +16,6 @@ from payouts.services import (
     payout_rewards_mark_paid,
     payouts_create_for_payable,
     payouts_enqueue_due,
-    payouts_payee_recheck,
     payouts_payee_recheck_moved,
     payouts_poll,
     payouts_recover_stale,
@@ -77,9 +76,9 @@ def people_payouts_create_task(person_ids: list[int]) -> int:
 
 def people_payee_recheck_task(person_ids: list[int]) -> None:
     """Their account changed while a payout waited for them: that payout is replaced by one to
-    the new account, checked again (``payouts_payee_recheck``)."""
+    the new account, checked again (``payouts_payee_recheck_moved``)."""
     for person in Person.objects.filter(pk__in=person_ids):
-        payouts_payee_recheck(person=person)
+        payouts_payee_recheck_moved(person=person)
 
 
 def payout_settled_followup_task(payout_id: int) -> None:

@@ -4,7 +4,7 @@ A notice is written in the same transaction as the change it announces (a payout
 or came back, the account we pay into changed, money waits for an IBAN, a reminder that unclaimed
 money will go back, the money went back), so it exists exactly when that change committed. It is
 then delivered at least once on each channel the person has (``NoticeDelivery``: e-mail,
-WhatsApp), by the task enqueued on commit and by the every-minute sweep, whichever comes first
+WhatsApp), by the task enqueued with it and by the every-minute sweep, whichever comes first
 (``recipients.services.notices``).
 
 The rows hold no personal data — ids, kinds, amounts, codes — so erasure has nothing to wipe

@@ -80,9 +80,14 @@ def _locked(reward: Reward) -> Reward:
     return Reward.objects.select_for_update(of=("self",)).select_related("hold", "campaign", "rule").get(pk=reward.pk)
 
 
-def _audit(reward: Reward, *, kind: str, from_status: str, actor=None, reason: str = "", data=None, now=None) -> None:
-    """The audit row of a status change, and its announcement (``core.hooks``)."""
-    hook_fire(REWARD_CHANGED, reward)
+def _audit(
+    reward: Reward, *, kind: str, from_status: str, actor=None, reason: str = "", data=None, now=None, announce=True
+) -> None:
+    """The audit row of a status change, and its announcement (``core.hooks``). Without
+    ``announce`` the caller fires ``REWARD_CHANGED`` itself, once for its whole batch: its
+    in-transaction receiver enqueues a task per fire."""
+    if announce:
+        hook_fire(REWARD_CHANGED, reward)
     hook_fire(AUDIT_ROWS_WRITTEN)
     RewardEvent.objects.create(
         reward=reward,
@@ -112,7 +117,7 @@ def _counters_release(reward: Reward) -> None:
     )
 
 
-def _commit(reward: Reward, *, now: datetime, actor=None) -> None:
+def _commit(reward: Reward, *, now: datetime, actor=None, announce: bool = True) -> None:
     """held → payable: commit the hold to the person's payable and the platform's fees."""
     previous = reward.status
     budget = reward.campaign.budget_account
@@ -138,7 +143,13 @@ def _commit(reward: Reward, *, now: datetime, actor=None) -> None:
     reward.updated_at = now
     reward.save(update_fields=["status", "commit_entry", "updated_at"])
     _audit(
-        reward, kind="reward.payable", from_status=previous, actor=actor, data={"entry_id": result.entry.pk}, now=now
+        reward,
+        kind="reward.payable",
+        from_status=previous,
+        actor=actor,
+        data={"entry_id": result.entry.pk},
+        now=now,
+        announce=announce,
     )
 
 
@@ -311,7 +322,7 @@ def reward_mark_paid(*, reward_ids: list[int], payout_ref: str) -> int:
         rewards = list(Reward.objects.select_for_update().filter(pk__in=reward_ids).order_by("pk"))
         if len(rewards) != len(set(reward_ids)):
             raise InvalidInput("Unknown reward ids.", code="not_found")
-        changed = 0
+        paid: list[Reward] = []
         for reward in rewards:
             if reward.status == RewardStatus.PAID and reward.payout_ref == payout_ref:
                 continue
@@ -321,10 +332,17 @@ def reward_mark_paid(*, reward_ids: list[int], payout_ref: str) -> int:
             reward.updated_at = now
             reward.save(update_fields=["status", "payout_ref", "updated_at"])
             _audit(
-                reward, kind="reward.paid", from_status=RewardStatus.PAYABLE, data={"payout_ref": payout_ref}, now=now
+                reward,
+                kind="reward.paid",
+                from_status=RewardStatus.PAYABLE,
+                data={"payout_ref": payout_ref},
+                now=now,
+                announce=False,
             )
-            changed += 1
-    return changed
+            paid.append(reward)
+        if paid:
+            hook_fire(REWARD_CHANGED, *paid)
+    return len(paid)
 
 
 def rewards_mature(*, now: datetime | None = None, batch_size: int = 200) -> int:
@@ -345,15 +363,19 @@ def rewards_mature(*, now: datetime | None = None, batch_size: int = 200) -> int
                 .exclude(pk__in=failed)
                 .order_by("id")[:batch_size]
             )
+            matured = []
             for reward in rewards:
                 try:
                     with transaction.atomic():
-                        _commit(reward, now=now)
+                        _commit(reward, now=now, announce=False)
                 except ApplicationError as exc:
                     failed.add(reward.pk)
                     logger.error("reward did not mature", extra={"reward_id": reward.pk, "code": exc.code})
                 else:
-                    total += 1
+                    matured.append(reward)
+            if matured:
+                hook_fire(REWARD_CHANGED, *matured)
+            total += len(matured)
         if len(rewards) < batch_size:
             return total
 

@@ -243,37 +243,52 @@ def payouts_waiting_for_person():
 
 
 def payouts_payee_recheck(*, person: Person) -> CreateResult | None:
-    """The person's details changed — given again on their own claim link, or their account
-    replaced by their brand: each of their payouts waiting for them (a close match to confirm,
-    details to correct) is cancelled — it never left, no money moved, its rewards are payable
-    again — and new payouts are made to the details as they are now, to be checked again. None
-    when nothing was waiting (nothing happens: idempotent). Each cancel is its own short durable
-    transaction; then ``payouts_create_for_payable``."""
+    """The person gave their details again on their own claim link: each of their payouts waiting
+    for them (a close match to confirm, details to correct) is cancelled — it never left, no money
+    moved, its rewards are payable again — and new payouts are made to the details as they are
+    now, to be checked again. None when nothing was waiting (nothing happens: idempotent). Each
+    cancel is its own short durable transaction; then ``payouts_create_for_payable``."""
+    return _recheck(person, moved_only=False, reason="The person corrected their details.")
+
+
+def payouts_payee_recheck_moved(*, person: Person | None = None, limit: int = 500) -> int:
+    """Payouts waiting for their person (of ``person``'s cluster, or anyone's) whose account has
+    since been replaced another way (the brand's API, an admin) are rechecked like a correction:
+    cancelled and made again to the account as it is now. A waiting payout on the current
+    account is left alone, however often this runs. Called by the account-change hook's task and
+    by the every-minute tick, which finds what a lost task missed. Returns how many people had
+    payouts replaced."""
+    waiting = payouts_waiting_for_person().select_related("person")
+    if person is not None:
+        waiting = waiting.filter(person_id__in=person_cluster_ids(person=person))
+    else:
+        # What may have moved, in SQL (a replaced account is no longer current); the check under
+        # the payout's lock decides.
+        waiting = waiting.filter(bank_account__is_current=False)
+    people = {p.person_id: p.person for p in waiting.order_by("id")[:limit] if _moved(p)}
+    return sum(
+        1 for who in people.values() if _recheck(who, moved_only=True, reason="The account was replaced.") is not None
+    )
+
+
+def _moved(payout: Payout) -> bool:
+    current = person_current_bank_account(person=payout.person)
+    return current is None or current.pk != payout.bank_account_id
+
+
+def _recheck(person: Person, *, moved_only: bool, reason: str) -> CreateResult | None:
     waiting = list(
         payouts_waiting_for_person()
         .filter(person_id__in=person_cluster_ids(person=person))
         .values_list("pk", flat=True)
     )
-    if not waiting:
-        return None
+    cancelled = 0
     for payout_id in waiting:
         with transaction.atomic(durable=True):
             locked = payout_lock(payout_id)
-            if payout_waits_for_person(locked):
-                cancel_locked(locked, actor=None, reason="The person corrected their details.", now=timezone.now())
+            if payout_waits_for_person(locked) and (not moved_only or _moved(locked)):
+                cancel_locked(locked, actor=None, reason=reason, now=timezone.now())
+                cancelled += 1
+    if not cancelled and (moved_only or not waiting):
+        return None
     return payouts_create_for_payable(person=person)
-
-
-def payouts_payee_recheck_moved(*, limit: int = 500) -> int:
-    """The sweep behind the account-change hook (``payouts.hooks``): every payout waiting for its
-    person whose account has since been replaced another way (the brand's API, an admin) is
-    rechecked with ``payouts_payee_recheck``, so it neither waits for an answer about an account
-    nobody pays any more nor stays stuck. Returns how many people were rechecked."""
-    people: dict[int, Person] = {}
-    for payout in payouts_waiting_for_person().select_related("person").order_by("id")[:limit]:
-        current = person_current_bank_account(person=payout.person)
-        if current is None or current.pk != payout.bank_account_id:
-            people.setdefault(payout.person_id, payout.person)
-    for person in people.values():
-        payouts_payee_recheck(person=person)
-    return len(people)

@@ -79,6 +79,14 @@ def test_a_single_event_enqueues_its_person(brand, enqueued):
     assert enqueued == [(hooks.READY_TASK, [result.reward.person_id])]
 
 
+def test_maturing_a_batch_enqueues_its_people_together_not_a_task_each(brand, enqueued):
+    results = event_ingest_bulk(brand=brand, payloads=[event(iban=iban()) for _ in range(3)])
+    people = sorted(r.reward.person_id for r in results)
+    enqueued.clear()
+    assert rewards_mature() == 3
+    assert enqueued == [(hooks.CREATE_TASK, people)]
+
+
 def test_the_batch_task_pays_everyone_else_when_one_person_fails(monkeypatch):
     paid = []
 

@@ -11,7 +11,13 @@ from core.exceptions import InvalidTransition
 from payouts.models import AttemptOutcome, Payout, PayoutStatus, RouteRule
 from payouts.rails.base import PayeeMatch, VerifyPayeeResult
 from payouts.services import payee, payout_approve, payout_batch_create, payout_execute, payouts_create_for_payable
-from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck, payouts_payee_verify
+from payouts.services.payee import (
+    payout_payee_confirm,
+    payout_waits_for_person,
+    payouts_payee_recheck,
+    payouts_payee_recheck_moved,
+    payouts_payee_verify,
+)
 from payouts.tasks import payouts_tick
 from recipients.models import BankAccount
 from recipients.selectors import iban_fingerprint
@@ -266,6 +272,32 @@ def test_a_waiting_payout_whose_account_did_not_change_keeps_waiting(
         assert payouts_tick()["rechecked"] == 0
     payout.refresh_from_db()
     assert payout.status == PayoutStatus.CREATED and payout.needs_review and payout.vop_action == "ask"
+
+
+def test_a_late_account_change_task_leaves_the_payout_made_for_the_new_account_alone(
+    sandbox, instant, fake_vop, debtor, brand, campaign, capture
+):
+    """The person corrected their account on their claim page, which replaced the waiting payout
+    at once; the account-change hook's task, run late, must not cancel the new payout — which
+    waits for them again — nor check anyone twice."""
+    payout = held_payout(brand, fake_vop, capture, name="G. Rossi")
+    new_iban = iban()
+    fake_vop.holder(new_iban, HOLDER)  # a close match again: the new payout waits too
+    with capture():
+        person_set_iban(person=payout.person, iban=new_iban, source="claim")
+        payouts_payee_recheck(person=payout.person)
+    new = Payout.objects.exclude(pk=payout.pk).get(person=payout.person)
+    assert payout_waits_for_person(new)
+    checks = fake_vop.calls("POST")
+
+    with capture():
+        assert payouts_payee_recheck_moved(person=payout.person) == 0  # the task, late
+        assert payouts_tick()["rechecked"] == 0
+
+    new.refresh_from_db()
+    assert payout_waits_for_person(new) and new.status == PayoutStatus.CREATED
+    assert fake_vop.calls("POST") == checks
+    assert Payout.objects.filter(person=payout.person).count() == 2
 
 
 def test_staff_cannot_release_a_payout_its_campaign_blocks(
