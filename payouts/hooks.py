@@ -66,12 +66,12 @@ def bank_account_changed(events: list) -> None:
         return
     # Most new accounts arrive with a person's first event: nothing is owed yet, no task needed.
     owed, waiting = set(), set()
-    for e in events:
-        cluster = person_cluster_ids(person=e.person)
+    for person in {e.person_id: e.person for e in events}.values():  # a person once, however many changes
+        cluster = person_cluster_ids(person=person)
         if payouts_waiting_for_person().filter(person_id__in=cluster).exists():
-            waiting.add(e.person_id)
-        elif rewards_awaiting_payout().filter(person_id__in=cluster).exists():
-            owed.add(e.person_id)
+            waiting.add(person.pk)
+        if rewards_awaiting_payout().filter(person_id__in=cluster).exists():
+            owed.add(person.pk)
     _enqueue({CREATE_TASK: owed, RECHECK_TASK: waiting})
 
 

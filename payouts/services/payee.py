@@ -217,8 +217,7 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
             )
         if not name or name != locked.vop_suggested_name:
             raise InvalidTransition(_("Your bank's answer has changed: please look again."), code="payee_name_changed")
-        current = person_current_bank_account(person=locked.person)
-        if current is None or current.pk != locked.bank_account_id:
+        if _moved(locked):
             # The account changed by another way (the brand's API): the name was checked for the old one.
             raise InvalidTransition(
                 _("Your bank details have changed since: please give them again."), code="payee_account_changed"
@@ -272,6 +271,7 @@ def payouts_payee_recheck_moved(*, person: Person | None = None, limit: int = 50
 
 
 def _moved(payout: Payout) -> bool:
+    """Whether the person's current account is no longer the one ``payout`` was made out to."""
     current = person_current_bank_account(person=payout.person)
     return current is None or current.pk != payout.bank_account_id
 
@@ -289,6 +289,6 @@ def _recheck(person: Person, *, moved_only: bool, reason: str) -> CreateResult |
             if payout_waits_for_person(locked) and (not moved_only or _moved(locked)):
                 cancel_locked(locked, actor=None, reason=reason, now=timezone.now())
                 cancelled += 1
-    if not cancelled and (moved_only or not waiting):
+    if not waiting or (moved_only and not cancelled):
         return None
     return payouts_create_for_payable(person=person)
