@@ -16,6 +16,7 @@ from core.queue import enqueue
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.services.create import CreateResult, payouts_create_for_payable
+from payouts.services.four_eyes import four_eyes_require
 from payouts.services.states import (
     SETTLEMENT_KINDS,
     drive,
@@ -47,8 +48,10 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
     vouch for the payee: it is paid as it stands, its check not asked again) — never one its
     campaign's policy blocks (only the person's new details release that). The approver must be
     staff with ``payouts.approve_payout`` and must not be who created the payout (auto-created
-    payouts: any such approver, recorded). Execution is enqueued in the same transaction.
-    Raises PermissionDenied, InvalidTransition (not waiting for anyone; ``payee_blocked``)."""
+    payouts: any such approver, recorded) nor, for the four-eyes approval, who approved any of
+    its rewards in review. Execution is enqueued in the same transaction.
+    Raises PermissionDenied (``four_eyes``), InvalidTransition (not waiting for anyone;
+    ``payee_blocked``)."""
     _require_perm(approver, "payouts.approve_payout")
     now = timezone.now()
     with transaction.atomic(durable=True):
@@ -65,6 +68,7 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
             )
         fields = ["updated_at"]
         if waiting_approval:
+            four_eyes_require(payouts=Payout.objects.filter(pk=payout.pk), approver=approver, what="This payout")
             payout.approved_by, payout.approved_at = approver, now
             fields += ["approved_by", "approved_at"]
         if payout.needs_review:

@@ -27,6 +27,7 @@ from payouts.pain002 import Outcome, Pain002Report
 from payouts.rails.base import ServiceLevel
 from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account
 from payouts.services.execute import rail_payment_for
+from payouts.services.four_eyes import four_eyes_require
 from payouts.services.payee import payouts_payee_verify
 from payouts.services.states import (
     debtor_bank_account,
@@ -182,8 +183,9 @@ def payout_batch_approve(*, batch: PayoutBatch, approver, reason: str = "") -> P
     """Four-eyes for a large file: a second staff member with ``payouts.approve_payoutbatch``.
     Records ``batch.approved`` with the approver, the time, ``reason`` (else why approval was
     needed: the file's sum against the threshold) and the creator, in the same durable
-    transaction. Raises PermissionDenied (no permission, or the creator), InvalidTransition (not
-    waiting for approval: not needed, already approved, or expired)."""
+    transaction. Raises PermissionDenied (no permission, the creator, or ``four_eyes``: who
+    approved one of its payouts' rewards), InvalidTransition (not waiting for approval: not
+    needed, already approved, or expired)."""
     if not approver.is_staff or not approver.has_perm("payouts.approve_payoutbatch"):
         raise PermissionDenied("You may not approve payout batches.")
     with transaction.atomic(durable=True):
@@ -192,6 +194,7 @@ def payout_batch_approve(*, batch: PayoutBatch, approver, reason: str = "") -> P
             raise PermissionDenied("A batch needs a second person: you created this one.")
         if not batch.requires_approval or batch.approved_at or batch.status != BatchStatus.BUILT:
             raise InvalidTransition("This batch is not waiting for approval.")
+        four_eyes_require(payouts=batch.payouts.all(), approver=approver, what="This batch")
         batch.approved_by, batch.approved_at = approver, timezone.now()
         batch.save(update_fields=["approved_by", "approved_at"])
         threshold = conf.batch_approval_threshold_minor()
