@@ -47,20 +47,24 @@ ROLES: dict[str, list[str]] = {
     ],
     # Imports bank statements and explains their lines.
     "Reconciler": [*_SEE_PEOPLE_AND_MONEY, *_SEE_THE_BOOKS, "reconciliation.reconcile_statement"],
-    # Answers people and brands: retries or stops a payout, exports or erases a person on request.
+    # Answers people and brands: retries or stops a payout, exports or erases a person on request;
+    # reads what people were told (notices) and who did what (the audit trail).
     "Support": [
         *_SEE_PEOPLE_AND_MONEY,
-        "payouts.view_notification",
+        "recipients.view_notice",
+        "recipients.view_noticedelivery",
+        "core.view_audittrail",
         "payouts.retry_payout",
         "payouts.cancel_payout",
         "recipients.erase_person",
         "recipients.export_person",
         "campaigns.view_videosubmission",
     ],
-    # Sends the money out and signs off what cannot be explained.
+    # Sends the money out and signs off what cannot be explained, and answers the auditors.
     "Finance admin": [
         *_SEE_PEOPLE_AND_MONEY,
         *_SEE_THE_BOOKS,
+        "core.view_audittrail",
         "payouts.view_payoutbatch",
         "payouts.download_payoutbatch",
         "payouts.view_routerule",

@@ -21,15 +21,17 @@ PEOPLE = "/admin/recipients/person/"
 REWARDS = "/admin/campaigns/reward/"
 LINES = "/admin/reconciliation/statementline/"
 WRITE_OFFS = "/admin/reconciliation/reconciliationaction/"
+AUDIT = "/admin/core/audittrail/"
+NOTICES = "/admin/recipients/notice/"
 UPLOAD = "upload"  # reversed below: the statement upload page
 DASHBOARD = "dashboard"
 
 CAN = {
-    "Reviewer": ([REVIEW_QUEUE, REWARDS, PEOPLE, PAYOUTS], [LINES, BATCHES, UPLOAD]),
-    "Payout approver": ([PAYOUTS, BATCHES, PEOPLE], [LINES, UPLOAD, REVIEW_QUEUE]),
-    "Reconciler": ([DASHBOARD, UPLOAD, LINES, PAYOUTS], [BATCHES, REVIEW_QUEUE]),
-    "Support": ([PEOPLE, PAYOUTS, REWARDS], [LINES, BATCHES, UPLOAD, REVIEW_QUEUE]),
-    "Finance admin": ([DASHBOARD, LINES, WRITE_OFFS, BATCHES, PAYOUTS], [UPLOAD, REVIEW_QUEUE]),
+    "Reviewer": ([REVIEW_QUEUE, REWARDS, PEOPLE, PAYOUTS], [LINES, BATCHES, UPLOAD, AUDIT, NOTICES]),
+    "Payout approver": ([PAYOUTS, BATCHES, PEOPLE], [LINES, UPLOAD, REVIEW_QUEUE, AUDIT]),
+    "Reconciler": ([DASHBOARD, UPLOAD, LINES, PAYOUTS], [BATCHES, REVIEW_QUEUE, AUDIT]),
+    "Support": ([PEOPLE, PAYOUTS, REWARDS, AUDIT, NOTICES], [LINES, BATCHES, UPLOAD, REVIEW_QUEUE]),
+    "Finance admin": ([DASHBOARD, LINES, WRITE_OFFS, BATCHES, PAYOUTS, AUDIT], [UPLOAD, REVIEW_QUEUE, NOTICES]),
 }
 
 
@@ -83,7 +85,7 @@ def test_the_demo_ops_user_holds_every_role_and_can_do_each_job(client, django_u
     ops = django_user_model.objects.get(username="ops")
     assert set(ops.groups.values_list("name", flat=True)) >= set(ROLES)
     client.force_login(ops)
-    for page in [REVIEW_QUEUE, PAYOUTS, REWARDS, PEOPLE, UPLOAD, DASHBOARD, BATCHES]:
+    for page in [REVIEW_QUEUE, PAYOUTS, REWARDS, PEOPLE, UPLOAD, DASHBOARD, BATCHES, AUDIT, NOTICES]:
         assert client.get(_url(page)).status_code == 200, page
 
 
