@@ -7,7 +7,9 @@ demo work — the sandbox rail that settles at once, the in-memory WhatsApp send
 fake, the demo bank accounts — would, in production, tell people "paid" while nobody is paid, so
 each is an error that says what to set. A deliberately sandboxed deployment (a staging copy, a
 public demo) says so with ``SANDBOXED_DEPLOYMENT=nobody-is-paid``: the fakes are then allowed and
-a warning says so on every check; DEBUG, weak keys and the webhook guards stay errors.
+a warning says so on every check; DEBUG, weak keys and the webhook guards stay errors. Paying
+without Verification of Payee is accepted only by name (``PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES``),
+and then warned about the same way.
 """
 
 import logging
@@ -166,7 +168,32 @@ def _fakes() -> list[checks.CheckMessage]:
             )
         )
     problems += _tiktok()
+    problems += _payee_check()
     return problems
+
+
+def _payee_check() -> list[checks.CheckMessage]:
+    """Without a Verification of Payee provider the rails without a check of their own (pain.001
+    files, the Adyen rail) pay every name unchecked: money to the wrong person is the worst bug.
+    ``PAYOUT_VOP`` is read as ``payouts.rails.vop.vop_provider`` reads it (core imports no app)."""
+    if (getattr(settings, "PAYOUT_VOP", None) or {}).get("BACKEND"):
+        return []
+    if getattr(settings, "PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES", False):
+        return [
+            checks.Warning(
+                "No Verification of Payee provider: payee names are not checked against their IBANs.",
+                hint="Set VOP_BASE_URL and VOP_REQUESTER_BIC, then unset PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES.",
+                id="core.W114",
+            )
+        ]
+    return [
+        checks.Error(
+            "No Verification of Payee provider: every payee name would be paid unchecked against its IBAN.",
+            hint="Set VOP_BASE_URL and VOP_REQUESTER_BIC (and VOP_API_TOKEN), or accept paying names unchecked "
+            "with PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES=true.",
+            id="core.E114",
+        )
+    ]
 
 
 def _whatsapp_cloud_api() -> list[checks.CheckMessage]:

@@ -40,3 +40,6 @@ PRODUCTION_CHECKS = True
 # The one way to run production settings without paying anyone (staging, a public demo): the
 # value must be exactly "nobody-is-paid", and every check prints a warning while it is set.
 SANDBOXED_DEPLOYMENT = os.environ.get("SANDBOXED_DEPLOYMENT", "")
+# Without a Verification of Payee provider (VOP_BASE_URL) the checks refuse to start (core.E114)
+# unless this says, by name, that names are paid unchecked: then they warn (core.W114).
+PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES = env_bool("PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES", False)

@@ -24,6 +24,10 @@ WISE = {
     },
 }
 SENDER = "recipients.whatsapp_cloud.CloudApiSender"
+VOP = {
+    "BACKEND": "payouts.rails.vop.EpcVopClient",
+    "OPTIONS": {"base_url": "https://vop.bank.example", "requester_bic": "INGBNL2A", "api_token": "tok"},
+}
 
 
 def complete(**changes) -> dict:
@@ -48,6 +52,8 @@ def complete(**changes) -> dict:
         "SOCIALACCOUNT_PROVIDERS": {"tiktok": {"APPS": [{"client_id": "aw8k2live", "secret": "s3cr3t-live"}]}},
         "WEBHOOK_ALLOW_HTTP": False,
         "WEBHOOK_ALLOW_PRIVATE_TARGETS": False,
+        "PAYOUT_VOP": VOP,
+        "PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES": False,
     }
     return {**real, **changes}
 
@@ -106,6 +112,7 @@ def test_outside_production_nothing_is_checked():
         ({"SOCIALACCOUNT_PROVIDERS": {"tiktok": {"APPS": [{"client_id": "demo-client-key"}]}}}, "core.E122"),
         ({"WEBHOOK_ALLOW_HTTP": True}, "core.E130"),
         ({"WEBHOOK_ALLOW_PRIVATE_TARGETS": True}, "core.E131"),
+        ({"PAYOUT_VOP": {}}, "core.E114"),
     ],
 )
 def test_each_unsafe_setting_is_an_error_that_says_what_to_set(changes, code):
@@ -113,6 +120,19 @@ def test_each_unsafe_setting_is_an_error_that_says_what_to_set(changes, code):
         found = [m for m in production_safety() if m.id == code]
     assert found and all(m.is_serious() and m.hint.startswith(("Set", "Unset", "Give")) for m in found)
     assert errors(**changes) == {code}
+
+
+def test_paying_names_unchecked_is_accepted_only_by_name_and_then_warned_about():
+    # given a production deployment without a Verification of Payee provider
+    assert errors(PAYOUT_VOP={}) == {"core.E114"}
+    # when it says, by the setting's name, that names are paid unchecked
+    with override_settings(**complete(PAYOUT_VOP={}, PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES=True)):
+        messages = production_safety()
+    # then it may start, and every check says so
+    assert [(m.id, m.is_serious()) for m in messages] == [("core.W114", False)]
+    # the acceptance is moot once a provider is configured
+    with override_settings(**complete(PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES=True)):
+        assert production_safety() == []
 
 
 def test_field_keys_equal_to_each_other_are_an_error():
@@ -144,7 +164,9 @@ def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_", "WHATSAPP_"))
+        if not key.startswith(
+            ("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_", "WHATSAPP_", "VOP_")
+        )
         # the browser tests set it for Playwright's event loop; no deployment has it
         and key != "DJANGO_ALLOW_ASYNC_UNSAFE"
     }
@@ -169,7 +191,7 @@ def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
 def test_check_deploy_is_green_only_with_a_complete_real_configuration():
     keys_only = _check_deploy({})
     assert keys_only.returncode == 1
-    for code in ("core.E110", "core.E113", "core.E120", "core.E122"):
+    for code in ("core.E110", "core.E113", "core.E120", "core.E122", "core.E114"):
         assert code in keys_only.stderr
 
     real = _check_deploy(
@@ -185,6 +207,8 @@ def test_check_deploy_is_green_only_with_a_complete_real_configuration():
             "WHATSAPP_ACCESS_TOKEN": secrets.token_urlsafe(32),
             "TIKTOK_CLIENT_KEY": "aw8k2live",
             "TIKTOK_CLIENT_SECRET": secrets.token_hex(16),
+            "VOP_BASE_URL": "https://vop.bank.example",
+            "VOP_REQUESTER_BIC": "INGBNL2A",
         }
     )
     assert real.returncode == 0, real.stderr
