@@ -10,8 +10,11 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from campaigns.models import Brand, Campaign
+from core.admin_confirm import Confirmation, action_confirmation_page, action_confirmed
 from core.exceptions import ApplicationError
 from core.money import format_minor
 from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus, RouteRule
@@ -99,6 +102,40 @@ class BatchEventInline(admin.TabularInline):
         return False
 
 
+def _totals(amounts: list[tuple[int, str]]) -> str:
+    """Amounts in several currencies summed per currency, formatted for the locale."""
+    sums: dict[str, int] = {}
+    for amount_minor, currency in amounts:
+        sums[currency] = sums.get(currency, 0) + amount_minor
+    return " + ".join(format_minor(total, currency) for currency, total in sorted(sums.items()))
+
+
+def _payouts_confirmation(payouts: list[Payout]) -> Confirmation:
+    large = [p for p in payouts if p.requires_approval and p.approved_at is None]
+    lines = [
+        _("%(payout)s: %(amount)s to %(name)s — %(step)s")
+        % {
+            "payout": p.end_to_end_id,
+            "amount": format_minor(p.amount_minor, p.currency),
+            "name": p.creditor_name,
+            "step": _("second approval") if p in large else _("release from review"),
+        }
+        for p in payouts
+    ]
+    summary = ngettext(
+        "You are giving %(count)d payout of %(total)s its second approval: it is sent at once.",
+        "You are giving %(count)d payouts of %(total)s in all their second approval: they are sent at once.",
+        len(large),
+    ) % {"count": len(large), "total": _totals([(p.amount_minor, p.currency) for p in large])}
+    return Confirmation(
+        title=_("Approve payouts"),
+        summary=summary,
+        lines=lines,
+        warning=_("Four-eyes: you may not approve a payout you created or whose rewards you approved."),
+        button=_("Yes, approve and send"),
+    )
+
+
 def _run(modeladmin, request, queryset, action, verb: str) -> None:
     done = 0
     for obj in queryset:
@@ -182,7 +219,17 @@ class PayoutAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve / release from review", permissions=["approve"])
     def approve(self, request, queryset):
-        _run(self, request, queryset, lambda p: payout_approve(payout=p, approver=request.user), "Approved")
+        payouts = list(queryset)
+        if any(p.requires_approval and p.approved_at is None for p in payouts) and not action_confirmed(request):
+            return action_confirmation_page(
+                self,
+                request,
+                action="approve",
+                selected=[p.pk for p in payouts],
+                confirmation=_payouts_confirmation(payouts),
+            )
+        _run(self, request, payouts, lambda p: payout_approve(payout=p, approver=request.user), "Approved")
+        return None
 
     @admin.action(description="Retry now", permissions=["retry"])
     def retry(self, request, queryset):
@@ -323,7 +370,46 @@ class PayoutBatchAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve (four-eyes)")
     def approve(self, request, queryset):
-        _run(self, request, queryset, lambda b: payout_batch_approve(batch=b, approver=request.user), "Approved")
+        batches = list(queryset.defer("file"))
+        if not action_confirmed(request):
+            return action_confirmation_page(
+                self,
+                request,
+                action="approve",
+                selected=[b.pk for b in batches],
+                confirmation=_batches_confirmation(batches),
+            )
+        _run(self, request, batches, lambda b: payout_batch_approve(batch=b, approver=request.user), "Approved")
+        return None
+
+
+def _batches_confirmation(batches: list[PayoutBatch]) -> Confirmation:
+    lines = [
+        ngettext(
+            "%(batch)s: %(count)d payment, %(total)s, to be executed on %(date)s",
+            "%(batch)s: %(count)d payments, %(total)s, to be executed on %(date)s",
+            b.count,
+        )
+        % {
+            "batch": b.batch_id,
+            "count": b.count,
+            "total": format_minor(b.control_sum_minor, b.currency),
+            "date": b.execution_date.isoformat(),
+        }
+        for b in batches
+    ]
+    summary = ngettext(
+        "You are approving %(count)d pain.001 file of %(total)s: once downloaded, the bank pays it.",
+        "You are approving %(count)d pain.001 files of %(total)s in all: once downloaded, the bank pays them.",
+        len(batches),
+    ) % {"count": len(batches), "total": _totals([(b.control_sum_minor, b.currency) for b in batches])}
+    return Confirmation(
+        title=_("Approve payout files"),
+        summary=summary,
+        lines=lines,
+        warning=_("Four-eyes: you may not approve a file you built or whose rewards you approved."),
+        button=_("Yes, approve the files"),
+    )
 
 
 class StatusReportForm(forms.Form):

@@ -10,7 +10,11 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
+from core.admin_confirm import Confirmation, action_confirmation_page, action_confirmed
 from core.exceptions import ApplicationError, InvalidInput
 from recipients.models import (
     BankAccount,
@@ -199,9 +203,18 @@ class PersonAdmin(admin.ModelAdmin):
         return response
 
     @admin.action(description="Erase (pseudonymise) the selected people", permissions=["erase"])
-    def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def erase_selected(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        people = list(queryset.select_related("brand"))
+        if not action_confirmed(request):
+            return action_confirmation_page(
+                self,
+                request,
+                action="erase_selected",
+                selected=[p.pk for p in people],
+                confirmation=_erasure_confirmation(people),
+            )
         erased = 0
-        for person in queryset:
+        for person in people:
             try:
                 person_erase(person=person, actor=request.user, source="admin")
             except ApplicationError as exc:
@@ -209,6 +222,28 @@ class PersonAdmin(admin.ModelAdmin):
             else:
                 erased += 1
         self.message_user(request, f"Erased {erased} people.", messages.SUCCESS)
+
+
+def _erasure_confirmation(people: list[Person]) -> Confirmation:
+    lines = [
+        _("Person #%(id)s: %(name)s, %(brand)s")
+        % {"id": p.pk, "name": p.display_name or _("no name"), "brand": p.brand or _("no brand")}
+        for p in people
+    ]
+    return Confirmation(
+        title=_("Erase people"),
+        summary=ngettext(
+            "You are erasing %(count)d person: their names, e-mails, phone numbers, social accounts and bank "
+            "details are wiped, here and in payouts, payment files and bank statement lines.",
+            "You are erasing %(count)d people: their names, e-mails, phone numbers, social accounts and bank "
+            "details are wiped, here and in payouts, payment files and bank statement lines.",
+            len(people),
+        )
+        % {"count": len(people)},
+        lines=lines,
+        warning=_("This cannot be undone. Rewards, payouts and the books are kept; the person can no longer be found."),
+        button=_("Yes, erase them"),
+    )
 
 
 class NoticeDeliveryInline(admin.TabularInline):

@@ -79,7 +79,16 @@ def test_erasure_action_erases_with_the_staff_user_as_actor(client, anna):
     url = reverse("admin:recipients_person_changelist")
     eraser = staff_client(client, "view_person", "erase_person")
 
-    response = eraser.post(url, {"action": "erase_selected", "_selected_action": [anna.pk]}, follow=True)
+    # the first POST shows what will happen and erases nothing
+    page = eraser.post(url, {"action": "erase_selected", "_selected_action": [anna.pk]})
+    assert page.status_code == 200 and page.templates[0].name == "admin/action_confirmation.html"
+    assert "Anna Rossi" in page.content.decode() and "cannot be undone" in page.content.decode()
+    anna.refresh_from_db()
+    assert anna.erased_at is None and anna.display_name == "Anna Rossi"
+
+    response = eraser.post(
+        url, {"action": "erase_selected", "_selected_action": [anna.pk], "confirm": "yes"}, follow=True
+    )
 
     anna.refresh_from_db()
     assert anna.erased_at is not None
