@@ -123,8 +123,8 @@ def _payouts_confirmation(payouts: list[Payout]) -> Confirmation:
         for p in payouts
     ]
     summary = ngettext(
-        "You are giving %(count)d payout of %(total)s its second approval: it is sent at once.",
-        "You are giving %(count)d payouts of %(total)s in all their second approval: they are sent at once.",
+        "You are giving %(count)d payout of %(total)s its second approval, after which it is paid.",
+        "You are giving %(count)d payouts of %(total)s in all their second approval, after which they are paid.",
         len(large),
     ) % {"count": len(large), "total": _totals([(p.amount_minor, p.currency) for p in large])}
     return Confirmation(
