@@ -35,6 +35,7 @@ run: demo
 	@echo ""
 	@echo "  Admin (ops, reconciliation):  http://$(HOST):$(PORT)/admin/"
 	@echo "  Demo staff login:             ops / ops-demo-password  (superuser: admin / admin-demo-password)"
+	@echo "  Second approver (four-eyes):  approver / approver-demo-password"
 	@echo "  Brand portal:                 http://$(HOST):$(PORT)/portal/  (brand@demo.joyback.example / brand-demo-password)"
 	@echo "  Claim pages (JoyBack):         http://$(HOST):$(PORT)/c/sole-shoes/summer-joy/  (fake TikTok and WhatsApp built in)"
 	@echo "  Claim pages (cashback):        http://$(HOST):$(PORT)/c/sole-shoes/cashback/"

@@ -26,9 +26,12 @@ from reconciliation.models import JournalEntry
 from reconciliation.services.statements import platform_bank_account_create
 
 DEMO_USERS = [
-    # username, password, superuser
-    ("admin", "admin-demo-password", True),
-    ("ops", "ops-demo-password", False),
+    # username, password, superuser, roles (None: every role)
+    ("admin", "admin-demo-password", True, None),
+    ("ops", "ops-demo-password", False, None),
+    # Four-eyes spans the whole chain: whoever approved a reward in review cannot also give its
+    # payout the second approval, so the demo has a second pair of eyes.
+    ("approver", "approver-demo-password", False, ["Payout approver"]),
 ]
 DEMO_BRAND_USER = ("brand@demo.joyback.example", "brand-demo-password")
 # Two live campaigns of the brand "Sole Shoes": what the claim pages at /c/sole-shoes/<slug>/ show.
@@ -80,9 +83,8 @@ class Command(BaseCommand):
 
     def _users(self) -> None:
         # The roles come from the data migration (core.roles); the demo ops user holds them all.
-        roles = list(Group.objects.filter(name__in=list(ROLES)))
         User = get_user_model()
-        for username, password, is_superuser in DEMO_USERS:
+        for username, password, is_superuser, role_names in DEMO_USERS:
             user, created = User.objects.get_or_create(
                 username=username,
                 defaults={"is_staff": True, "is_superuser": is_superuser, "email": f"{username}@demo.joyback.example"},
@@ -91,7 +93,7 @@ class Command(BaseCommand):
                 user.set_password(password)
                 user.save(update_fields=["password"])
             if not is_superuser:
-                user.groups.add(*roles)
+                user.groups.add(*Group.objects.filter(name__in=role_names or list(ROLES)))
 
     def _brand(self) -> None:
         """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
