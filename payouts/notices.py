@@ -17,6 +17,7 @@ template                    body parameters                 the link opens
 ``reward_reminder``         amount, brand, deadline         the payout form
 ``reward_expired``          amount, brand                   the status page
 ``payee_check``             amount, account                 the status page (confirm or correct)
+``account_change_code``     code, minutes                   (no button: the code is typed)
 ==========================  ==============================  ===========================
 
 ``account_changed_no_link`` (no button) tells a person who has no reward yet, so no page.
@@ -35,6 +36,7 @@ from core.money import format_minor
 from payouts.iso import ACCOUNT_DETAIL_CODES
 from payouts.links import PAYOUT_SALT, STATUS_SALT, link_make
 from payouts.models import Payout
+from recipients import crypto
 from recipients.models import BankAccount, Notice, NoticeKind, Person
 from recipients.selectors import person_cluster_ids
 from recipients.services.notices import NoticeText
@@ -43,7 +45,7 @@ from recipients.services.notices import NoticeText
 @dataclass(frozen=True)
 class Wording:
     template: str
-    link: str  # the salt of the page the link opens
+    link: str  # the salt of the page the link opens; "" for none
     subject: str
     body: str  # %(name)s placeholders, filled from the values below
     action: str  # the line with the link, under the body of the e-mail
@@ -125,6 +127,18 @@ WORDINGS = {
         gettext_lazy("Your reward: %(link)s"),
         ("amount", "brand"),
     ),
+    NoticeKind.ACCOUNT_CHANGE_CODE: Wording(
+        "account_change_code",
+        "",  # the code is typed on the page where the new account was given: no link
+        gettext_lazy("Your code to change your payout account"),
+        gettext_lazy(
+            "Someone asked to pay your rewards into a new account. If it was you, enter this code on that "
+            "page: %(code)s. It works for %(minutes)s minutes. If it was not you, ignore this message: we "
+            "keep paying your current account."
+        ),
+        "",
+        ("code", "minutes"),
+    ),
     NoticeKind.PAYEE_CHECK: Wording(
         "payee_check",
         STATUS_SALT,
@@ -169,6 +183,9 @@ def _values(notice: Notice) -> dict[str, str]:
         values["reason"] = _reason(notice.data["reason_code"])
     if "bank_account" in notice.data:
         values["account"] = BankAccount.objects.get(pk=notice.data["bank_account"]).masked
+    if "code" in notice.data:
+        values["code"] = crypto.decrypt(notice.data["code"])
+        values["minutes"] = str(notice.data["minutes"])
     if "deadline" in notice.data:
         values["deadline"] = date_format(datetime.fromisoformat(notice.data["deadline"]), "DATE_FORMAT")
     return values
@@ -186,12 +203,12 @@ def notice_render(notice: Notice, person: Person) -> NoticeText:
         .values_list("id", flat=True)
         .first()
     )
-    if reward_id is None:
+    if reward_id is None or not wording.link:
         # A person with no reward yet (their brand registered them): there is no page to open.
         return NoticeText(
             subject=str(wording.subject),
             body=body,
-            template=f"{wording.template}_no_link",
+            template=f"{wording.template}_no_link" if wording.link else wording.template,
             parameters=tuple(values[p] for p in wording.parameters),
         )
     link = link_make(wording.link, reward_id)

@@ -1,11 +1,13 @@
 """WhatsApp Cloud API: the opt-in by one-time code.
 
-The claim page shows a code (``whatsapp_optin_code_issue``); the person sends it from WhatsApp to
+The claim page shows a code (``whatsapp_optin_code_issue``, tied to the browser session that asked
+for it); the person sends it from WhatsApp to
 the brand's business number; Meta posts the message to our webhook, signed with
 ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256(app secret, raw body)>``. A message carrying a valid
 code proves the sender owns the number: ``whatsapp_optin_redeem`` resolves the person by that
 number and ingests a ``whatsapp_optin`` event (source ``whatsapp``, external id ``wa:<message id>``,
-so a redelivered message never pays twice).
+so a redelivered message never pays twice). The browser that asked for the code then gets the
+payout form of the reward, once (``whatsapp_optin_hand_over``): the code is spent.
 """
 
 import hashlib
@@ -25,6 +27,7 @@ from campaigns.services import EventInput, event_ingest
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
 from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest, security_logger
+from payouts.links import PAYOUT_SALT, Link, link_make
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.services import IdentityInput, person_resolve
 
@@ -37,17 +40,50 @@ CODE_PATTERN = re.compile(r"\bJB[A-HJKMNP-Z2-9]{6}\b", re.IGNORECASE)
 # --- codes ---------------------------------------------------------------------------------------
 
 
-def whatsapp_optin_code_issue(*, campaign, ttl: timedelta = timedelta(hours=24)) -> WhatsAppOptInCode:
-    """A fresh one-time code (``JB`` + 6 characters) for ``campaign``, valid for ``ttl``."""
+def _starter_hash(starter: str) -> str:
+    return hashlib.sha256(starter.encode()).hexdigest()
+
+
+def whatsapp_optin_code_issue(
+    *, campaign, starter: str = "", ttl: timedelta = timedelta(hours=24)
+) -> WhatsAppOptInCode:
+    """A fresh one-time code (``JB`` + 6 characters) for ``campaign``, valid for ``ttl``, that only
+    the browser holding ``starter`` (a secret in its session) may follow to the payout form; with
+    none (a code issued outside a browser) no page follows it."""
     now = timezone.now()
     for _ in range(5):
         code = "JB" + "".join(secrets.choice(CODE_ALPHABET) for _ in range(6))
         with transaction.atomic():
             if not WhatsAppOptInCode.objects.filter(code=code).exists():
                 return WhatsAppOptInCode.objects.create(
-                    code=code, campaign=campaign, created_at=now, expires_at=now + ttl
+                    code=code,
+                    campaign=campaign,
+                    created_at=now,
+                    expires_at=now + ttl,
+                    starter_hash=_starter_hash(starter) if starter else "",
                 )
     raise InvalidInput("Could not draw a unique code.", code="code_exhausted")
+
+
+def whatsapp_optin_started_by(row: WhatsAppOptInCode, *, starter: str) -> bool:
+    """Did the browser holding ``starter`` ask for this code?"""
+    return bool(starter and row.starter_hash) and hmac.compare_digest(row.starter_hash, _starter_hash(starter))
+
+
+def whatsapp_optin_hand_over(*, row: WhatsAppOptInCode, starter: str, reward_id: int) -> Link | None:
+    """Spend the redeemed ``row`` (a conditional UPDATE of ``spent_at``) and make the payout-form
+    link of ``reward_id`` for the browser that started it, in one transaction: a code hands over
+    one link, once. None when it was spent before or ``starter`` is not that browser's."""
+    if not whatsapp_optin_started_by(row, starter=starter):
+        return None
+    now = timezone.now()
+    with transaction.atomic():
+        spent = WhatsAppOptInCode.objects.filter(
+            pk=row.pk, used_at__isnull=False, spent_at__isnull=True, starter_hash=row.starter_hash
+        ).update(spent_at=now)
+        if spent != 1:
+            return None
+        return link_make(PAYOUT_SALT, reward_id)
 
 
 def whatsapp_optin_redeem(*, code: str, wa_number: str, message_id: str, name: str = "", now: datetime | None = None):
@@ -166,4 +202,11 @@ class WhatsAppWebhookView(InboundWebhookView):
         return HttpResponse(status=403)
 
 
-__all__ = ["WhatsAppWebhookView", "handler", "whatsapp_optin_code_issue", "whatsapp_optin_redeem"]
+__all__ = [
+    "WhatsAppWebhookView",
+    "handler",
+    "whatsapp_optin_code_issue",
+    "whatsapp_optin_hand_over",
+    "whatsapp_optin_redeem",
+    "whatsapp_optin_started_by",
+]

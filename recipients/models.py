@@ -140,6 +140,10 @@ class BankAccount(models.Model):
     is_current = models.BooleanField(default=True)
     source = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # A change the person confirmed on a claim page takes effect for new payouts only from here
+    # (``ACCOUNT_CHANGE_COOLING_OFF_HOURS``): time for the "account changed" notice to reach
+    # them, and for them to object, before money goes to it. Null: usable at once.
+    usable_from = models.DateTimeField(null=True, blank=True)
     # The name the account is held under, as the person gave it with the account on their own
     # claim link or confirmed against their bank's answer; payouts are made out to it.
     holder_name = models.CharField(max_length=140, blank=True, default="")
@@ -229,7 +233,7 @@ class PersonEvent(models.Model):
 
 
 # WhatsApp opt-in codes (their own module; imported here so Django finds it).
-from recipients.models_claims import WhatsAppOptInCode  # noqa: E402, F401
+from recipients.models_claims import AccountChange, ClaimLink, WhatsAppOptInCode  # noqa: E402, F401
 
 # Notices to people, the outbox of what they must be told (their own module).
 from recipients.models_notices import Notice, NoticeDelivery, NoticeKind  # noqa: E402, F401

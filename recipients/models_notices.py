@@ -26,6 +26,7 @@ class NoticeKind(models.TextChoices):
     REMINDER = "reminder", "Reminder: unclaimed money"
     EXPIRED = "expired", "Unclaimed money returned"
     PAYEE_CHECK = "payee_check", "Bank details to confirm or correct"
+    ACCOUNT_CHANGE_CODE = "account_change_code", "Code to confirm a new payout account"
 
 
 class NoticeStatus(models.TextChoices):

@@ -354,6 +354,17 @@ CLAIM_TERMS_VERSION = os.environ.get("CLAIM_TERMS_VERSION", "2026-01")
 CLAIM_RATE_LIMIT_PER_IP = env_int("CLAIM_RATE_LIMIT_PER_IP", 30)  # form posts per IP per 10 minutes
 CLAIM_RATE_LIMIT_PER_CAMPAIGN = env_int("CLAIM_RATE_LIMIT_PER_CAMPAIGN", 600)  # per campaign per minute
 CLAIM_LINK_MAX_AGE_DAYS = env_int("CLAIM_LINK_MAX_AGE_DAYS", 90)
+# Requests to pages that take a secret (a link's token, a code), per IP per 10 minutes: GETs too,
+# and a waiting page polls every 2 seconds.
+CLAIM_RATE_LIMIT_SECRET_PER_IP = env_int("CLAIM_RATE_LIMIT_SECRET_PER_IP", 600)
+# A payout-form link sent to a person works once, for the reward it names, for this long.
+CLAIM_PAYOUT_LINK_DAYS = env_int("CLAIM_PAYOUT_LINK_DAYS", 7)
+# A new account for a person who has one waits for the code sent to their oldest contact: the
+# code lives this long and allows this many tries; once confirmed, new payouts to the account
+# wait the cooling-off.
+ACCOUNT_CHANGE_CODE_MINUTES = env_int("ACCOUNT_CHANGE_CODE_MINUTES", 30)
+ACCOUNT_CHANGE_CODE_ATTEMPTS = env_int("ACCOUNT_CHANGE_CODE_ATTEMPTS", 5)
+ACCOUNT_CHANGE_COOLING_OFF_HOURS = env_int("ACCOUNT_CHANGE_COOLING_OFF_HOURS", 24)
 # The public address of the claim pages, for links sent by email/WhatsApp from background jobs.
 CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", "http://127.0.0.1:8000")
 TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}

@@ -5,25 +5,44 @@ durable transaction) or to a job. Payouts follow through the payouts app's hooks
 A claim page is public: only what the person proved finds them (the TikTok account of their
 OAuth login, or the reward behind their own claim link); what they type (e-mail, number, IBAN)
 never reaches another person of the brand (``recipients.services.identity``). The event handed
-to the rule engine therefore carries only the proven identifier."""
+to the rule engine therefore carries only the proven identifier. A link sent to a person is not a
+key to their money: it gives an account for the reward it names while that is owed, once
+(``payouts.links``), and a person who already has an account confirms a new one with the code
+sent to the contact they had longest."""
 
-from dataclasses import dataclass
+import hmac
+import json
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, IngestResult, event_ingest
-from core.exceptions import Conflict, IdempotencyConflict, InvalidTransition
+from core.exceptions import Conflict, IdempotencyConflict, InvalidInput, InvalidTransition
 from core.queue import enqueue
+from payouts.links import payout_link_spend
 from payouts.models import Payout, PayoutItem
 from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
-from recipients.models import Person
-from recipients.normalise import AccountInfo
-from recipients.services import IdentityInput, bank_account_holder_name_set, consent_record, person_resolve
-from recipients.services.identity import identity_normalise, resolve_once, run_with_retries
+from recipients.models import BankAccount, NoticeKind, Person
+from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink
+from recipients.normalise import AccountInfo, iban_normalise
+from recipients.selectors import person_cluster_ids, person_current_bank_account
+from recipients.services import (
+    IdentityInput,
+    bank_account_holder_name_set,
+    consent_record,
+    person_resolve,
+    person_root_lock,
+)
+from recipients.services.identity import Identity, identity_normalise, resolve_once, run_with_retries
+from recipients.services.notices import NoticeNew, notices_record
 
 CHANNEL = "claim_page"
 
@@ -45,14 +64,8 @@ class ClaimOutcome:
     already_claimed: bool = False
 
 
-def _person_with_consent(
-    *, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str = "", anchor: Person | None = None
-) -> Person:
-    """Resolve the person behind these details and record their consent, in one durable
-    transaction: the person behind ``anchor`` (their own claim link: the account, an IBAN or a
-    local one, becomes their current account), else the one whose TikTok account ``social_uid``
-    is (proven by the login). Raises InvalidInput before writing."""
-    identity = IdentityInput(
+def _identity(details: PayoutDetails, *, social_uid: str = "") -> IdentityInput:
+    return IdentityInput(
         name=details.name,
         email=details.email,
         whatsapp=details.whatsapp,
@@ -63,18 +76,31 @@ def _person_with_consent(
         language=details.language,
         proven=frozenset({"social"} if social_uid else ()),
     )
+
+
+def _person_apply(
+    *, normalised: Identity, details: PayoutDetails, brand_id: int | None, ip: str, anchor: Person
+) -> Person:
+    """In the caller's transaction: the person behind ``anchor`` takes these details, the account
+    (an IBAN or a local one) becoming their current account, and their consent is recorded."""
+    person, _ = run_with_retries(
+        lambda: resolve_once(normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True)
+    )
+    consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
+    # The form asks for the name "as on your bank account": the account is held under it.
+    bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
+    return person
+
+
+def _person_with_consent(*, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str) -> Person:
+    """Resolve the person whose TikTok account ``social_uid`` is (proven by the login) with these
+    details and record their consent, in one durable transaction. Raises InvalidInput before
+    writing."""
+    identity = _identity(details, social_uid=social_uid)
     normalised = identity_normalise(identity)  # InvalidInput here, before anything is written
     with transaction.atomic(durable=True):
-        if anchor is not None:
-            person, _ = run_with_retries(
-                lambda: resolve_once(
-                    normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True
-                )
-            )
-        else:
-            person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
+        person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
         consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
-        # The form asks for the name "as on your bank account": the account is held under it.
         bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
     return person
 
@@ -122,18 +148,143 @@ def claim_tiktok_login_submit(
     return ClaimOutcome(reward=result.reward, reason=result.reason, already_claimed=result.replayed)
 
 
-def claim_details_submit(*, reward: Reward, details: PayoutDetails, ip: str) -> Person:
-    """Payout details for a reward earned elsewhere (a purchase the partner reported, a WhatsApp
-    opt-in), behind the person's own claim link: the IBAN becomes the current account of the
-    reward's person, contact details no other person of the brand holds join them, consent is
-    recorded. The payouts app pays once the reward is payable. Also used
-    to give a new IBAN after a payout came back, or to correct the details a payout waits for
-    after its Verification of Payee (that payout is replaced by one to the new details). Raises
-    InvalidInput."""
-    # The person's own brand: a person several brands knew before people were scoped per brand
-    # has none (recipients 0004), and only this link, their own, may give them an account.
-    person = _person_with_consent(brand_id=reward.person.brand_id, details=details, ip=ip, anchor=reward.person)
-    # A payout waiting for them (their bank's answer on the name) goes to these details instead.
+@dataclass(frozen=True)
+class DetailsOutcome:
+    person: Person
+    # Set when the person already had another account: the new one waits for the code sent to
+    # the contact they had longest (``claim_account_change_confirm``).
+    change: AccountChange | None = None
+
+
+def claim_details_submit(*, link: ClaimLink, details: PayoutDetails, ip: str) -> DetailsOutcome:
+    """Payout details given on a payout-form link (``payouts.links``): for a reward earned
+    elsewhere (a purchase the partner reported, a WhatsApp opt-in), after a payout came back, or
+    to correct the details a payout waits for after its Verification of Payee.
+
+    The link is spent here, once, and only while its reward is owed (InvalidTransition
+    ``claim_link_spent`` otherwise, nothing written). A person with no account yet, or giving the
+    one they have, takes the details at once: the account becomes their current one, contact
+    details no other person of the brand holds join them, consent is recorded, and a payout
+    waiting for them goes to these details instead. A person who already has another account
+    keeps it: the details wait, encrypted, in an ``AccountChange`` until the code sent to the
+    contact they had longest is entered. Raises InvalidInput (details) before writing. One
+    durable transaction (the person's root row locked first), then the recheck of waiting
+    payouts in its own."""
+    normalised = identity_normalise(_identity(details))  # InvalidInput here, before anything is written
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        root = person_root_lock(person=link.reward.person)
+        if not payout_link_spend(link=link, now=now):
+            raise InvalidTransition(_("This link has been used or has expired."), code="claim_link_spent")
+        current = person_current_bank_account(person=root)
+        if current is not None and current.iban_fingerprint != normalised.iban_fingerprint:
+            return DetailsOutcome(
+                person=root, change=_account_change_open(person=root, link=link, details=details, now=now)
+            )
+        # The person's own brand: a person several brands knew before people were scoped per
+        # brand has none (recipients 0004), and only their own link may give them an account.
+        person = _person_apply(normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root)
+    payouts_payee_recheck(person=person)
+    return DetailsOutcome(person=person)
+
+
+def _code_hash(link_id: int, code: str) -> str:
+    # Keyed: a six-digit code's plain hash is undone by trying the million codes.
+    return crypto.fingerprint("account-change-code", f"{link_id}:{code}")
+
+
+def _details_dump(details: PayoutDetails) -> str:
+    account = details.account if details.account is not None else iban_normalise(details.iban)
+    return crypto.encrypt(
+        json.dumps(
+            {
+                "name": details.name,
+                "email": details.email,
+                "whatsapp": details.whatsapp,
+                "language": details.language,
+                "account": {**asdict(account), "details": [list(pair) for pair in account.details]},
+            }
+        )
+    )
+
+
+def _details_load(ciphertext: str) -> PayoutDetails:
+    data = json.loads(crypto.decrypt(ciphertext))
+    account = data.pop("account")
+    account["details"] = tuple(tuple(pair) for pair in account["details"])
+    return PayoutDetails(**data, iban="", account=AccountInfo(**account))
+
+
+def _account_change_open(*, person: Person, link: ClaimLink, details: PayoutDetails, now) -> AccountChange:
+    """Record the change waiting for its code, and the notice that carries the code (encrypted
+    in the notice: it is worded at send time) to the contacts the person had longest."""
+    code = f"{secrets.randbelow(10**6):06d}"
+    change = AccountChange.objects.create(
+        person=person,
+        link=link,
+        details_ciphertext=_details_dump(details),
+        code_hash=_code_hash(link.pk, code),
+        created_at=now,
+        expires_at=now + timedelta(minutes=settings.ACCOUNT_CHANGE_CODE_MINUTES),
+    )
+    notices_record(
+        notices=[
+            NoticeNew(
+                person_id=person.pk,
+                kind=NoticeKind.ACCOUNT_CHANGE_CODE,
+                key=f"account_change_code:{change.pk}",
+                reward_id=link.reward_id,
+                data={"code": crypto.encrypt(code), "minutes": settings.ACCOUNT_CHANGE_CODE_MINUTES},
+            )
+        ],
+        now=now,
+    )
+    return change
+
+
+def claim_account_change_confirm(*, change_id: int, code: str, ip: str) -> Person:
+    """The person entered the code sent to their oldest contact for a pending ``AccountChange``:
+    the details it holds are applied as ``claim_details_submit`` applies them, and new payouts to
+    the account wait ``ACCOUNT_CHANGE_COOLING_OFF_HOURS`` (``BankAccount.usable_from``).
+
+    Each try is counted first by a conditional UPDATE (so parallel guesses share the allowance);
+    a wrong code raises InvalidInput ``account_change_code_wrong``, and the last allowed wrong
+    one locks the change. A change expired, locked or confirmed raises InvalidTransition
+    ``account_change_closed``. One durable transaction for the change, then the recheck of
+    waiting payouts."""
+    now = timezone.now()
+    tried = AccountChange.objects.filter(
+        pk=change_id,
+        status=AccountChangeStatus.PENDING,
+        expires_at__gt=now,
+        attempts__lt=settings.ACCOUNT_CHANGE_CODE_ATTEMPTS,
+    ).update(attempts=F("attempts") + 1)
+    if tried != 1:
+        raise InvalidTransition(_("This code no longer works."), code="account_change_closed")
+    change = AccountChange.objects.select_related("person").get(pk=change_id)
+    if not hmac.compare_digest(change.code_hash, _code_hash(change.link_id, "".join(code.split()))):
+        if change.attempts >= settings.ACCOUNT_CHANGE_CODE_ATTEMPTS:
+            AccountChange.objects.filter(pk=change_id, status=AccountChangeStatus.PENDING).update(
+                status=AccountChangeStatus.LOCKED, decided_at=now
+            )
+        raise InvalidInput(_("That code is not right."), code="account_change_code_wrong")
+    details = _details_load(change.details_ciphertext)
+    normalised = identity_normalise(_identity(details))
+    with transaction.atomic(durable=True):
+        root = person_root_lock(person=change.person)
+        confirmed = AccountChange.objects.filter(pk=change_id, status=AccountChangeStatus.PENDING).update(
+            status=AccountChangeStatus.CONFIRMED, decided_at=now
+        )
+        if confirmed != 1:
+            raise InvalidTransition(_("This code no longer works."), code="account_change_closed")
+        person = _person_apply(normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root)
+        # Whoever holds the oldest contact confirmed, but a contact can be lost too: the money
+        # waits long enough for the "account changed" notice to be read and objected to.
+        BankAccount.objects.filter(
+            person_id__in=person_cluster_ids(person=person),
+            iban_fingerprint=normalised.iban_fingerprint,
+            is_current=True,
+        ).update(usable_from=now + timedelta(hours=settings.ACCOUNT_CHANGE_COOLING_OFF_HOURS))
     payouts_payee_recheck(person=person)
     return person
 

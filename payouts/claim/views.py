@@ -1,11 +1,16 @@
 """Claim pages: thin views over ``payouts.claim.services``. Mobile first, no JavaScript needed
 (waiting pages have a "check again" button; ``static/js/claim.js`` adds the live IBAN check and
-auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot."""
+auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot; every page that
+takes a secret (a link's token, a code) is rate limited per client, GETs included
+(``payouts.claim.ratelimit``)."""
+
+import secrets
+from functools import wraps
 
 from babel.core import get_global
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone, translation
@@ -31,9 +36,17 @@ from campaigns.services import smallest_reservation_minor
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.claim.forms import PayoutForm
-from payouts.claim.ratelimit import claim_rate_limited, client_ip, iban_check_limited
+from payouts.claim.ratelimit import (
+    campaign_busy,
+    campaign_work_count,
+    client_ip,
+    client_limited,
+    iban_check_limited,
+    secret_limited,
+)
 from payouts.claim.services import (
     PayoutDetails,
+    claim_account_change_confirm,
     claim_details_submit,
     claim_payee_confirm,
     claim_tiktok_login_submit,
@@ -41,9 +54,25 @@ from payouts.claim.services import (
 )
 from payouts.claim.status import reward_claim_status
 from payouts.claim.texts import reason_text
-from payouts.links import PAYOUT_SALT, STATUS_SALT, VIDEO_SALT, token_make, token_read
-from payouts.whatsapp_webhook import whatsapp_optin_code_issue, whatsapp_optin_redeem
-from recipients.models_claims import WhatsAppOptInCode
+from payouts.links import (
+    CHANGE_SALT,
+    PAYOUT_SALT,
+    STATUS_SALT,
+    VIDEO_SALT,
+    link_make,
+    payout_link_find,
+    payout_link_usable,
+    reward_owed,
+    token_make,
+    token_read,
+)
+from payouts.whatsapp_webhook import (
+    whatsapp_optin_code_issue,
+    whatsapp_optin_hand_over,
+    whatsapp_optin_redeem,
+    whatsapp_optin_started_by,
+)
+from recipients.models_claims import AccountChange, AccountChangeStatus, WhatsAppOptInCode
 from recipients.normalise import iban_normalise
 from recipients.selectors import person_cluster_ids
 from recipients.whatsapp_link import click_to_chat_url
@@ -51,6 +80,8 @@ from recipients.whatsapp_link import click_to_chat_url
 TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)
 VIDEO_TRIGGERS = (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
 LANGUAGES = {"en", "it"}
+# The session key of the secret that ties WhatsApp codes to the browser that asked for them.
+WHATSAPP_STARTER = "claim_whatsapp_starter"
 
 
 def _campaign(brand_slug: str, campaign_slug: str) -> Campaign:
@@ -121,11 +152,33 @@ def _ctx(request, campaign: Campaign, **extra) -> dict:
     return {"campaign": campaign, "brand": campaign.brand, "lang": request.LANGUAGE_CODE, **extra}
 
 
-def _limited(request, campaign: Campaign) -> bool:
-    if claim_rate_limited(request, campaign_id=campaign.pk):
-        messages.error(request, _("Too many attempts. Please wait a few minutes and try again."))
+def _too_many() -> str:
+    return _("Too many attempts. Please wait a few minutes and try again.")
+
+
+def _limited(request, campaign: Campaign | None = None) -> bool:
+    """Count this client's post; True (and say so) when the client is over its limit or the
+    campaign has taken its limit of accepted work this minute (``_accepted`` counts that)."""
+    if client_limited(request) or (campaign is not None and campaign_busy(campaign_id=campaign.pk)):
+        messages.error(request, _too_many())
         return True
     return False
+
+
+def _accepted(campaign: Campaign) -> None:
+    campaign_work_count(campaign_id=campaign.pk)
+
+
+def takes_secret(view):
+    """Rate limit a page whose URL or form carries a secret, per client, on every request."""
+
+    @wraps(view)
+    def limited(request, *args, **kwargs):
+        if secret_limited(request):
+            return HttpResponse(_too_many(), status=429, content_type="text/plain; charset=utf-8")
+        return view(request, *args, **kwargs)
+
+    return limited
 
 
 def _details(form: PayoutForm, language: str) -> PayoutDetails:
@@ -189,6 +242,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
         if form.is_bot:
             raise Http404
         if form.is_valid():
+            _accepted(campaign)
             try:
                 outcome = claim_tiktok_login_submit(
                     campaign=campaign,
@@ -249,6 +303,7 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
         if chosen not in {v.id for v in videos}:
             messages.error(request, _("Choose one of your videos."))
         elif form.is_valid():
+            _accepted(campaign)
             try:
                 submission = claim_video_submit(
                     campaign=campaign,
@@ -279,7 +334,10 @@ def whatsapp_start(request, brand_slug: str, campaign_slug: str):
     if closed:
         messages.error(request, closed)
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
-    code = whatsapp_optin_code_issue(campaign=campaign)
+    _accepted(campaign)
+    starter = request.session.get(WHATSAPP_STARTER) or secrets.token_urlsafe(32)
+    request.session[WHATSAPP_STARTER] = starter
+    code = whatsapp_optin_code_issue(campaign=campaign, starter=starter)
     return redirect("claim:whatsapp_wait", brand_slug=brand_slug, campaign_slug=campaign_slug, code=code.code)
 
 
@@ -304,15 +362,24 @@ def _whatsapp_reward(row: WhatsAppOptInCode) -> tuple[str, Reward | None, str]:
 
 
 @require_GET
+@takes_secret
 def whatsapp_wait(request, brand_slug: str, campaign_slug: str, code: str):
+    """The page that waits for the person's WhatsApp message: only in the browser that asked for
+    the code, which it hands the reward's payout form once (the code is then spent)."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
     row = get_object_or_404(WhatsAppOptInCode.objects.select_related("campaign"), code=code.upper(), campaign=campaign)
-    state, reward, reason = _whatsapp_reward(row)
+    starter = request.session.get(WHATSAPP_STARTER, "")
+    if not whatsapp_optin_started_by(row, starter=starter):
+        raise Http404
+    state, reward, reason = ("spent", None, "") if row.spent_at else _whatsapp_reward(row)
     if request.GET.get("format") == "json":
         return JsonResponse({"state": state})
     if state == "done" and reward is not None:
-        return redirect("claim:payout_form", token=token_make(PAYOUT_SALT, reward.pk))
+        link = whatsapp_optin_hand_over(row=row, starter=starter, reward_id=reward.pk)
+        if link is not None:
+            return redirect(link.path)
+        state = "spent"
     text = _("Hi! My code is %(code)s") % {"code": row.code}
     return render(
         request,
@@ -331,13 +398,19 @@ def whatsapp_wait(request, brand_slug: str, campaign_slug: str, code: str):
 
 
 @require_http_methods(["GET", "POST"])
+@takes_secret
 def payout_form(request, token: str):
     """The payout form of a reward earned elsewhere (purchase, WhatsApp), or a new IBAN after a
-    payout came back. The signed token is the credential."""
-    reward_id = token_read(PAYOUT_SALT, token)
-    reward = get_object_or_404(Reward.objects.select_related("campaign__brand", "person"), pk=reward_id or 0)
+    payout came back, behind a link sent to the person (``payouts.links``): for that reward only,
+    while it is owed, once. A person who already has another account is sent a code to confirm."""
+    link = payout_link_find(token=token)
+    if link is None:
+        raise Http404
+    reward = link.reward
     campaign = reward.campaign
     _language(request, campaign)
+    if not payout_link_usable(link):
+        return render(request, "claim/link_spent.html", _ctx(request, campaign), status=410)
     event = reward.event
     form = PayoutForm(
         request.POST or None,
@@ -349,13 +422,16 @@ def payout_form(request, token: str):
         if form.is_bot:
             raise Http404
         if form.is_valid():
+            _accepted(campaign)
             try:
-                claim_details_submit(
-                    reward=reward, details=_details(form, request.LANGUAGE_CODE), ip=client_ip(request)
+                outcome = claim_details_submit(
+                    link=link, details=_details(form, request.LANGUAGE_CODE), ip=client_ip(request)
                 )
             except ApplicationError as exc:
                 messages.error(request, exc.message)
             else:
+                if outcome.change is not None:
+                    return redirect("claim:account_change", token=token_make(CHANGE_SALT, outcome.change.pk))
                 return _status_redirect(reward)
     return render(
         request,
@@ -377,6 +453,7 @@ def _status_reward(token: str) -> Reward:
 
 
 @require_GET
+@takes_secret
 def status_page(request, token: str):
     reward = _status_reward(token)
     status = reward_claim_status(reward=reward)
@@ -391,7 +468,7 @@ def status_page(request, token: str):
             reward.campaign,
             status=status,
             amount=format_minor(reward.amount_minor, reward.currency),
-            fix_url=reverse("claim:payout_form", kwargs={"token": token_make(PAYOUT_SALT, reward.pk)}),
+            fix_url=reverse("claim:status_account", kwargs={"token": token}),
             confirm_url=reverse("claim:payee_confirm", kwargs={"token": token}),
             poll_url=f"{request.path}?format=json",
             step="status",
@@ -399,13 +476,27 @@ def status_page(request, token: str):
     )
 
 
+@require_GET
+@takes_secret
+def status_account(request, token: str):
+    """From the status page to a fresh payout-form link, only while the reward is owed and waits
+    for an account: the status link itself gives none."""
+    reward = _status_reward(token)
+    _language(request, reward.campaign)
+    if not (reward_claim_status(reward=reward).needs_iban and reward_owed(reward_id=reward.pk)):
+        messages.info(request, _("This reward does not need an account from you now."))
+        return redirect("claim:status", token=token)
+    return redirect(link_make(PAYOUT_SALT, reward.pk).path)
+
+
 @require_POST
+@takes_secret
 def payee_confirm(request, token: str):
     """The person confirms the name their bank gave for their account ("did you mean …?"): the
     signed status link is the credential, the name posted must be the one the page showed."""
     reward = _status_reward(token)
     _language(request, reward.campaign)
-    if not _limited(request, reward.campaign):
+    if not _limited(request):
         try:
             payout = claim_payee_confirm(reward=reward, name=request.POST.get("name", ""))
         except ApplicationError as exc:
@@ -415,7 +506,34 @@ def payee_confirm(request, token: str):
     return redirect("claim:status", token=token)
 
 
+@require_http_methods(["GET", "POST"])
+@takes_secret
+def account_change(request, token: str):
+    """Where a new account waits for the code sent to the contact the person had longest."""
+    change = get_object_or_404(
+        AccountChange.objects.select_related("link__reward__campaign__brand"), pk=token_read(CHANGE_SALT, token) or 0
+    )
+    reward = change.link.reward
+    _language(request, reward.campaign)
+    if request.method == "POST" and not _limited(request):
+        try:
+            claim_account_change_confirm(change_id=change.pk, code=request.POST.get("code", ""), ip=client_ip(request))
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(
+                request,
+                _("Your new account is confirmed. We pay into it from %(hours)s hours from now.")
+                % {"hours": settings.ACCOUNT_CHANGE_COOLING_OFF_HOURS},
+            )
+            return _status_redirect(reward)
+        change.refresh_from_db()
+    open_ = change.status == AccountChangeStatus.PENDING and change.expires_at > timezone.now()
+    return render(request, "claim/account_change.html", _ctx(request, reward.campaign, open=open_))
+
+
 @require_GET
+@takes_secret
 def video_status(request, token: str):
     submission_id = token_read(VIDEO_SALT, token)
     submission = get_object_or_404(VideoSubmission.objects.select_related("campaign__brand"), pk=submission_id or 0)
@@ -475,6 +593,7 @@ def iban_check(request):
 
 
 @require_POST
+@takes_secret
 def whatsapp_fake_send(request, brand_slug: str, campaign_slug: str, code: str):
     """Demo only (``FAKE_WHATSAPP_ENABLED``): play the person sending the code from WhatsApp, i.e.
     what the signed inbound webhook does with a real message."""

@@ -141,7 +141,8 @@ def payouts_create_for_payable(
     """Create payouts for every payable reward that is in no live payout: one payout per person
     and currency, at once for instant campaigns, or once the oldest reward of an aggregate
     campaign has waited its ``aggregate_minutes``; never below the campaigns' ``min_payout_minor``
-    (nor ``PAYOUT_MIN_AMOUNT_MINOR``). A person without a usable account (``account_usable``:
+    (nor ``PAYOUT_MIN_AMOUNT_MINOR``); never to an account still cooling off after a change
+    (``BankAccount.usable_from``). A person without a usable account (``account_usable``:
     none, erased, one that bounced, or a local account in another currency) keeps the money
     payable and is asked for one (a notice, once per group of rewards). A payout no configured
     rail can carry is not created: the money stays payable until one can.
@@ -183,6 +184,10 @@ def payouts_create_for_payable(
             continue
         if actor is None and refused_until(bank, currency=currency) > now:
             result.waiting += 1  # staff may pay at once (payout_retry); the sweep waits
+            continue
+        if bank.usable_from is not None and bank.usable_from > now:
+            # A change confirmed on a claim page cools off before money goes to it; staff too wait.
+            result.waiting += 1
             continue
         payout_id = _payout_create(
             person=payee,

@@ -180,9 +180,10 @@ def _contacts(person: Person, *, oldest: bool = False) -> dict[str, str]:
 
 def _notice_send(notice: Notice) -> int:
     person = person_root(person=Person.objects.get(pk=notice.person_id))
-    # "Your account changed" goes to the contact the person had longest: whoever changed the
-    # account may have added the newest one in the same breath.
-    contacts = {} if person.erased_at else _contacts(person, oldest=notice.kind == NoticeKind.ACCOUNT_CHANGED)
+    # "Your account changed" and the code that confirms a change go to the contact the person had
+    # longest: whoever changed the account may have added the newest one in the same breath.
+    oldest = notice.kind in (NoticeKind.ACCOUNT_CHANGED, NoticeKind.ACCOUNT_CHANGE_CODE)
+    contacts = {} if person.erased_at else _contacts(person, oldest=oldest)
     channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c)]
     now = timezone.now()
     NoticeDelivery.objects.bulk_create(

@@ -8,12 +8,14 @@ import re
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils import timezone
 
 from campaigns.models import Campaign, Reward, VopAction
 from campaigns.services import event_ingest
-from payouts.links import PAYOUT_SALT, STATUS_SALT, token_make
+from payouts.links import PAYOUT_SALT, STATUS_SALT, link_make, token_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.services import payout_batch_create
+from recipients.models import BankAccount
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.test_claim_flow import GOOD_IBAN, pay_everything
@@ -43,7 +45,7 @@ def claimed(brand, client: Client, *, name: str, account: str = GOOD_IBAN) -> tu
             campaign="shop", type="purchase", source="api", email="buyer@example.com", purchase_amount_minor=1
         ),
     )
-    link = f"/c/r/{token_make(PAYOUT_SALT, result.reward.pk)}/"
+    link = link_make(PAYOUT_SALT, result.reward.pk).path
     done = client.post(link, {"name": name, "iban": account, "consent": "on"})
     assert done.status_code == 302, done.content[:300]
     return Reward.objects.get(pk=result.reward.pk), done["Location"]
@@ -141,8 +143,20 @@ def test_correcting_the_details_replaces_the_blocked_payout(
     fix_url = page.context["fix_url"]
 
     own = iban()
+    mail.outbox.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        client.post(fix_url, {"name": "Giulia Rossi", "iban": own, "consent": "on"})
+        form_url = client.get(fix_url)["Location"]
+        pending = client.post(form_url, {"name": "Giulia Rossi", "iban": own, "consent": "on"})["Location"]
+    # She has an account already: the new one waits for the code sent to her first contact.
+    assert pending.startswith("/c/r/change/")
+    assert [p.status for p in Payout.objects.filter(items__reward=reward)] == [PayoutStatus.CREATED]
+    (message,) = [m for m in mail.outbox if m.to == ["buyer@example.com"]]
+    code = re.search(r"\b(\d{6})\b", message.body).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(pending, {"code": code})
+    assert [p.status for p in Payout.objects.filter(items__reward=reward)] == [PayoutStatus.CANCELLED]
+    BankAccount.objects.filter(person=reward.person, is_current=True).update(usable_from=timezone.now())  # cooled off
+    pay_everything()
 
     payouts = Payout.objects.filter(items__reward=reward).order_by("id")
     assert [p.status for p in payouts] == [PayoutStatus.CANCELLED, PayoutStatus.SETTLED]
