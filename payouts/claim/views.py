@@ -523,7 +523,7 @@ def account_change(request, token: str):
         else:
             messages.success(
                 request,
-                _("Your new account is confirmed. We pay into it from %(hours)s hours from now.")
+                _("Your new account is confirmed. Payouts to it start in %(hours)s hours.")
                 % {"hours": settings.ACCOUNT_CHANGE_COOLING_OFF_HOURS},
             )
             return _status_redirect(reward)

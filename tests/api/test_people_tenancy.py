@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 
 from campaigns.models import TriggerEvent
 from payouts.claim.services import PayoutDetails, claim_details_submit, claim_tiktok_login_submit
+from payouts.links import payout_link_find, payout_link_issue
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
 from recipients.selectors import people_sharing_iban_count, person_current_bank_account
 from recipients.whatsapp_cloud import FakeWhatsAppSender
@@ -113,7 +114,9 @@ def test_her_own_claim_link_cannot_be_used_to_pull_in_someone_else(vera, campaig
     """A reward link proves who holds it, not whose e-mail they type next."""
     holder = ingest(campaign, email="holder@example.com").reward
     claim_details_submit(
-        reward=holder, details=PayoutDetails(name="Holder", email=VERA_EMAIL, whatsapp="", iban=ATTACKER_IBAN), ip=""
+        link=payout_link_find(token=payout_link_issue(reward_id=holder.pk)),
+        details=PayoutDetails(name="Holder", email=VERA_EMAIL, whatsapp="", iban=ATTACKER_IBAN),
+        ip="",
     )
     assert person_current_bank_account(person=holder.person).iban() == ATTACKER_IBAN
     assert_untouched(vera)

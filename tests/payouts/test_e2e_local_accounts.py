@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.services import rewards_mature
-from payouts.links import PAYOUT_SALT, token_make
+from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.accounts import account_normalise
@@ -66,7 +66,7 @@ def reward_in(brand, currency: str, email: str):
 
 def claim(reward, fields: dict, name: str):
     return Client().post(
-        f"/c/r/{token_make(PAYOUT_SALT, reward.pk)}/", {"name": name, "consent": "on", **fields}, follow=False
+        link_make(PAYOUT_SALT, reward.pk).path, {"name": name, "consent": "on", **fields}, follow=False
     )
 
 
@@ -98,9 +98,9 @@ def test_a_uk_and_a_us_person_are_paid_end_to_end_through_the_psp(
     oliver = reward_in(atlantic, "GBP", "oliver@example.co.uk")
     ava = reward_in(atlantic, "USD", "ava@example.com")
     # the claim page asks each for the fields of their currency's accounts
-    page = Client().get(f"/c/r/{token_make(PAYOUT_SALT, oliver.pk)}/")
+    page = Client().get(link_make(PAYOUT_SALT, oliver.pk).path)
     assert b'name="sort_code__sortCode"' in page.content and b'name="iban"' in page.content
-    assert b'name="aba__abartn"' in Client().get(f"/c/r/{token_make(PAYOUT_SALT, ava.pk)}/").content
+    assert b'name="aba__abartn"' in Client().get(link_make(PAYOUT_SALT, ava.pk).path).content
 
     uk = {"account_type": "sort_code", "sort_code__sortCode": "04-00-75", "sort_code__accountNumber": uk_number}
     assert claim(oliver, uk, "Oliver Smith").status_code == 302

@@ -8,6 +8,7 @@ from django.db.migrations.executor import MigrationExecutor
 from campaigns.models import Reward, TriggerEvent
 from core.exceptions import NotFound
 from payouts.claim.services import PayoutDetails, claim_details_submit
+from payouts.links import payout_link_find, payout_link_issue
 from recipients.brand_people import brand_person_get
 from recipients.models import Identifier, Person
 from recipients.selectors import person_current_bank_account
@@ -83,5 +84,6 @@ def test_a_row_two_brands_knew_is_frozen_for_both_brands_and_open_to_its_own_cla
         with pytest.raises(NotFound):
             brand_person_get(brand=brand, person_id=person.pk)
     reward = Reward.objects.get(pk=theirs.reward.pk)
-    claim_details_submit(reward=reward, details=PayoutDetails("Both", "", "", IBAN), ip="")
+    link = payout_link_find(token=payout_link_issue(reward_id=reward.pk))
+    claim_details_submit(link=link, details=PayoutDetails("Both", "", "", IBAN), ip="")
     assert person_current_bank_account(person=person).iban() == IBAN
