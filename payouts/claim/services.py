@@ -265,15 +265,16 @@ def claim_account_change_confirm(*, change_id: int, code: str, ip: str) -> Perso
     if not hmac.compare_digest(change.code_hash, _code_hash(change.link_id, "".join(code.split()))):
         if change.attempts >= settings.ACCOUNT_CHANGE_CODE_ATTEMPTS:
             AccountChange.objects.filter(pk=change_id, status=AccountChangeStatus.PENDING).update(
-                status=AccountChangeStatus.LOCKED, decided_at=now
+                status=AccountChangeStatus.LOCKED, decided_at=now, details_ciphertext=""
             )
         raise InvalidInput(_("That code is not right."), code="account_change_code_wrong")
     details = _details_load(change.details_ciphertext)
     normalised = identity_normalise(_identity(details))
     with transaction.atomic(durable=True):
         root = person_root_lock(person=change.person)
+        # A decided change keeps no personal data: the details now live where they belong.
         confirmed = AccountChange.objects.filter(pk=change_id, status=AccountChangeStatus.PENDING).update(
-            status=AccountChangeStatus.CONFIRMED, decided_at=now
+            status=AccountChangeStatus.CONFIRMED, decided_at=now, details_ciphertext=""
         )
         if confirmed != 1:
             raise InvalidTransition(_("This code no longer works."), code="account_change_closed")

@@ -28,6 +28,7 @@ from django.utils import timezone
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
 from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 from recipients.models import (
+    AccountChange,
     BankAccount,
     Consent,
     Identifier,
@@ -38,6 +39,7 @@ from recipients.models import (
     PersonEvent,
     PersonEventKind,
 )
+from recipients.models_claims import AccountChangeStatus
 from recipients.normalise import IBAN
 from recipients.services.identity import Retry, cluster_ids, run_with_retries
 from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
@@ -327,6 +329,11 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
             ciphertext="", masked=Concat(F("country"), Value(" (erased)")), holder_name="", payee_check_name=""
         )
         Consent.objects.filter(person_id__in=cluster).update(ip=None)
+        # An account change still waiting for its code dies with the details it held.
+        AccountChange.objects.filter(person_id__in=cluster, status=AccountChangeStatus.PENDING).update(
+            status=AccountChangeStatus.LOCKED, decided_at=now
+        )
+        AccountChange.objects.filter(person_id__in=cluster).update(details_ciphertext="")
         PersonEvent.objects.create(
             person=root,
             kind=PersonEventKind.ERASED,

@@ -130,7 +130,9 @@ def test_a_new_account_waits_for_the_code_sent_to_the_oldest_contact_then_cools_
     with django_capture_on_commit_callbacks(execute=True):
         done = Client().post(pending["Location"], {"code": code})
 
-    assert done.status_code == 302 and AccountChange.objects.get().status == AccountChangeStatus.CONFIRMED
+    change = AccountChange.objects.get()
+    assert done.status_code == 302 and change.status == AccountChangeStatus.CONFIRMED
+    assert change.details_ciphertext == ""  # decided: the details live on the account now
     account = person_current_bank_account(person=reward.person)
     assert account.iban() == STRANGER_IBAN and account.usable_from > timezone.now() + timedelta(hours=23)
     # The money owed meanwhile waits the cooling-off, in the database, then goes.
@@ -159,6 +161,7 @@ def test_wrong_codes_lock_the_change_and_the_account_stays(
 
     change = AccountChange.objects.get()
     assert change.status == AccountChangeStatus.LOCKED and change.attempts == settings.ACCOUNT_CHANGE_CODE_ATTEMPTS
+    assert change.details_ciphertext == ""
     assert late.status_code == 200 and b"account-change-closed" in late.content
     assert person_current_bank_account(person=reward.person).iban() == GOOD_IBAN.replace(" ", "")
     assert BankAccount.objects.filter(person=reward.person).count() == 1
