@@ -82,3 +82,9 @@ def enqueue_on_payable() -> bool:
     if value is None:
         return not settings.Q_CLUSTER.get("sync", False)
     return bool(value)
+
+
+def bank_charge_max_minor() -> int:
+    """The largest bank charge (minor units) a statement line may carry and still match the payout
+    its EndToEndId names: a debit that much above the payout, a return that much below it."""
+    return _get("PAYOUT_BANK_CHARGE_MAX_MINOR", 2_500)

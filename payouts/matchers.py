@@ -7,9 +7,22 @@ undone (``unapply`` only puts the payout back).
   the one the payout's pain.001 carried) → settled (in transit → bank).
   Also the matcher staff use by hand for ``payout`` targets (debits and returns).
 * 15 ``payout_return``: a credit with a return reason whose EndToEndId is a payout → returned.
-* 20 ``payout_batch``: a batch booking (PmtInfId or MsgId, count, control sum) → every payout of
-  the pain.001 file settled with one entry.
+* 20 ``payout_batch``: a batch booking → the payouts it pays settled with one entry: the payouts
+  its transaction details name by EndToEndId, else the pain.001 file's (PmtInfId or MsgId) less
+  the ones the bank rejected; count and control sum must agree.
 * 90 ``payout_suggest``: same amount, close date, same creditor IBAN or name → a suggestion.
+
+A line whose EndToEndId (or UETR) is a payout's names that payout (``names``): it is that payout's
+or nobody's — never suggested for another person's payout, nor confirmable against one.
+
+Bank charges: a line naming its payout by EndToEndId matches it when it differs from the payout's
+amount by at most ``PAYOUT_BANK_CHARGE_MAX_MINOR`` in the charge's direction (a debit larger:
+the bank added its fee; a return smaller: the bank kept one). The difference is booked to
+``platform:bank_fees``; a line that names its payout only by UETR, or by nothing, must be exact.
+
+A bank reversal (RvslInd) of a matched payout debit comes here through ``reverse``: the money is
+back, so the payout is returned exactly as a return line would return it (person told and asked
+for their account, payable again), and the reversal line books it.
 """
 
 from collections.abc import Sequence
@@ -18,6 +31,7 @@ from datetime import timedelta
 from django.db.models import Q
 
 from core.exceptions import InvalidInput
+from payouts import conf
 from payouts.models import Payout, PayoutBatch, PayoutStatus
 from payouts.rails.sepa_file import uetr_for
 from payouts.services.actions import (
@@ -29,12 +43,15 @@ from payouts.services.actions import (
 )
 from payouts.services.states import in_transit_account
 from recipients import crypto
-from reconciliation.matching import Applied, Proposal
+from reconciliation.matching import Applied, Named, Proposal
 from reconciliation.models import Match, StatementLine
 from reconciliation.services import Leg, ledger_entry_post
 
 PAYOUT = "payout"
 BATCH = "payout_batch"
+# A reversal carries no return reason of its own: the person is told the bank sent the money back.
+REVERSAL_REASON_CODE = "NARR"
+REVERSAL_REASON_TEXT = "The bank reversed the payment and the money came back."
 
 
 def _debit_open(payout: Payout) -> bool:
@@ -82,6 +99,21 @@ def _by_uetr(lines: Sequence[StatementLine]) -> dict[str, Payout]:
     return {line.uetr: by_uetr[line.uetr] for line in wanted if line.uetr in by_uetr}
 
 
+def bank_charge(line: StatementLine, payout: Payout) -> int | None:
+    """The bank's charge in minor units when ``line`` can book ``payout`` (0: the exact amount),
+    else None: same currency; the line names the payout by EndToEndId for any difference; a debit
+    at most the configured charge above the payout, a return at most that below it."""
+    if line.amount_minor is None or line.currency != payout.currency:
+        return None
+    charge = payout.amount_minor - line.amount_minor if line.is_credit else line.amount_minor - payout.amount_minor
+    if charge == 0:
+        return 0
+    named = bool(line.end_to_end_id) and line.end_to_end_id == payout.end_to_end_id
+    if named and 0 < charge <= conf.bank_charge_max_minor() and line.amount_minor > 0:
+        return charge
+    return None
+
+
 class _PayoutLineMatcher:
     """Shared by the end-to-end and return matchers: a proposal ties a line to one payout; debits
     settle it, credits return it."""
@@ -95,16 +127,21 @@ class _PayoutLineMatcher:
             line = lines[proposal.line_id]
             bank = line.bank_account.ledger_account
             payout = Payout.objects.get(pk=int(proposal.target_id))
+            charge = proposal.data.get("charge_minor", 0)
             if line.is_credit:
                 if not _return_open(payout):
                     continue
                 entry = payout_bank_return_record(
-                    payout_id=payout.pk, line_id=line.pk, bank=bank, reason_code=line.return_reason_code or "NARR"
+                    payout_id=payout.pk,
+                    line_id=line.pk,
+                    bank=bank,
+                    reason_code=line.return_reason_code or "NARR",
+                    bank_minor=payout.amount_minor - charge,
                 )
             else:
                 if not _debit_open(payout):
                     continue
-                entry = payout_bank_debit_record(payout_id=payout.pk, line_id=line.pk, bank=bank)
+                entry = payout_bank_debit_record(payout_id=payout.pk, line_id=line.pk, bank=bank, charge_minor=charge)
             applied.append(
                 Applied(
                     line_id=line.pk,
@@ -122,24 +159,51 @@ class _PayoutLineMatcher:
         proposals = []
         for line in lines:
             payout = payouts.get(line.end_to_end_id) if line.end_to_end_id else by_uetr.get(line.uetr)
-            # Same amount *and* currency: a USD line for a EUR payout of equal minor units would
-            # settle it across currencies (the books refuse the entry and the chunk fails).
-            if (
-                payout
-                and is_open(payout)
-                and line.amount_minor == payout.amount_minor
-                and line.currency == payout.currency
-            ):
+            # Same currency, and the same amount but for a bank charge (``bank_charge``): a USD
+            # line for a EUR payout of equal minor units would settle it across currencies.
+            charge = bank_charge(line, payout) if payout else None
+            if payout and is_open(payout) and charge is not None:
                 proposals.append(
                     Proposal(
                         line_id=line.pk,
                         target_type=PAYOUT,
                         target_id=str(payout.pk),
                         amount_minor=payout.amount_minor,
-                        reason=reason(line, payout),
+                        reason=reason(line, payout) + (f", bank charge {charge}" if charge else ""),
+                        data={"charge_minor": charge} if charge else {},
                     )
                 )
         return proposals
+
+    def names(self, lines: Sequence[StatementLine]) -> dict[int, Named]:
+        """Lines whose EndToEndId (or, without one, UETR) is a payout's, whatever its status."""
+        payouts, by_uetr = _by_e2e(lines), _by_uetr(lines)
+        named = {}
+        for line in lines:
+            payout = payouts.get(line.end_to_end_id) if line.end_to_end_id else by_uetr.get(line.uetr)
+            if payout is not None:
+                named[line.pk] = Named(PAYOUT, str(payout.pk), f"payout {payout.end_to_end_id} ({payout.status})")
+        return named
+
+    def reverse(self, match: Match, line: StatementLine) -> Applied | None:
+        """The bank reversed the debit line of ``match``: the payout is returned from ``line``
+        (``payout_bank_return_record``, the return path; a charge the bank gives back with it
+        comes off the bank-fee account). A reversed return line is not reopened here (None:
+        the reversal matcher undoes the return's match, the payout is settled again)."""
+        payout = Payout.objects.get(pk=int(match.target_id))
+        if not line.is_credit or payout.bank_debit_line_id != match.line_id:
+            return None
+        entry = payout_bank_return_record(
+            payout_id=payout.pk,
+            line_id=line.pk,
+            bank=line.bank_account.ledger_account,
+            reason_code=line.return_reason_code or REVERSAL_REASON_CODE,
+            reason_text="" if line.return_reason_code else REVERSAL_REASON_TEXT,
+            bank_minor=line.amount_minor,
+        )
+        return Applied(
+            line_id=line.pk, target_type=PAYOUT, target_id=str(payout.pk), amount_minor=line.amount_minor, entry=entry
+        )
 
     def _apply_plain_debits(
         self, proposals: Sequence[Proposal], lines: dict[int, StatementLine]
@@ -163,6 +227,7 @@ class _PayoutLineMatcher:
             if (
                 payout is not None
                 and not line.is_credit
+                and not proposal.data.get("charge_minor")
                 and payout.pk not in taken
                 and payout.status == PayoutStatus.SUBMITTED
                 and payout.bank_debit_line_id is None
@@ -200,11 +265,20 @@ class _PayoutLineMatcher:
             payout = Payout.objects.filter(end_to_end_id=target_id).first()
         if payout is None:
             raise InvalidInput(f"No payout {target_id}.", code="unknown_payout")
-        if line.amount_minor != payout.amount_minor or line.currency != payout.currency:
+        if line.reversal:
+            raise InvalidInput("Reversals are matched automatically.", code="reversal_is_automatic")
+        charge = bank_charge(line, payout)
+        if charge is None:
             raise InvalidInput("The line's amount is not the payout's.", code="amount_mismatch")
         if not (_return_open(payout) if line.is_credit else _debit_open(payout)):
             raise InvalidInput(f"A {payout.status} payout cannot take this line.", code="payout_moved_on")
-        return Proposal(line_id=line.pk, target_type=PAYOUT, target_id=str(payout.pk), amount_minor=payout.amount_minor)
+        return Proposal(
+            line_id=line.pk,
+            target_type=PAYOUT,
+            target_id=str(payout.pk),
+            amount_minor=payout.amount_minor,
+            data={"charge_minor": charge} if charge else {},
+        )
 
 
 class EndToEndMatcher(_PayoutLineMatcher):
@@ -213,7 +287,7 @@ class EndToEndMatcher(_PayoutLineMatcher):
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         return self._propose_by_e2e(
-            [line for line in lines if not line.is_credit and (line.end_to_end_id or line.uetr)],
+            [line for line in lines if not line.is_credit and not line.reversal and (line.end_to_end_id or line.uetr)],
             is_open=_debit_open,
             reason=lambda line, payout: (
                 f"EndToEndId {payout.end_to_end_id}"
@@ -229,15 +303,22 @@ class ReturnMatcher(_PayoutLineMatcher):
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         return self._propose_by_e2e(
-            [line for line in lines if line.is_credit and line.end_to_end_id and line.return_reason_code],
+            [
+                line
+                for line in lines
+                if line.is_credit and not line.reversal and line.end_to_end_id and line.return_reason_code
+            ],
             is_open=_return_open,
             reason=lambda line, payout: f"Return {line.return_reason_code} of {payout.end_to_end_id}",
         )
 
 
 class BatchMatcher:
-    """One debit booking a whole pain.001 file. The payouts the bank executed are the batch's
-    minus those rejected (failed); count and control sum must equal theirs exactly."""
+    """One debit booking several payouts. Which ones: those its transaction details name by
+    EndToEndId (every detail must name a payout of one file), else the pain.001 file its
+    PmtInfId or MsgId names, less the payouts the bank rejected (failed) or that were cancelled.
+    Count and control sum must equal theirs exactly; a booking that does not fit yet waits in
+    suspense and is tried again when a pain.002 decides the file's payouts."""
 
     name = "payout_batch"
     order = 20
@@ -247,6 +328,14 @@ class BatchMatcher:
     def _expected(batch: PayoutBatch) -> list[Payout]:
         return list(batch.payouts.exclude(status__in=[PayoutStatus.FAILED, PayoutStatus.CANCELLED]).order_by("id"))
 
+    @staticmethod
+    def _detail_end_to_end_ids(line: StatementLine) -> list[str] | None:
+        """The EndToEndIds of a multi-payment booking's details, when every detail has one."""
+        if not line.batch_count or line.batch_count < 2 or line.end_to_end_id:
+            return None
+        ids = [d.get("end_to_end_id") for d in line.details or []]
+        return ids if len(ids) > 1 and all(ids) else None
+
     def _batch_for(self, line: StatementLine) -> PayoutBatch | None:
         keys = Q()
         if line.batch_payment_information_id:
@@ -255,12 +344,25 @@ class BatchMatcher:
             keys |= Q(batch_id=line.batch_message_id)
         return PayoutBatch.objects.filter(keys).first() if keys else None
 
-    def _fits(self, line: StatementLine, batch: PayoutBatch) -> bool:
-        payouts = self._expected(batch)
-        open_ = [p for p in payouts if _debit_open(p)]
+    def _payouts_for(self, line: StatementLine) -> tuple[PayoutBatch | None, list[Payout]]:
+        """The batch and the payouts the booking pays (see the class docstring)."""
+        ids = self._detail_end_to_end_ids(line)
+        if ids is not None:
+            payouts = list(Payout.objects.filter(end_to_end_id__in=ids).order_by("id"))
+            batches = {p.batch_id for p in payouts}
+            if len(payouts) != len(set(ids)) or len(ids) != len(set(ids)) or len(batches) != 1 or None in batches:
+                return None, []
+            return PayoutBatch.objects.get(pk=batches.pop()), payouts
+        if not (line.batch_payment_information_id or line.batch_message_id):
+            return None, []
+        batch = self._batch_for(line)
+        return batch, self._expected(batch) if batch is not None else []
+
+    @staticmethod
+    def _fits(line: StatementLine, batch: PayoutBatch, payouts: list[Payout]) -> bool:
         return (
             bool(payouts)
-            and len(open_) == len(payouts)
+            and all(_debit_open(p) for p in payouts)
             and line.currency == batch.currency
             and line.amount_minor == sum(p.amount_minor for p in payouts)
             and (line.batch_count is None or line.batch_count == len(payouts))
@@ -269,29 +371,34 @@ class BatchMatcher:
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         proposals = []
         for line in lines:
-            if line.is_credit or not (line.batch_payment_information_id or line.batch_message_id):
+            if line.is_credit or line.reversal:
                 continue
-            batch = self._batch_for(line)
-            if batch is not None and self._fits(line, batch):
-                proposals.append(
-                    Proposal(
-                        line_id=line.pk,
-                        target_type=BATCH,
-                        target_id=str(batch.pk),
-                        amount_minor=line.amount_minor,
-                        reason=f"Batch {batch.batch_id}",
-                    )
-                )
+            if not (line.batch_payment_information_id or line.batch_message_id or (line.batch_count or 0) > 1):
+                continue
+            batch, payouts = self._payouts_for(line)
+            if batch is not None and self._fits(line, batch, payouts):
+                proposals.append(self._proposal(line, batch, payouts))
         return proposals
+
+    @staticmethod
+    def _proposal(line: StatementLine, batch: PayoutBatch, payouts: list[Payout]) -> Proposal:
+        return Proposal(
+            line_id=line.pk,
+            target_type=BATCH,
+            target_id=str(batch.pk),
+            amount_minor=line.amount_minor,
+            reason=f"Batch {batch.batch_id}, {len(payouts)} payouts",
+            data={"payout_ids": [p.pk for p in payouts]},
+        )
 
     def apply(self, proposals: Sequence[Proposal], *, lines: dict[int, StatementLine]) -> list[Applied]:
         applied = []
         for proposal in proposals:
             line = lines[proposal.line_id]
             batch = PayoutBatch.objects.select_for_update().get(pk=int(proposal.target_id))
-            if not self._fits(line, batch):
+            payouts = list(Payout.objects.filter(pk__in=proposal.data["payout_ids"]).order_by("id"))
+            if not self._fits(line, batch, payouts):
                 continue
-            payouts = self._expected(batch)
             bank = line.bank_account.ledger_account
             in_transit = [p for p in payouts if p.settled_entry_id is None]
             entry = None
@@ -327,15 +434,43 @@ class BatchMatcher:
         ).values_list("id", flat=True):
             payout_bank_debit_undo(payout_id=payout_id, line_id=match.line_id)
 
+    def reverse(self, match: Match, line: StatementLine) -> Applied | None:
+        """The bank reversed the whole booking: each payout it paid is returned (the return path,
+        one entry each); the reversal line records the first of them."""
+        if not line.is_credit:
+            return None
+        entries = [
+            payout_bank_return_record(
+                payout_id=payout_id,
+                line_id=line.pk,
+                bank=line.bank_account.ledger_account,
+                reason_code=line.return_reason_code or REVERSAL_REASON_CODE,
+                reason_text="" if line.return_reason_code else REVERSAL_REASON_TEXT,
+            )
+            for payout_id in Payout.objects.filter(bank_debit_line_id=match.line_id)
+            .order_by("id")
+            .values_list("id", flat=True)
+        ]
+        return Applied(
+            line_id=line.pk,
+            target_type=BATCH,
+            target_id=match.target_id,
+            amount_minor=line.amount_minor,
+            entry=next((e for e in entries if e is not None), None),
+        )
+
     def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
         batch = PayoutBatch.objects.filter(
             Q(batch_id=target_id) | Q(pk=int(target_id) if target_id.isdigit() else None)
         ).first()
         if batch is None:
             raise InvalidInput(f"No payout batch {target_id}.", code="unknown_batch")
-        if line.is_credit or not self._fits(line, batch):
+        named, payouts = self._payouts_for(line)
+        if named is None or named.pk != batch.pk:
+            payouts = self._expected(batch)
+        if line.is_credit or line.reversal or not self._fits(line, batch, payouts):
             raise InvalidInput("The line's amount or count is not the batch's.", code="amount_mismatch")
-        return Proposal(line_id=line.pk, target_type=BATCH, target_id=str(batch.pk), amount_minor=line.amount_minor)
+        return self._proposal(line, batch, payouts)
 
 
 class SuggestionMatcher:
@@ -350,7 +485,7 @@ class SuggestionMatcher:
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         proposals = []
         for line in lines:
-            if line.is_credit or not line.amount_minor or not line.booking_date:
+            if line.is_credit or line.reversal or not line.amount_minor or not line.booking_date:
                 continue
             candidates = Payout.objects.filter(
                 amount_minor=line.amount_minor,

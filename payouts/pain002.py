@@ -1,7 +1,8 @@
 """Reading a pain.002 customer payment status report (versions .001.03 and .001.10) that the
 bank returns for a pain.001 file.
 
-The result lists, per EndToEndId, the bank's transaction status (ACCP, ACSC, RJCT, ...) with its
+The result lists, per EndToEndId (or, where the bank names a payment only so, per UETR), the
+bank's transaction status (ACCP, ACSC, RJCT, ...) with its
 reason code, plus the group and payment-information statuses, which apply to every transaction
 of the original message or block when the bank reports no transaction details. Verification of
 Payee codes (RCVC, RVMC, RVNM, RVNA, RVCM, RVNC, PN01/PN02) are read as each payment's VoP result
@@ -101,8 +102,9 @@ class StatusLine:
 
 @dataclass(frozen=True)
 class TransactionStatus(StatusLine):
-    end_to_end_id: str
+    end_to_end_id: str  # "" when the bank named the payment only by its UETR
     original_payment_information_id: str | None
+    uetr: str | None = None  # OrgnlUETR, lower case
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,11 @@ class Pain002Report:
     transactions: tuple[TransactionStatus, ...]
 
     def by_end_to_end_id(self) -> dict[str, TransactionStatus]:
-        return {tx.end_to_end_id: tx for tx in self.transactions}
+        return {tx.end_to_end_id: tx for tx in self.transactions if tx.end_to_end_id}
+
+    def by_uetr(self) -> dict[str, TransactionStatus]:
+        """Transactions the bank named only by their UETR (no OrgnlEndToEndId)."""
+        return {tx.uetr: tx for tx in self.transactions if tx.uetr and not tx.end_to_end_id}
 
     def vop_results(self) -> dict[str, PayeeMatch]:
         """Each reported payment's Verification of Payee result, for ``Payout.vop_result``: its own
@@ -130,7 +136,7 @@ class Pain002Report:
         results = {}
         for tx in self.transactions:
             result = tx.vop_result or blocks.get(tx.original_payment_information_id or "") or group
-            if result is not None:
+            if result is not None and tx.end_to_end_id:
                 results[tx.end_to_end_id] = result
         return results
 
@@ -173,8 +179,9 @@ def parse_pain002(data: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> Pain002R
     """Parse a pain.002.001.03 or .10 status report.
 
     Raises ``Pain002Error`` (code ``pain002_invalid``) for: too large, not well-formed XML, any
-    DTD, an unsupported message, missing identifiers, unknown status codes, an EndToEndId listed
-    twice. Returns the whole report or raises; never a partial result.
+    DTD, an unsupported message, missing identifiers (a transaction needs OrgnlEndToEndId or
+    OrgnlUETR), unknown status codes, a payment listed twice. Returns the whole report or
+    raises; never a partial result.
     """
     if len(data) > max_bytes:
         raise Pain002Error(f"The status report is larger than {max_bytes} bytes.")
@@ -214,18 +221,25 @@ def parse_pain002(data: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> Pain002R
             blocks.append(PaymentInformationStatus(*block_line, original_payment_information_id=block_id))
         for tx in block.iterfind("p:TxInfAndSts", ns):
             end_to_end_id = _text(tx, "p:OrgnlEndToEndId", ns)
-            if not end_to_end_id:
-                raise Pain002Error(f"A transaction in block {block_id} has no OrgnlEndToEndId.")
-            if end_to_end_id in seen:
-                raise Pain002Error(f"EndToEndId {end_to_end_id} is reported twice.")
-            seen.add(end_to_end_id)
-            line = _status_line(tx, "TxSts", ns, f"transaction {end_to_end_id}")
+            # pain.002.001.10 may name a payment by its UETR alone; NOTPROVIDED names nothing.
+            if end_to_end_id and end_to_end_id.upper() == "NOTPROVIDED":
+                end_to_end_id = None
+            uetr = (_text(tx, "p:OrgnlUETR", ns) or "").lower() or None
+            if not end_to_end_id and not uetr:
+                raise Pain002Error(f"A transaction in block {block_id} has neither OrgnlEndToEndId nor OrgnlUETR.")
+            name = end_to_end_id or f"UETR {uetr}"
+            if name in seen:
+                raise Pain002Error(f"{'EndToEndId ' if end_to_end_id else ''}{name} is reported twice.")
+            seen.add(name)
+            line = _status_line(tx, "TxSts", ns, f"transaction {name}")
             if line is None:
-                raise Pain002Error(f"Transaction {end_to_end_id} has no TxSts.")
+                raise Pain002Error(f"Transaction {name} has no TxSts.")
             if line[0] == "PART":
-                raise Pain002Error(f"Transaction {end_to_end_id}: PART is not a transaction status.")
+                raise Pain002Error(f"Transaction {name}: PART is not a transaction status.")
             transactions.append(
-                TransactionStatus(*line, end_to_end_id=end_to_end_id, original_payment_information_id=block_id)
+                TransactionStatus(
+                    *line, end_to_end_id=end_to_end_id or "", original_payment_information_id=block_id, uetr=uetr
+                )
             )
     if group is None and not blocks and not transactions:
         raise Pain002Error("The status report carries no status at all.")

@@ -10,24 +10,34 @@ from reconciliation.matching import Applied, Proposal, matcher_by_name
 from reconciliation.models import Match, MatchStatus, StatementLine, StatementLineStatus
 from reconciliation.services.entries import ledger_entry_reverse
 
+STATEMENT_LINE = "statement_line"
+
 
 class ReversalMatcher:
     """A line flagged ``RvslInd`` undoes an earlier line of the same amount in the other direction
-    on the same account (same end-to-end id or bank reference when the bank gives one). The earlier
-    line's match is undone (its matcher reverts the domain change, its entry is reversed) or its
-    suspense entry reversed; then the two lines explain each other and need no entry: their bank
-    effects cancel."""
+    on the same account (same end-to-end id or bank reference when the bank gives one).
+
+    It runs after the domain matchers (``order``), so an original booked in the same statement
+    has been matched by then. When the original's match belongs to a matcher that can reopen it
+    (``reverse``: a payout debit reversed is a payout returned), that matcher books the reversal
+    line and the original's match stands: both bookings stay explained, the ledger follows the
+    money back. Otherwise the original's match is undone (its matcher reverts the domain change,
+    its entry is reversed), or its suspense entry reversed, or — an original still new in this
+    chunk — it is simply taken; then the two lines explain each other and need no entry: their
+    bank effects cancel. The reversal line's match always targets the original line, which is
+    how an original is known to be reversed already."""
 
     name = "reversal"
-    order = 5
-    target_type = "statement_line"
+    order = 80
+    target_type = STATEMENT_LINE
 
-    def _original(self, line: StatementLine) -> StatementLine | None:
+    def _original(self, line: StatementLine, chunk: set[int]) -> StatementLine | None:
         qs = StatementLine.objects.filter(
+            Q(status__in=[StatementLineStatus.MATCHED, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED])
+            | Q(status=StatementLineStatus.NEW, pk__in=chunk),
             bank_account_id=line.bank_account_id,
             amount=line.amount,
             reversal=False,
-            status__in=[StatementLineStatus.MATCHED, StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED],
         ).exclude(credit_debit=line.credit_debit)
         qs = qs.exclude(matches__status=MatchStatus.ACTIVE, matches__matcher=self.name)
         if line.end_to_end_id:
@@ -36,14 +46,23 @@ class ReversalMatcher:
             qs = qs.filter(Q(entry_reference=line.entry_reference) | Q(remittance=line.remittance))
         else:
             qs = qs.filter(remittance=line.remittance, counterparty_iban=line.counterparty_iban)
-        return qs.order_by("-pk").first()
+        for original in qs.order_by("-pk")[:5]:
+            if not self._reversed(original.pk):
+                return original
+        return None
+
+    def _reversed(self, original_id: int) -> bool:
+        return Match.objects.filter(
+            matcher=self.name, target_type=STATEMENT_LINE, target_id=str(original_id), status=MatchStatus.ACTIVE
+        ).exists()
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        chunk = {line.pk for line in lines}
         proposals = []
         for line in lines:
             if not line.reversal:
                 continue
-            original = self._original(line)
+            original = self._original(line, chunk - {line.pk})
             if original is not None:
                 proposals.append(
                     Proposal(
@@ -61,14 +80,29 @@ class ReversalMatcher:
         now = timezone.now()
         for proposal in proposals:
             original = StatementLine.objects.select_for_update(of=("self",)).get(pk=int(proposal.target_id))
+            if self._reversed(original.pk) or any(a.target_id == proposal.target_id for a in applied):
+                continue
             active = Match.objects.select_for_update().filter(line=original, status=MatchStatus.ACTIVE).first()
-            undo_entry = None
+            if active is not None and active.matcher == self.name:
+                continue
+            matcher = matcher_by_name(active.matcher) if active is not None else None
+            reopen = getattr(matcher, "reverse", None)
+            reopened = reopen(active, lines[proposal.line_id]) if reopen is not None else None
+            if reopened is not None:
+                applied.append(
+                    Applied(
+                        line_id=proposal.line_id,
+                        target_type=self.target_type,
+                        target_id=proposal.target_id,
+                        amount_minor=proposal.amount_minor,
+                        entry=reopened.entry,
+                    )
+                )
+                continue
             if active is not None:
-                if active.matcher == self.name:
-                    continue
-                matcher = matcher_by_name(active.matcher)
                 if matcher is not None:
                     matcher.unapply(active)
+                undo_entry = None
                 if active.entry_id:
                     undo_entry = ledger_entry_reverse(
                         entry=active.entry,
@@ -93,6 +127,8 @@ class ReversalMatcher:
                 note="reversed by the bank",
             )
             StatementLine.objects.filter(pk=original.pk).update(status=StatementLineStatus.MATCHED, suspense_entry=None)
+            if original.pk in lines:  # booked in this chunk: the engine must not park it
+                lines[original.pk].status = StatementLineStatus.MATCHED
             applied.append(
                 Applied(
                     line_id=proposal.line_id,

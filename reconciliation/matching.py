@@ -14,6 +14,16 @@ A matcher has two halves so that a dry run is just the first half:
   proposal for an object that has already moved on is skipped, not applied twice.
 ``unapply(match)`` undoes the domain change of an active match (the engine reverses the entry), and
 ``propose_manual(line, target_id)`` validates a match staff make by hand.
+
+Two optional halves:
+- ``names(lines)`` says which lines carry a reference only one object of the matcher's can own (a
+  payout's EndToEndId or UETR). Such a line is that object's or nobody's: the engine drops every
+  proposal and suggestion for another object of the same type, parks the line with a note naming
+  the object when it cannot be applied, and refuses a staff match to anything else.
+- ``reverse(match, line)``: the bank reversed (RvslInd) the line of ``match``. The matcher reopens
+  what the match did as the domain's own path for money coming back (a payout debit reversed is a
+  payout returned), posting the entry for the reversal ``line``, and returns it as ``Applied``; it
+  returns None when it has no such path, and the reversal matcher undoes the match instead.
 """
 
 from collections.abc import Sequence
@@ -44,6 +54,18 @@ class Applied:
     entry: JournalEntry | None
 
 
+@dataclass(frozen=True)
+class Named:
+    """The object a line names, and how, for people: ``label`` goes into the line's note."""
+
+    target_type: str
+    target_id: str
+    label: str
+
+    def allows(self, target_type: str, target_id: str) -> bool:
+        return target_type != self.target_type or target_id == self.target_id
+
+
 class Matcher(Protocol):
     name: str
     order: int
@@ -65,6 +87,18 @@ def register(matcher: Matcher) -> Matcher:
     """Add (or replace, by name) a matcher. Called from AppConfig.ready()."""
     _REGISTRY[matcher.name] = matcher
     return matcher
+
+
+def lines_named(lines: Sequence[StatementLine]) -> dict[int, Named]:
+    """{line id: the object it names} over every matcher that has ``names`` (first in order wins)."""
+    named: dict[int, Named] = {}
+    for matcher in matchers():
+        names = getattr(matcher, "names", None)
+        if names is None:
+            continue
+        for line_id, name in names(lines).items():
+            named.setdefault(line_id, name)
+    return named
 
 
 def matchers() -> list[Matcher]:

@@ -1,13 +1,16 @@
-"""SEPA credit transfer files: pain.001.001.09 built with ``sepaxml`` and validated against the
-ISO XSD that ``sepaxml`` ships, before anyone can download it.
+"""SEPA credit transfer files: pain.001.001.09 built with ``sepaxml`` and validated, before anyone
+can download it, against the schema of the scheme the file declares (``SvcLvl`` SEPA: the EPC SCT
+and SCT Inst customer-to-PSP guidelines), ``epc_pain001_schema``: the ISO XSD that ``sepaxml``
+ships, narrowed by the EPC's restrictions on it (the EPC's own XSD does not ship in any package).
 
 One file per debtor account; inside it one payment-information block (PmtInf) per requested
 execution date. Identifiers are ours, never random and never ``NOTPROVIDED``:
 
 - ``MsgId`` = the batch id; ``PmtInfId`` = ``<batch id>-<YYYYMMDD>`` of the block's date;
 - ``EndToEndId`` = the payout's ``end_to_end_id``, which the pain.002 report and the bank
-  statement echo back, so each line finds its payout; ``UETR`` = ``uetr_for`` of it, for banks
-  that keep only the UETR.
+  statement echo back, so each line finds its payout. No ``UETR``: the EPC C2PSP pain.001.001.09
+  has none (a file carrying one is refused). Files built before did carry ``uetr_for`` of the
+  EndToEndId, and their statements and reports still name payouts by it, so it stays readable.
 
 Amounts are integer minor units in, exact decimals out; every control sum is checked against our
 own Decimal sum of the payments after the file is built.
@@ -83,20 +86,57 @@ def sepa_text(value: str, max_length: int) -> str:
     return " ".join(cleaned.split())[:max_length].strip()
 
 
-@cache
-def pain001_schema() -> etree.XMLSchema:
-    """The pain.001.001.09 XSD shipped inside the installed ``sepaxml`` package, compiled once."""
+def _iso_xsd() -> etree._ElementTree:
+    """The ISO pain.001.001.09 XSD shipped inside the installed ``sepaxml`` package."""
     path = Path(sepaxml.__file__).parent / "schemas" / f"{PAIN001_SCHEMA}.xsd"
     if not path.exists():
         raise ImproperlyConfigured(f"sepaxml does not ship {path.name}; cannot validate pain.001 files.")
-    parser = etree.XMLParser(resolve_entities=False, no_network=True)
-    return etree.XMLSchema(etree.parse(str(path), parser))
+    return etree.parse(str(path), etree.XMLParser(resolve_entities=False, no_network=True))
+
+
+@cache
+def pain001_schema() -> etree.XMLSchema:
+    """The plain ISO pain.001.001.09 XSD, compiled once (what the ISO message allows)."""
+    return etree.XMLSchema(_iso_xsd())
+
+
+# The EPC SCT / SCT Inst C2PSP implementation guidelines for pain.001.001.09 restrict the ISO
+# message; the ones a file built here could break, applied to the ISO XSD (``epc_pain001_schema``).
+_XS = "{http://www.w3.org/2001/XMLSchema}"
+
+
+def _epc_narrow(xsd: etree._ElementTree) -> None:
+    root = xsd.getroot()
+    types = {el.get("name"): el for el in root if el.get("name")}
+    # PmtId: InstrId and EndToEndId only (the EPC schema has no UETR).
+    for element in types["PaymentIdentification6"].iter(f"{_XS}element"):
+        if element.get("name") == "UETR":
+            element.getparent().remove(element)
+    # Charges: shared following the scheme (SLEV) only.
+    restriction = types["ChargeBearerType1Code"].find(f"{_XS}restriction")
+    for value in restriction.findall(f"{_XS}enumeration"):
+        if value.get("value") != "SLEV":
+            restriction.remove(value)
+    # Euro only.
+    currency = types["ActiveOrHistoricCurrencyCode"].find(f"{_XS}restriction")
+    for facet in list(currency):
+        currency.remove(facet)
+    etree.SubElement(currency, f"{_XS}enumeration", value="EUR")
+
+
+@cache
+def epc_pain001_schema() -> etree.XMLSchema:
+    """The pain.001.001.09 XSD narrowed by the EPC C2PSP restrictions (``_epc_narrow``), compiled
+    once: what every file built here is validated against."""
+    xsd = _iso_xsd()
+    _epc_narrow(xsd)
+    return etree.XMLSchema(xsd)
 
 
 def uetr_for(end_to_end_id: str) -> str:
-    """The UETR a payment's pain.001 carries (PmtId/UETR): derived from its EndToEndId, so it needs
-    no storage and a statement that keeps only the UETR still finds the payout. Shaped as the
-    UUIDv4 the schema requires."""
+    """The UETR pain.001 files built before the EPC schema was enforced carried (PmtId/UETR),
+    derived from the EndToEndId: a statement line or pain.002 report that names such a payment
+    only by its UETR still finds the payout. Shaped as a UUIDv4."""
     digest = hashlib.sha256(f"joyback-uetr:{end_to_end_id}".encode()).digest()[:16]
     return str(uuid.UUID(bytes=digest, version=4))
 
@@ -141,8 +181,6 @@ class _BatchTransfer(SepaTransfer):
         for pmt_inf in self._xml.find(self.root_el).iter("PmtInf"):
             execution_date = pmt_inf.find("ReqdExctnDt/Dt").text
             pmt_inf.find("PmtInfId").text = f"{self._fixed_msg_id}-{execution_date.replace('-', '')}"
-            for payment_id in pmt_inf.iter("PmtId"):
-                ET.SubElement(payment_id, "UETR").text = uetr_for(payment_id.find("EndToEndId").text)
             agent = pmt_inf.find("DbtrAgt/FinInstnId")
             if agent is not None and len(agent) == 0:
                 # sepaxml leaves FinInstnId empty without a BIC; the EPC wants Othr/Id NOTPROVIDED.
@@ -188,11 +226,13 @@ def _check_document(xml: bytes, *, payments: list[RailPayment], dates: dict[str,
     """Validate against the XSD, then prove that every payment is in the file once, in its date's
     block, with its exact amount, and that counts and control sums equal our own Decimal sums."""
     document = etree.fromstring(xml, etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
-    schema = pain001_schema()
+    schema = epc_pain001_schema()
     if not schema.validate(document):
         errors = [f"line {e.line}: {e.message}" for e in list(schema.error_log)[:5]]
         raise InvalidInput(
-            "The pain.001 file does not validate against the XSD.", code="pain001_invalid", details={"errors": errors}
+            "The pain.001 file does not validate against the EPC SCT schema.",
+            code="pain001_invalid",
+            details={"errors": errors},
         )
     ns = {"p": PAIN001_NAMESPACE}
     expected_total = sum((minor_to_decimal(p.amount_minor, "EUR") for p in payments), Decimal(0))

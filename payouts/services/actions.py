@@ -34,7 +34,7 @@ from payouts.services.states import (
 from recipients.models import NoticeKind
 from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account
-from reconciliation.services import EntrySpec, Leg, ledger_entries_post
+from reconciliation.services import EntrySpec, Leg, bank_fees_account, ledger_entries_post, ledger_entry_post
 
 
 def _require_perm(user, perm: str) -> None:
@@ -141,12 +141,15 @@ def payout_mark_returned(
     bank: Account | None = None,
     settle_first: bool = True,
     actor=None,
+    bank_minor: int | None = None,
 ) -> Payout:
     """submitted | settled → returned: the receiving bank sent the money back. The money goes
     back to the person's payable (from the bank account it came back to: ``bank``, default the
     payout's debtor account), the rewards are released, and the person is asked to fix their
     IBAN (after commit). A submitted payout is settled first, unless ``settle_first`` is off (a
     bank line shows the return before the debit: in transit waits for the debit line).
+    ``bank_minor``: what the bank booked back when it kept a charge (the charge is a bank fee;
+    the person is owed the whole amount again).
     Idempotent for a returned payout. Raises InvalidTransition otherwise.
     Joins the caller's transaction when there is one (matchers), else runs its own."""
     if not reason_code:
@@ -158,7 +161,16 @@ def payout_mark_returned(
         now = timezone.now()
         code, text = reason_code.upper(), reason_text or iso_text(reason_code)
         if locked.status == PayoutStatus.SUBMITTED and not settle_first:
-            step_returned(locked, now=now, via=source, reason_code=code, reason_text=text, bank=bank, actor=actor)
+            step_returned(
+                locked,
+                now=now,
+                via=source,
+                reason_code=code,
+                reason_text=text,
+                bank=bank,
+                actor=actor,
+                bank_minor=bank_minor,
+            )
         else:
             drive(
                 locked,
@@ -169,6 +181,7 @@ def payout_mark_returned(
                 reason_text=text,
                 bank=bank,
                 actor=actor,
+                bank_minor=bank_minor,
             )
     return locked
 
@@ -181,27 +194,32 @@ def payout_mark_settled(*, payout: Payout, via: str, bank: Account | None = None
         return drive(locked, target=PayoutStatus.SETTLED, now=now or timezone.now(), via=via, bank=bank)
 
 
-def payout_bank_debit_record(*, payout_id: int, line_id: int, bank: Account, entry=None):
+def payout_bank_debit_record(*, payout_id: int, line_id: int, bank: Account, entry=None, charge_minor: int = 0):
     """A bank line shows this payout's money leaving (its own line, or a batch booking that
     posted ``entry`` for all its payouts). submitted → settled (in transit → ``bank``); a payout
     returned before its debit was seen gets its settlement entry, status unchanged; one settled by
-    the rail or pain.002 is only noted. Returns the entry posted for this payout, or None.
+    the rail or pain.002 is only noted. ``charge_minor``: the bank added its charge to the debit
+    (to the bank-fee account: with the settlement, or on its own when the payout was settled
+    before). Returns the entry posted for this payout, or None.
     Joins the caller's transaction. Raises InvalidTransition (seen before, or not sent)."""
     payout = payout_lock(payout_id)
     if payout.bank_debit_line_id is not None:
         raise InvalidTransition("A bank line already shows this payout leaving.", code="payout_moved_on")
     via, now = f"line:{line_id}", timezone.now()
     posted = None
+    left = payout.amount_minor + charge_minor
     if payout.status == PayoutStatus.SUBMITTED:
-        step_settled(payout, now=now, via=via, bank=bank, entry=entry)
+        step_settled(payout, now=now, via=via, bank=bank, entry=entry, bank_minor=left)
         posted = payout.settled_entry
     elif payout.status == PayoutStatus.RETURNED and payout.settled_entry_id is None:
-        payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank)
+        payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank, bank_minor=left)
         payout.settled_via, payout.settled_at = via, now
         posted = payout.settled_entry
         event_record(payout, kind="payout.debit_seen", from_status=payout.status, data={"line": line_id}, now=now)
     elif payout.status not in (PayoutStatus.SETTLED, PayoutStatus.RETURNED):
         raise InvalidTransition(f"A {payout.status} payout has not left the bank.", code="payout_moved_on")
+    elif charge_minor:
+        posted = _bank_charge_post(payout, line_id=line_id, bank=bank, charge_minor=charge_minor, now=now)
     payout.bank_debit_line_id = line_id
     payout.updated_at = now
     payout.save(update_fields=["settled_entry", "settled_via", "settled_at", "bank_debit_line_id", "updated_at"])
@@ -228,10 +246,20 @@ def payout_bank_debit_undo(*, payout_id: int, line_id: int) -> None:
     event_record(payout, kind="payout.settle_undone", from_status=previous, data={"line": line_id}, now=now)
 
 
-def payout_bank_return_record(*, payout_id: int, line_id: int, bank: Account, reason_code: str, reason_text: str = ""):
+def payout_bank_return_record(
+    *,
+    payout_id: int,
+    line_id: int,
+    bank: Account,
+    reason_code: str,
+    reason_text: str = "",
+    bank_minor: int | None = None,
+):
     """A bank line shows this payout coming back: returned (bank → payable) unless the rail had
-    already reported the return, which is then only noted. Returns the entry posted, or None.
-    Joins the caller's transaction. Raises InvalidTransition."""
+    already reported the return, which is then only noted. ``bank_minor``: what the line booked
+    back when it is not the payout's amount (less a return charge; more, when the bank reversed
+    a debit together with its charge); the difference is a bank fee. Returns the entry posted, or
+    None. Joins the caller's transaction. Raises InvalidTransition."""
     payout = payout_lock(payout_id)
     if payout.bank_return_line_id is not None:
         raise InvalidTransition("A bank line already shows this payout coming back.", code="payout_moved_on")
@@ -244,13 +272,47 @@ def payout_bank_return_record(*, payout_id: int, line_id: int, bank: Account, re
             source=f"line:{line_id}",
             bank=bank,
             settle_first=False,
+            bank_minor=bank_minor,
         )
         posted = payout.back_entry
     elif payout.status != PayoutStatus.RETURNED:
         raise InvalidTransition(f"A {payout.status} payout cannot come back.", code="payout_moved_on")
+    elif bank_minor is not None and bank_minor != payout.amount_minor:
+        posted = _bank_charge_post(
+            payout, line_id=line_id, bank=bank, charge_minor=payout.amount_minor - bank_minor, now=timezone.now()
+        )
     payout.bank_return_line_id = line_id
     payout.save(update_fields=["bank_return_line_id"])
     return posted
+
+
+def _bank_charge_post(payout: Payout, *, line_id: int, bank: Account, charge_minor: int, now: datetime):
+    """The bank's charge on a line whose payout the books had already settled or returned (by
+    the rail): only the charge is left to book, bank-fee account ↔ bank. Keyed by how many charges
+    were booked before, so a line matched again after an undo posts afresh."""
+    seq = PayoutEvent.objects.filter(payout=payout, kind="payout.bank_charge").count()
+    fees = bank_fees_account(payout.currency)
+    legs = (
+        [Leg.debit(fees, charge_minor), Leg.credit(bank, charge_minor)]
+        if charge_minor > 0
+        else [Leg.debit(bank, -charge_minor), Leg.credit(fees, -charge_minor)]
+    )
+    entry = ledger_entry_post(
+        idempotency_key=f"payout:{payout.pk}:bank_charge:{seq}",
+        kind="bank_charge",
+        legs=legs,
+        memo=f"Bank charge on payout {payout.end_to_end_id} (line:{line_id})"[:500],
+        reference_type="payout",
+        reference_id=str(payout.pk),
+    ).entry
+    event_record(
+        payout,
+        kind="payout.bank_charge",
+        from_status=payout.status,
+        data={"line": line_id, "charge_minor": charge_minor},
+        now=now,
+    )
+    return entry
 
 
 def payout_bank_return_undo(*, payout_id: int, line_id: int) -> None:

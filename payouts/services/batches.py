@@ -25,7 +25,7 @@ from payouts.iso import EXPIRED_REASON_CODE
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
 from payouts.rails.base import ServiceLevel
-from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account
+from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account, uetr_for
 from payouts.services.execute import rail_payment_for
 from payouts.services.four_eyes import four_eyes_require
 from payouts.services.payee import payouts_payee_verify
@@ -37,7 +37,9 @@ from payouts.services.states import (
     step_failed,
     usable_rails,
 )
+from reconciliation.models import StatementLine, StatementLineStatus
 from reconciliation.services import Leg, ledger_entry_post
+from reconciliation.services.matching import statement_lines_rematch
 
 
 def file_rail_names() -> list[str]:
@@ -255,7 +257,10 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     """Apply the bank's status report: rejected transactions (or a rejected group/block without
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
-    each payout's ``vop_result``. All or nothing, idempotent. Locks the batch, then its payouts
+    each payout's ``vop_result``. All or nothing, idempotent. A transaction the bank names only by
+    its UETR (``OrgnlUETR``) is the payout whose pain.001 carried that UETR. After the commit,
+    bookings of the file parked in suspense are tried again when payouts were rejected
+    (``statement_lines_rematch``). Locks the batch, then its payouts
     (lock order: ``core.locks``).
     Raises InvalidInput when the report is for another message, InvalidTransition
     (``batch_expired``) for a file that expired unsent."""
@@ -274,10 +279,12 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
         # it decides nothing about payment.
         for end_to_end_id, result in report.vop_results().items():
             Payout.objects.filter(batch=batch, end_to_end_id=end_to_end_id).update(vop_result=str(result))
-        by_e2e = report.by_end_to_end_id()
-        group_rejected = report.group is not None and report.group.outcome == Outcome.REJECTED and not by_e2e
+        by_e2e, by_uetr = report.by_end_to_end_id(), report.by_uetr()
+        group_rejected = (
+            report.group is not None and report.group.outcome == Outcome.REJECTED and not report.transactions
+        )
         for payout in Payout.objects.filter(batch=batch).order_by("id"):
-            line = by_e2e.get(payout.end_to_end_id)
+            line = by_e2e.get(payout.end_to_end_id) or by_uetr.get(uetr_for(payout.end_to_end_id))
             outcome = Outcome.REJECTED if group_rejected else (line.outcome if line else None)
             locked = payout_lock(payout.pk)
             if outcome == Outcome.REJECTED and locked.status == PayoutStatus.SUBMITTED:
@@ -292,7 +299,23 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
             batch.status = BatchStatus.REJECTED if report.group.outcome == Outcome.REJECTED else BatchStatus.ACCEPTED
             batch.decided_at = now
             batch.save(update_fields=["status", "decided_at"])
+    if counts["failed"]:
+        # A booking of the file that waited in suspense for the payouts the bank would not pay
+        # (its sum is the rest of the file) may fit now.
+        statement_lines_rematch(line_ids=batch_lines_parked(batch=batch))
     return counts
+
+
+def batch_lines_parked(*, batch: PayoutBatch) -> list[int]:
+    """Debit lines in suspense (unmatched or suggested) that name ``batch`` by PmtInfId or MsgId."""
+    return list(
+        StatementLine.objects.filter(
+            Q(batch_message_id=batch.batch_id)
+            | (Q(batch_payment_information_id=batch.payment_information_id) if batch.payment_information_id else Q()),
+            credit_debit="DBIT",
+            status__in=[StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED],
+        ).values_list("pk", flat=True)
+    )
 
 
 def payout_batches_expire(*, now: datetime | None = None) -> list[int]:

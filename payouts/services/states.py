@@ -9,6 +9,11 @@ Money (DESIGN §4), all balanced entries with keys derived from the payout id an
 * failed:    ``payouts:in_transit`` → payable, only if it had been sent
 * returned:  ``platform:bank:<iban>`` → payable                         (the money came back)
 
+A bank line may show a settlement or a return with the bank's charge in it (``bank_minor``: a
+debit of 5.35 for a payout of 5.00, a return of 4.50 of 5.00): the person's side moves by the
+payout's amount, the bank by what the bank booked, and the difference goes to
+``platform:bank_fees`` (a charge refunded with a reversal comes off it again).
+
 Settlement and return can be undone by reconciliation (a match undone), so their keys carry a
 sequence number (how many times that step happened before): a re-match posts a fresh entry
 instead of replaying the reversed one.
@@ -41,7 +46,7 @@ from payouts.rails.base import Rail
 from recipients.models import NoticeKind
 from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account, AccountKind, PlatformBankAccount
-from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
+from reconciliation.services import Leg, account_get_or_create, bank_fees_account, ledger_entry_post
 
 IN_TRANSIT = "payouts:in_transit:{currency}"
 
@@ -184,23 +189,46 @@ def settled_entry_key(payout_id: int, seq: int) -> str:
     return f"payout:{payout_id}:settled:{seq}"
 
 
-def settled_entry_post(payout: Payout, *, via: str, bank: Account | None = None):
+def _fee_legs(payout: Payout, fee_minor: int) -> list[Leg]:
+    """The bank's charge on this payout's booking: a fee (positive) is an expense, a fee the bank
+    gave back (negative) comes off it."""
+    if fee_minor == 0:
+        return []
+    fees = bank_fees_account(payout.currency)
+    return [Leg.debit(fees, fee_minor) if fee_minor > 0 else Leg.credit(fees, -fee_minor)]
+
+
+def settled_entry_post(payout: Payout, *, via: str, bank: Account | None = None, bank_minor: int | None = None):
+    """in transit → bank; ``bank_minor`` is what left the bank when it added its charge."""
     seq = PayoutEvent.objects.filter(payout=payout, kind__in=SETTLEMENT_KINDS).count()
-    return _post(
-        payout,
-        key=settled_entry_key(payout.pk, seq),
+    left = payout.amount_minor if bank_minor is None else bank_minor
+    return ledger_entry_post(
+        idempotency_key=settled_entry_key(payout.pk, seq),
         kind="payout_settled",
-        debit=in_transit_account(payout.currency),
-        credit=_bank(payout, bank),
-        memo=f"Payout {payout.end_to_end_id} settled ({via})",
-    )
+        legs=[
+            Leg.debit(in_transit_account(payout.currency), payout.amount_minor),
+            *_fee_legs(payout, left - payout.amount_minor),
+            Leg.credit(_bank(payout, bank), left),
+        ],
+        memo=f"Payout {payout.end_to_end_id} settled ({via})"[:500],
+        reference_type="payout",
+        reference_id=str(payout.pk),
+    ).entry
 
 
 def step_settled(
-    payout: Payout, *, now: datetime, via: str, bank: Account | None = None, entry=None, actor=None
+    payout: Payout,
+    *,
+    now: datetime,
+    via: str,
+    bank: Account | None = None,
+    entry=None,
+    actor=None,
+    bank_minor: int | None = None,
 ) -> None:
-    """submitted → settled: in transit → bank (``entry`` when a batch booking posted it for many)."""
-    payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank)
+    """submitted → settled: in transit → bank (``entry`` when a batch booking posted it for many;
+    ``bank_minor`` what the bank line booked, charge included)."""
+    payout.settled_entry = entry or settled_entry_post(payout, via=via, bank=bank, bank_minor=bank_minor)
     payout.status = PayoutStatus.SETTLED
     payout.settled_at = now
     payout.settled_via = via[:40]
@@ -257,18 +285,25 @@ def step_returned(
     reason_text: str,
     bank: Account | None = None,
     actor=None,
+    bank_minor: int | None = None,
 ) -> None:
     """settled (or submitted, when the bank statement shows the return first) → returned: the
-    money came back to the bank and is owed to the person again."""
+    money came back to the bank and is owed to the person again, all of it: ``bank_minor`` is what
+    the bank booked back (less its charge), the charge goes to the bank-fee account."""
     seq = _seq(payout, "payout.returned")
-    payout.back_entry = _post(
-        payout,
-        key=f"payout:{payout.pk}:returned:{seq}",
+    back = payout.amount_minor if bank_minor is None else bank_minor
+    payout.back_entry = ledger_entry_post(
+        idempotency_key=f"payout:{payout.pk}:returned:{seq}",
         kind="payout_returned",
-        debit=_bank(payout, bank),
-        credit=_payable(payout),
-        memo=f"Payout {payout.end_to_end_id} returned: {reason_code}",
-    )
+        legs=[
+            Leg.debit(_bank(payout, bank), back),
+            *_fee_legs(payout, payout.amount_minor - back),
+            Leg.credit(_payable(payout), payout.amount_minor),
+        ],
+        memo=f"Payout {payout.end_to_end_id} returned: {reason_code}"[:500],
+        reference_type="payout",
+        reference_id=str(payout.pk),
+    ).entry
     previous = payout.status
     payout.status = PayoutStatus.RETURNED
     payout.returned_at = now
@@ -305,11 +340,13 @@ def drive(
     service_level: str = "",
     bank: Account | None = None,
     actor=None,
+    bank_minor: int | None = None,
 ) -> bool:
     """Move a locked payout forward to ``target`` (submitted, settled, returned or failed) through
     every step in between, e.g. submitting → submitted → settled when an instant rail answers
     "settled". ``service_level`` is how the rail said it sends the payment (kept when it is
-    sent). Returns False when the payout is already there or past it (idempotent replays).
+    sent); ``bank_minor`` is what a bank line booked back for a return (``step_returned``).
+    Returns False when the payout is already there or past it (idempotent replays).
     Raises InvalidTransition for a move the machine does not allow (e.g. settled → failed)."""
     order = [PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED, PayoutStatus.SETTLED]
     status = payout.status
@@ -337,6 +374,13 @@ def drive(
         step_settled(payout, now=now, via=via, bank=bank, actor=actor)
     if target == PayoutStatus.RETURNED:
         step_returned(
-            payout, now=now, via=via, reason_code=reason_code, reason_text=reason_text, bank=bank, actor=actor
+            payout,
+            now=now,
+            via=via,
+            reason_code=reason_code,
+            reason_text=reason_text,
+            bank=bank,
+            actor=actor,
+            bank_minor=bank_minor,
         )
     return True

@@ -2,7 +2,7 @@
 money on accounts, ``accounts`` opens them and states the lock order; ``statements`` imports bank
 files; ``matching`` explains statement lines (see each module's docstring)."""
 
-from reconciliation.services.accounts import account_get_or_create, account_set_active
+from reconciliation.services.accounts import account_get_or_create, account_set_active, bank_fees_account
 from reconciliation.services.entries import (
     BatchResult,
     EntrySpec,
@@ -32,6 +32,7 @@ __all__ = [
     "Refusal",
     "account_get_or_create",
     "account_set_active",
+    "bank_fees_account",
     "ledger_entries_post",
     "ledger_entry_post",
     "ledger_entry_reverse",

@@ -50,6 +50,19 @@ def account_get_or_create(
     return account
 
 
+def bank_fees_account(currency: str) -> Account:
+    """``platform:bank_fees:<currency>``: what banks charge on our transfers and returns (a fee
+    added to a debit, deducted from money coming back). An expense, so it never blocks a match."""
+    return account_get_or_create(
+        code=f"platform:bank_fees:{currency}",
+        name=f"Bank charges {currency}",
+        kind=AccountKind.EXPENSE,
+        currency=currency,
+        allow_overdraft=True,
+        owner_type="platform",
+    )
+
+
 def account_set_active(*, account: Account, is_active: bool) -> Account:
     """Open or close ``account`` for new postings and holds (the triggers refuse them on an
     inactive account). Joins the caller's transaction."""

@@ -21,7 +21,15 @@ from core.bulk import rows_insert
 from core.exceptions import ApplicationError, Conflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from reconciliation.bank_selectors import write_offs_waiting
 from reconciliation.db import is_deadlock
-from reconciliation.matching import Applied, Proposal, matcher_by_name, matcher_for_target, matchers
+from reconciliation.matching import (
+    Applied,
+    Named,
+    Proposal,
+    lines_named,
+    matcher_by_name,
+    matcher_for_target,
+    matchers,
+)
 from reconciliation.models import (
     AccountKind,
     Match,
@@ -191,13 +199,14 @@ def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
             remaining.pop(line.pk)
         result.ignored += len(nothing)
         suggestions: dict[int, list[Proposal]] = defaultdict(list)
+        named = lines_named(list(remaining.values()))
         for matcher in matchers():
             if not remaining:
                 break
             proposals = matcher.propose(list(remaining.values()))
             exact: dict[int, Proposal] = {}
             for proposal in proposals:
-                if proposal.line_id not in remaining:
+                if proposal.line_id not in remaining or not _named_allows(named, proposal):
                     continue
                 if proposal.suggest:
                     suggestions[proposal.line_id].append(proposal)
@@ -216,6 +225,10 @@ def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
             result.matched[matcher.name] += len(applied)
             for a in applied:
                 remaining.pop(a.line_id, None)
+            # A matcher may explain other lines of the chunk too (a reversal and its original
+            # booked in the same statement explain each other): they are no longer new.
+            for line_id in [pk for pk, line in remaining.items() if line.status != NEW]:
+                remaining.pop(line_id)
         leftovers = list(remaining.values())
         if result.dry_run:
             result.proposals.extend(p for line in leftovers for p in suggestions.get(line.pk, []))
@@ -247,9 +260,26 @@ def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
         for line in leftovers:
             line.status = StatementLineStatus.SUGGESTED if suggestions.get(line.pk) else StatementLineStatus.UNMATCHED
             line.suspense_entry = entry_by_line[line.pk]
-        StatementLine.objects.bulk_update(leftovers, ["status", "suspense_entry"])
+            if line.pk in named:
+                line.status_note = _named_note(named[line.pk])
+        StatementLine.objects.bulk_update(leftovers, ["status", "suspense_entry", "status_note"])
         result.suggested += sum(1 for line in leftovers if line.status == StatementLineStatus.SUGGESTED)
         result.unmatched += sum(1 for line in leftovers if line.status == StatementLineStatus.UNMATCHED)
+
+
+def _named_allows(named: dict[int, Named], proposal: Proposal) -> bool:
+    """A line that names an object is matched to it or to nothing of its kind, and suggested for
+    nothing else at all (a suggestion is an invitation to confirm the wrong person's payout)."""
+    name = named.get(proposal.line_id)
+    if name is None:
+        return True
+    if proposal.suggest:
+        return (proposal.target_type, proposal.target_id) == (name.target_type, name.target_id)
+    return name.allows(proposal.target_type, proposal.target_id)
+
+
+def _named_note(name: Named) -> str:
+    return f"Names {name.label}, which cannot take it as it stands: match it to that or nothing."[:255]
 
 
 def statement_lines_match(
@@ -338,6 +368,45 @@ def _line_park_failed(line_id: int, error: Exception) -> None:
         line.save(update_fields=["status", "suspense_entry", "matching_error"])
 
 
+def statement_lines_rematch(*, line_ids: Sequence[int]) -> int:
+    """Try the parked lines ``line_ids`` (unmatched or suggested, in suspense) again, when an event
+    outside the statement may have made one fit (a pain.002 rejected a payout of a batch booking).
+
+    Each line in its own durable transaction, locked: the first matcher whose exact proposal it
+    applies takes the line, its suspense entry is reversed and its open suggestions rejected, as
+    for a staff match (``created_by`` empty: the engine matched it). A line that still fits nothing
+    is left exactly as it was. Returns how many lines were matched. Must not be called inside
+    another transaction."""
+    matched = 0
+    for line_id in sorted(set(line_ids)):
+        with transaction.atomic(durable=True):
+            line = (
+                StatementLine.objects.select_for_update(of=("self",))
+                .select_related("bank_account__ledger_account", "suspense_entry")
+                .filter(pk=line_id, status__in=[StatementLineStatus.UNMATCHED, StatementLineStatus.SUGGESTED])
+                .first()
+            )
+            if line is None:
+                continue
+            named = lines_named([line])
+            for matcher in matchers():
+                proposal = next((p for p in matcher.propose([line]) if not p.suggest and _named_allows(named, p)), None)
+                if proposal is None:
+                    continue
+                _unpark(line)
+                applied = matcher.apply([proposal], lines={line.pk: line})
+                if not applied:
+                    transaction.set_rollback(True)
+                    break
+                _record_matches(applied, matcher.name, {line.pk: line}, actor=None)
+                Suggestion.objects.filter(line=line, status=SuggestionStatus.OPEN).update(
+                    status=SuggestionStatus.REJECTED, decided_at=timezone.now()
+                )
+                matched += 1
+                break
+    return matched
+
+
 # --- staff actions -------------------------------------------------------------------------------
 
 
@@ -372,7 +441,8 @@ def statement_line_match_manual(
 
     The domain matcher for ``target_type`` validates it (amount, direction, state) and applies it;
     the line's suspense entry is reversed in the same transaction. Raises InvalidInput (no matcher
-    for that type, or the matcher refuses), InvalidTransition (line already explained), Conflict
+    for that type, the matcher refuses, or the line names another object:
+    ``line_names_another_target``), InvalidTransition (line already explained), Conflict
     (the target has moved on)."""
     matcher = matcher_for_target(target_type)
     if matcher is None:
@@ -380,6 +450,12 @@ def statement_line_match_manual(
     with transaction.atomic(durable=True):
         line = _lock_open_line(line_id)
         proposal = matcher.propose_manual(line, str(target_id))
+        name = lines_named([line]).get(line.pk)
+        if name is not None and (proposal.target_type, proposal.target_id) != (name.target_type, name.target_id):
+            raise InvalidInput(
+                f"This line names {name.label}: it cannot be matched to anything else.",
+                code="line_names_another_target",
+            )
         _unpark(line)
         applied = matcher.apply([proposal], lines={line.pk: line})
         if not applied:

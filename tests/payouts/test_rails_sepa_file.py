@@ -15,6 +15,7 @@ from payouts.rails.sepa_file import (
     SepaFileRail,
     _check_document,
     build_pain001,
+    epc_pain001_schema,
     epc_usage_rule_problems,
     pain001_schema,
     uetr_for,
@@ -269,16 +270,43 @@ def test_the_epc_rules_the_xsd_lets_through_are_caught(settings, change, problem
 # --- UETR (issue 15) -------------------------------------------------------------------------------
 
 
-def test_every_payment_carries_a_schema_valid_uetr_derived_from_its_end_to_end_id():
-    payments = [rail_payment(end_to_end_id="PO-A"), rail_payment(end_to_end_id="PO-B")]
-    xml = build_pain001(batch_id="B-U", debtor=DEBTOR, payments=payments, execution_date=TODAY)
+@pytest.mark.parametrize(
+    "variant",
+    [
+        dict(payments=[rail_payment(end_to_end_id="PO-A", creditor_bic="BPMOIT22XXX")]),
+        dict(payments=[rail_payment(end_to_end_id="PO-A"), rail_payment(end_to_end_id="PO-B")], instant=True),
+        dict(
+            payments=[
+                rail_payment(end_to_end_id="PO-A", requested_execution_date=date(2025, 1, 6)),
+                rail_payment(end_to_end_id="PO-B", creditor_name="Zoë Ünal-Łukasz 😀"),
+            ],
+            debtor=DebtorAccount(name="JoyBack", iban="DE89 3704 0044 0532 0130 00"),
+        ),
+    ],
+    ids=["one", "instant", "two-dates-no-bic"],
+)
+def test_every_built_file_validates_against_the_epc_sct_schema_it_declares(variant):
+    """Issue 25: the EPC SCT (Inst) C2PSP pain.001.001.09 has no PmtId/UETR; a file carrying one
+    is refused by the bank. Every file is built without it and validated against the EPC-narrowed
+    schema (``build_pain001`` refuses to return one that is not)."""
+    variant = {"debtor": DEBTOR, **variant}
+    xml = build_pain001(batch_id="B-EPC", execution_date=TODAY, **variant)
+
     doc = _parse(xml)
+    assert epc_pain001_schema().validate(doc), epc_pain001_schema().error_log
+    assert doc.xpath("//p:PmtId/p:UETR", namespaces=NS) == []
+    assert doc.xpath("//p:SvcLvl/p:Cd/text()", namespaces=NS) == ["SEPA"]
+
+
+def test_the_epc_schema_refuses_what_the_iso_schema_allows():
+    doc = _parse(build_pain001(batch_id="B-U", debtor=DEBTOR, payments=[rail_payment()], execution_date=TODAY))
+    etree.SubElement(doc.find(".//p:PmtId", namespaces=NS), f"{{{PAIN001_NAMESPACE}}}UETR").text = uetr_for("PO-A")
+
     assert pain001_schema().validate(doc)
-    assert doc.xpath("//p:PmtId/p:UETR/text()", namespaces=NS) == [uetr_for("PO-A"), uetr_for("PO-B")]
+    assert not epc_pain001_schema().validate(doc)
     assert uetr_for("PO-A") == uetr_for("PO-A") != uetr_for("PO-B")
 
 
-@pytest.mark.django_db
 def test_a_statement_line_with_only_the_uetr_finds_its_payout(sandbox, debtor, brand, campaign):
     payable_reward(brand, account_iban=iban())
     (payout_id,) = payouts_create_for_payable().created
