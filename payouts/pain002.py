@@ -226,7 +226,7 @@ def parse_pain002(data: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> Pain002R
                 end_to_end_id = None
             uetr = (_text(tx, "p:OrgnlUETR", ns) or "").lower() or None
             if not end_to_end_id and not uetr:
-                raise Pain002Error(f"A transaction in block {block_id} has neither OrgnlEndToEndId nor OrgnlUETR.")
+                raise Pain002Error(f"A transaction in block {block_id} has no OrgnlEndToEndId and no OrgnlUETR.")
             name = end_to_end_id or f"UETR {uetr}"
             if name in seen:
                 raise Pain002Error(f"{'EndToEndId ' if end_to_end_id else ''}{name} is reported twice.")

@@ -239,7 +239,10 @@ def _amount_mismatch_note(entry: ParsedEntry) -> str:
     if not entry.details or len(amounts) != len(entry.details):
         return ""
     total = sum(amounts, Decimal(0))
-    if total == entry.amount:
+    # The bank's charges sit between the payment and the booking: taken from money in, added to
+    # money out.
+    charges = entry.details_charges
+    if entry.amount in (total, total - charges if entry.credit_debit == "CRDT" else total + charges):
         return ""
     return f"The transaction details add up to {total}, the booking is {entry.amount}: check which is right."
 

@@ -363,7 +363,26 @@ def entry(node: Node, *, sequence: int, own_iban: str | None) -> ParsedEntry:
         batch=batch,
         details=tuple(details),
         additional_info=node.text("AddtlNtryInf"),
+        charges=_charges(node, currency),
     )
+
+
+def _charges(node: Node, currency: str) -> Decimal | None:
+    """Chrgs included in the amount booked, in ``currency``: camt.05x.001.02 repeats Chrgs with an
+    Amt each; from .04 one Chrgs holds Rcrd records. A record with ChrgInclInd false was billed
+    apart, so it is not in the booking; a CRDT record gives a charge back. None when no charge in
+    ``currency`` is included."""
+    records = node.find_all("Chrgs/Rcrd") or [c for c in node.find_all("Chrgs") if c.find("Amt") is not None]
+    total, found = Decimal(0), False
+    for record in records:
+        if record.text("ChrgInclInd") in ("false", "0"):
+            continue
+        amount, ccy = _amount_of(record.required("Amt", "Chrgs"), "Chrgs")
+        if ccy != currency:
+            continue
+        total += -amount if record.text("CdtDbtInd") == CREDIT else amount
+        found = True
+    return total if found else None
 
 
 def _bank_tx_code(node: Node | _Absent) -> tuple[str | None, str | None]:
@@ -392,6 +411,7 @@ def _detail(tx: Node, entry_direction: CreditDebit, reversal: bool, own_iban: st
 
     amount_node = tx.find("Amt") or tx.find("AmtDtls/TxAmt/Amt") or tx.find("AmtDtls/InstdAmt/Amt")
     amount, currency = _amount_of(amount_node, "TxDtls") if amount_node is not None else (None, None)
+    charges = _charges(tx, currency) if currency is not None else None
 
     parties, agents = tx.find("RltdPties") or ABSENT, tx.find("RltdAgts") or ABSENT
     debtor = _party(parties, agents, "Dbtr")
@@ -422,6 +442,7 @@ def _detail(tx: Node, entry_direction: CreditDebit, reversal: bool, own_iban: st
         return_info=None if return_node is None else _return_info(return_node, end_to_end),
         bank_tx_code=_bank_tx_code(tx.find("BkTxCd") or ABSENT)[0],
         additional_info=tx.text("AddtlTxInf"),
+        charges=charges,
     )
 
 

@@ -70,6 +70,9 @@ class ParsedTxDetail:
     return_info: ParsedReturn | None
     bank_tx_code: str | None  # "PMNT/ICDT/DMCT"
     additional_info: str | None  # AddtlTxInf
+    # Chrgs: the bank's charges on this payment included in the booking (a fee taken from money
+    # in, added to money out), in the booking's currency; None when the bank reported none.
+    charges: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +110,21 @@ class ParsedEntry:
     batch: ParsedBatch | None
     details: tuple[ParsedTxDetail, ...]
     additional_info: str | None  # AddtlNtryInf
+    charges: Decimal | None = None  # Ntry/Chrgs included in the booking (see ParsedTxDetail.charges)
 
     @property
     def signed_amount(self) -> Decimal:
         """Effect on the account balance (a reversal is booked in its own direction)."""
         return self.amount if self.credit_debit == CREDIT else -self.amount
+
+    @property
+    def details_charges(self) -> Decimal:
+        """The charges the booking includes beyond its details' amounts: the entry's own Chrgs,
+        else the sum of its details'. A credit's details may state the amount sent and the
+        booking what arrived after the fee; a debit's booking may carry the fee on top."""
+        if self.charges is not None:
+            return self.charges
+        return sum((d.charges for d in self.details if d.charges is not None), Decimal(0))
 
     @property
     def is_batch(self) -> bool:
