@@ -7,6 +7,11 @@ and parks the rest in the suspense account (bank ↔ suspense), so the ledger's 
 mirrors the statement. A staff match first reverses the line's suspense entry; undoing a match
 reverses its entry and parks the line in suspense again. Every staff action writes an audit row in
 the same transaction; write-offs need a second person (four-eyes).
+
+A line that names an object (``Matcher.names``: a payout's EndToEndId) is matched to it or parked
+with a note naming it; no other object of its kind is proposed, suggested or accepted by hand. A
+parked line is tried again (``statement_lines_rematch``) when its domain learns something that may
+make it fit (a pain.002 rejecting part of a batch booking).
 """
 
 import logging
