@@ -300,6 +300,7 @@ class EndToEndMatcher(_PayoutLineMatcher):
 class ReturnMatcher(_PayoutLineMatcher):
     name = "payout_return"
     order = 15
+    names = None  # the end-to-end matcher already names every payout line, debits and credits
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
         return self._propose_by_e2e(
