@@ -18,7 +18,7 @@ from recipients.models import NoticeKind
 from recipients.models_notices import Notice
 from reconciliation.models import JournalEntry, Match, StatementLine, StatementLineStatus, Suggestion
 from reconciliation.selectors import account_balance_by_code
-from reconciliation.services.matching import statement_line_match_manual, statement_lines_match
+from reconciliation.services.matching import match_undo, statement_line_match_manual, statement_lines_match
 from reconciliation.services.statements import statement_import
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import (
@@ -223,6 +223,22 @@ def test_a_debit_with_the_bank_fee_added_matches_and_books_the_fee(
     payout.refresh_from_db()
     assert payout.status == PayoutStatus.SETTLED and in_transit_minor() == 0
     assert bank_minor(debtor) == -535 and fees_minor() == 35
+    assert_books_ok()
+
+
+def test_staff_can_match_a_debit_with_the_bank_fee_by_hand(tmp_path, sandbox, debtor, brand, campaign, settings):
+    (payout,) = pending_payouts(settings, brand, 1)
+    import_camt(tmp_path, [GenLine(amount=eur(535), credit_debit="DBIT", end_to_end_id=payout.end_to_end_id)])
+    statement_lines_match()
+    match_undo(match_id=Match.objects.get().pk, actor=staff("olga"), reason="check the fee")
+    assert Payout.objects.get(pk=payout.pk).status == PayoutStatus.SUBMITTED and fees_minor() == 0
+
+    statement_line_match_manual(
+        line_id=StatementLine.objects.get().pk, target_type="payout", target_id=str(payout.pk), actor=staff("ops")
+    )
+
+    assert Payout.objects.get(pk=payout.pk).status == PayoutStatus.SETTLED
+    assert bank_minor(debtor) == -535 and fees_minor() == 35 and in_transit_minor() == 0
     assert_books_ok()
 
 
