@@ -39,8 +39,10 @@ def large_batch(sandbox, debtor, brand, campaign, settings):
 def approve_and_download_in_the_admin(client, batch):
     piero = staff("piero", "approve_payoutbatch", "view_payoutbatch")
     client.force_login(piero)
+    # Past the confirmation page (tests/payouts/test_payout_admin.py shows it first).
     response = client.post(
-        reverse("admin:payouts_payoutbatch_changelist"), {"action": "approve", "_selected_action": [batch.pk]}
+        reverse("admin:payouts_payoutbatch_changelist"),
+        {"action": "approve", "_selected_action": [batch.pk], "confirm": "yes"},
     )
     assert response.status_code == 302
     dora = staff("dora", "download_payoutbatch")
