@@ -10,6 +10,7 @@ from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from campaigns.evaluation import brand_visible_reason
 from campaigns.models import (
     Campaign,
     CampaignStatus,
@@ -293,7 +294,7 @@ class EventBulkView(BrandAPIView):
                 "index": index,
                 "external_id": payload.external_id,
                 "outcome": outcome.outcome,
-                "reason": outcome.reason,
+                "reason": brand_visible_reason(outcome.reason),
                 "event_id": outcome.event.pk if outcome.event else None,
                 "reward_id": outcome.reward.pk if outcome.reward else None,
                 "replayed": outcome.replayed,

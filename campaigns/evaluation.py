@@ -68,6 +68,8 @@ class Signals:
     events_from_ip_last_hour: int = 0
     events_from_device_last_hour: int = 0
     iban_rewards_last_day: int = 0
+    # The event's e-mail mixes scripts in one label (``recipients.normalise.email_mixed_script``).
+    email_mixed_script: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,8 @@ def cap_failure(*, rule: RewardRule, usage: Usage, amount_minor: int) -> str | N
 
 
 def fraud_reasons(*, campaign, signals: Signals) -> list[str]:
-    """Every tripped signal: the event goes to review with these stored."""
+    """Every tripped signal: the event goes to review with these stored. Each is one of
+    ``FRAUD_SIGNALS``: ops read them, a brand never does (``brand_visible_reasons``)."""
     reasons = []
     if (
         campaign.fraud_max_people_per_iban is not None
@@ -198,7 +201,38 @@ def fraud_reasons(*, campaign, signals: Signals) -> list[str]:
         and signals.iban_rewards_last_day >= campaign.fraud_max_iban_claims_per_day
     ):
         reasons.append("iban_claims_per_day")
+    if signals.email_mixed_script:
+        reasons.append("email_mixed_script")
     return reasons
+
+
+FRAUD_SIGNALS = frozenset(
+    {"iban_shared_by_many_people", "ip_velocity", "device_velocity", "iban_claims_per_day", "email_mixed_script"}
+)
+# What a brand reads instead of a fraud signal.
+BRAND_REVIEW_REASON = "review"
+
+
+def brand_visible_reasons(reasons: list[str]) -> list[str]:
+    """The reasons a brand may read (API, webhooks, portal) for what ops read in full (the admin).
+
+    A fraud signal may be made of other brands' data (people paid into one IBAN), and naming it
+    would tell a brand that someone elsewhere holds that IBAN; the others are generic too, so
+    the generic word never singles the cross-brand one out. Every fraud signal is therefore
+    ``review``, once; the reasons that come from the brand's own rule (``always_review``,
+    ``above_review_amount``, a rejection's condition or cap) are kept as they are."""
+    visible: list[str] = []
+    for reason in reasons:
+        shown = BRAND_REVIEW_REASON if reason in FRAUD_SIGNALS else reason
+        if shown != BRAND_REVIEW_REASON or shown not in visible:
+            visible.append(shown)
+    return visible
+
+
+def brand_visible_reason(text: str) -> str:
+    """``brand_visible_reasons`` of a stored comma-joined reason (an audit row's); any other text
+    (a reviewer's words) comes back as it was."""
+    return ",".join(brand_visible_reasons(text.split(","))) if text else ""
 
 
 @dataclass

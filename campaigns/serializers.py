@@ -4,6 +4,7 @@ Amounts are integer minor units of the named currency (``500`` EUR = €5.00).""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from campaigns.evaluation import brand_visible_reason, brand_visible_reasons
 from campaigns.models import (
     WEBHOOK_EVENT_TYPES,
     Campaign,
@@ -128,6 +129,13 @@ class EventSerializer(fields.ModelSerializer):
             "order_id", "reward",
         ]  # fmt: skip
 
+    def to_representation(self, instance):
+        # What ops read in full (the admin), a brand reads as ``brand_visible_reasons`` says.
+        data = super().to_representation(instance)
+        data["reason"] = brand_visible_reason(data["reason"])
+        data["review_reasons"] = brand_visible_reasons(data["review_reasons"])
+        return data
+
     @extend_schema_field(RewardBriefSerializer(allow_null=True))
     def get_reward(self, event):
         try:
@@ -178,6 +186,11 @@ class RewardSerializer(fields.ModelSerializer):
             "currency", "status", "occurred_at", "matures_at", "review_reasons", "decided_at",
             "decision_reason", "created_at", "updated_at",
         ]  # fmt: skip
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["review_reasons"] = brand_visible_reasons(data["review_reasons"])
+        return data
 
 
 class RewardVoidSerializer(serializers.Serializer):

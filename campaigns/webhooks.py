@@ -51,6 +51,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max, Model, Q
 from django.utils import timezone
 
+from campaigns.evaluation import brand_visible_reason
 from campaigns.models import (
     WEBHOOK_EVENT_TYPES,
     BrandMembership,
@@ -397,7 +398,7 @@ def _reward_data(row: RewardEvent) -> dict:
             "matures_at": reward.matures_at.isoformat(),
         },
         "previous_status": row.from_status,
-        "reason": row.reason,
+        "reason": brand_visible_reason(row.reason),
         **{k: v for k, v in (row.data or {}).items() if k == "returned_to"},
     }
 

@@ -11,9 +11,10 @@ class PayoutsConfig(AppConfig):
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
         from payouts.rails.psp_api import requirements_source
-        from payouts.selectors import payout_exceptions
+        from payouts.selectors import payout_exceptions, payout_settled_into
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
+        from recipients.selectors import iban_proof_register
         from recipients.services.notices import notice_renderer_register
         from reconciliation.bank_selectors import register_exception_source
         from reconciliation.matching import register
@@ -26,3 +27,4 @@ class PayoutsConfig(AppConfig):
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
         requirements_source_register(requirements_source)
         notice_renderer_register(notice_render)
+        iban_proof_register(payout_settled_into)

@@ -22,6 +22,14 @@ def rewards_awaiting_payout() -> QuerySet[Reward]:
     )
 
 
+def payout_settled_into(account: OuterRef) -> Exists:
+    """Proof that the holder of bank account ``account`` is paid there: a payout into it settled
+    and was not returned (a return moves it to ``returned``). Registered with
+    ``recipients.selectors.iban_proof_register``: another brand's holder of an IBAN counts for
+    fraud signals only with such a proof."""
+    return Exists(Payout.objects.filter(bank_account_id=account, status=PayoutStatus.SETTLED))
+
+
 def payouts_for_admin() -> QuerySet[Payout]:
     return Payout.objects.select_related("person", "bank_account", "batch", "approved_by", "created_by")
 

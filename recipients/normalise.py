@@ -7,8 +7,10 @@ Pure functions, no database. Every failure is an ``InvalidInput`` with a stable 
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 
+import idna
 import phonenumbers
 import schwifty
 from django.core.exceptions import ValidationError
@@ -100,16 +102,62 @@ def iban_normalise(raw: str) -> AccountInfo:
     )
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): invisible when shown, so
+# "ve\u00adra@" and "vera@" look like one address and must be one.
+_DEFAULT_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+# Scripts that one label of a domain name may mix (UTS #39's "highly restrictive" profile, roughly:
+# Japanese, Chinese and Korean names mix these with Latin). Any other mix is a look-alike.
+_MIXABLE_SCRIPTS = frozenset({"LATIN", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
+
+
 def email_normalise(raw: str) -> str:
-    """Trimmed and lower-cased. The local part is case-sensitive in theory and never in practice;
-    provider-specific aliases (dots and +tags at Gmail) are deliberately *not* folded, because
-    linking is irreversible and a wrong link merges two real people."""
-    value = (raw or "").strip().lower()
+    """One address, one string, however it was typed: trimmed, invisible characters removed,
+    NFKC (full-width letters and a full-width ``@`` become ASCII), lower-cased, and the domain
+    in IDNA 2008 (UTS #46) ASCII form, so ``müller.de`` and ``xn--mller-kva.de`` are one domain.
+    The local part is case-sensitive in theory and never in practice; provider-specific aliases
+    (dots and +tags at Gmail) are deliberately *not* folded, and neither are look-alike letters
+    of another script (``email_mixed_script`` flags them): linking is irreversible and a wrong
+    link merges two real people."""
+    value = unicodedata.normalize("NFKC", _DEFAULT_IGNORABLE.sub("", (raw or "").strip())).lower()
+    local, at, domain = value.rpartition("@")
     try:
+        value = f"{local}{at}{_domain_normalise(domain)}" if at else value
         validate_email(value)
-    except ValidationError:
-        raise InvalidInput(f"'{raw.strip()}' is not an email address.", code="invalid_email")
+    except (ValidationError, idna.IDNAError):
+        raise InvalidInput(f"'{(raw or '').strip()}' is not an email address.", code="invalid_email")
     return value
+
+
+def _domain_normalise(domain: str) -> str:
+    """The domain's ASCII form; an ASCII label is kept as it is (IDNA 2008 refuses some that mail
+    accepts, like ``_``), every other one is encoded, and an ``xn--`` label must decode.
+    Raises idna.IDNAError."""
+    if domain.isascii() and "xn--" not in domain:
+        return domain
+    labels = idna.uts46_remap(domain, std3_rules=False, transitional=False).split(".")
+    return ".".join(
+        label if label.isascii() and not label.startswith("xn--") else idna.encode(label).decode("ascii")
+        for label in labels
+    )
+
+
+def email_mixed_script(normalised: str) -> bool:
+    """Does a label of the (normalised) address's domain mix letters of scripts that no real name
+    mixes, like a Cyrillic ``а`` among Latin letters? Such an address is another address (its
+    own person), but may be a look-alike of someone's: ingestion sends it to review. The local
+    part needs no check: it is ASCII (``email_normalise`` accepts no other)."""
+    domain = normalised.rpartition("@")[2]
+    for label in domain.split("."):
+        if not label.startswith("xn--"):
+            continue
+        scripts = {unicodedata.name(ch, "").split(" ", 1)[0] for ch in idna.decode(label) if ch.isalpha()}
+        if len(scripts) > 1 and not scripts <= _MIXABLE_SCRIPTS:
+            return True
+    return False
 
 
 def phone_normalise(raw: str, *, region: str = "") -> str:

@@ -1,8 +1,10 @@
 """Reads about people. Callers that count anything per human (caps, fraud) must go through
 ``person_cluster_ids``: a person may have been merged into another since they last looked."""
 
+from collections.abc import Callable
+
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
@@ -65,9 +67,53 @@ def iban_holder_ids(*, fingerprint: str) -> list[int]:
     return _cluster_members(sorted(holders))
 
 
-def people_sharing_iban_count(*, fingerprint: str) -> int:
-    """How many different people seem to be paid into this IBAN, across every brand (the fraud
-    signal: the one place where one brand's people count for another's).
+# Verification of Payee's answer when the bank says the name given is the account holder's
+# (``payouts.rails.base.PayeeMatch.MATCH``, which the payouts app stores on the account).
+PAYEE_MATCH = "match"
+
+# Proofs that an account's holder is paid there, which higher apps keep: each maps the account's
+# id (an ``OuterRef``) to an ``Exists``. The payouts app registers "a payout into it settled and
+# was not returned" (``PayoutsConfig.ready``).
+IbanProof = Callable[[OuterRef], Exists]
+_PROOFS: list[IbanProof] = []
+
+
+def iban_proof_register(proof: IbanProof) -> None:
+    """Add a proof for ``people_sharing_iban_counts`` (idempotent). Called from AppConfig.ready()."""
+    if proof not in _PROOFS:
+        _PROOFS.append(proof)
+
+
+def iban_holders(*, brand_id: int, fingerprints: list[str]) -> QuerySet:
+    """Rows of (fingerprint, root person, brand) for the people who count as paid into these
+    IBANs when ``brand_id`` decides an event: the one definition both forms of
+    ``people_sharing_iban_counts`` read.
+
+    * The brand's own people, each one: the brand vouches for what its API sends about its own
+      people and its claim pages record who typed an IBAN, and its data may decide its own
+      outcomes. A stranger typing a customer's IBAN on its claim page is a second holder there
+      (that is the signal), and costs the customer a review, never money.
+    * Another brand's people only with proof that they are paid there: a Verification of Payee
+      match on their account, or a registered proof (a settled payout into it that was not
+      returned). A bare registration of another brand is that brand's word alone: counting it
+      would let the brand push this brand's rewards into review, and learn from the outcome
+      who holds an IBAN here.
+    Erased people are left out: coming back is not fraud by itself."""
+    proven = Q(person__brand_id=brand_id) | Q(payee_check_result=PAYEE_MATCH)
+    for proof in _PROOFS:
+        proven |= Q(proof(OuterRef("pk")))
+    return (
+        BankAccount.objects.filter(proven, iban_fingerprint__in=fingerprints, person__erased_at__isnull=True)
+        .values_list("iban_fingerprint", Coalesce("person__merged_into_id", "person_id"), "person__brand_id")
+        .order_by()
+        .distinct()
+    )
+
+
+def people_sharing_iban_count(*, brand_id: int, fingerprint: str) -> int:
+    """How many different people seem to be paid into this IBAN, as brand ``brand_id`` may count
+    them (the fraud signal: the one place where one brand's people count for another's, and only
+    with proof: ``iban_holders``).
 
     Within a brand everyone proven to use one IBAN is *one* root person, and one human is one
     person per brand, so counting roots says little. Instead the holders' identifiers are counted
@@ -75,16 +121,13 @@ def people_sharing_iban_count(*, fingerprint: str) -> int:
     accounts at one social provider), and at least the most roots holding it within one brand
     (people whose link to each other was refused), at least 1. One human known to three brands
     with the same e-mail and number is 1; five TikTok accounts funnelled into one IBAN are 5."""
-    return people_sharing_iban_counts(fingerprints=[fingerprint])[fingerprint]
+    return people_sharing_iban_counts(brand_id=brand_id, fingerprints=[fingerprint])[fingerprint]
 
 
-# people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three).
+# people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three);
+# ``holders`` is ``iban_holders``, compiled.
 PEOPLE_SHARING_IBAN_SQL = """
-WITH holders AS (
-    SELECT DISTINCT b.iban_fingerprint AS fp, COALESCE(p.merged_into_id, p.id) AS root, p.brand_id
-    FROM recipients_bankaccount b JOIN recipients_person p ON p.id = b.person_id
-    WHERE b.iban_fingerprint = ANY(%s) AND p.erased_at IS NULL
-), members AS (
+WITH holders(fp, root, brand_id) AS ({holders}), members AS (
     SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.id = h.root
     UNION
     SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.merged_into_id = h.root
@@ -102,36 +145,35 @@ SELECT fp, GREATEST(1, max(n)) FROM candidates GROUP BY fp
 """
 
 
-def people_sharing_iban_statement(*, fingerprints: list[str]) -> tuple[str, list] | None:
+def people_sharing_iban_statement(*, brand_id: int, fingerprints: list[str]) -> tuple[str, list] | None:
     """The one-statement form, for callers batching their reads: rows of (fingerprint, people)
-    for the fingerprints anyone holds (the others are 0). None where there is none (SQLite)."""
+    for the fingerprints anyone counted holds (the others are 0). None where there is none
+    (SQLite)."""
     if connection.vendor != "postgresql":
         return None
-    return PEOPLE_SHARING_IBAN_SQL, [list(fingerprints)]
+    holders, params = iban_holders(brand_id=brand_id, fingerprints=list(fingerprints)).query.sql_with_params()
+    return PEOPLE_SHARING_IBAN_SQL.format(holders=holders), list(params)
 
 
-def people_sharing_iban_counts(*, fingerprints: list[str]) -> dict[str, int]:
+def people_sharing_iban_counts(*, brand_id: int, fingerprints: list[str]) -> dict[str, int]:
     """``people_sharing_iban_count`` for many IBANs: one statement on PostgreSQL, three
     queries elsewhere (bulk ingestion)."""
     wanted = set(fingerprints)
-    statement = people_sharing_iban_statement(fingerprints=sorted(wanted))
+    statement = people_sharing_iban_statement(brand_id=brand_id, fingerprints=sorted(wanted))
     if statement is not None:
         counts = dict.fromkeys(wanted, 0)
         with connection.cursor() as cursor:
             cursor.execute(*statement)
             counts.update({fp: int(n) for fp, n in cursor.fetchall()})
         return counts
-    return _people_sharing_iban_counts_orm(wanted)
+    return _people_sharing_iban_counts_orm(brand_id, wanted)
 
 
-def _people_sharing_iban_counts_orm(wanted: set[str]) -> dict[str, int]:
+def _people_sharing_iban_counts_orm(brand_id: int, wanted: set[str]) -> dict[str, int]:
     """The portable form (three queries); the PostgreSQL statement must answer the same."""
     holders: dict[str, set[tuple[int, int | None]]] = {fp: set() for fp in wanted}
-    rows = BankAccount.objects.filter(iban_fingerprint__in=wanted, person__erased_at__isnull=True).values_list(
-        "iban_fingerprint", Coalesce("person__merged_into_id", "person_id"), "person__brand_id"
-    )
-    for fp, root, brand_id in rows:
-        holders[fp].add((root, brand_id))
+    for fp, root, holder_brand in iban_holders(brand_id=brand_id, fingerprints=sorted(wanted)):
+        holders[fp].add((root, holder_brand))
     roots = sorted({root for pairs in holders.values() for root, _ in pairs})
     values: dict[int, set[tuple[str, str]]] = {root: set() for root in roots}
     if roots:
@@ -154,8 +196,8 @@ def _people_sharing_iban_counts_orm(wanted: set[str]) -> dict[str, int]:
             for group, value in values[root]:
                 distinct.setdefault(group, set()).add(value)
         per_brand: dict[int | None, int] = {}
-        for _, brand_id in pairs:
-            per_brand[brand_id] = per_brand.get(brand_id, 0) + 1
+        for _, holder_brand in pairs:
+            per_brand[holder_brand] = per_brand.get(holder_brand, 0) + 1
         counts[fp] = max(1, *(len(v) for v in distinct.values()), *per_brand.values())
     return counts
 

@@ -29,7 +29,7 @@ from core.exceptions import ApplicationError, IdempotencyConflict, InvalidInput,
 from core.money import currency_exponent
 from recipients import crypto
 from recipients.models import Person
-from recipients.normalise import email_normalise, iban_normalise, phone_normalise, social_normalise
+from recipients.normalise import email_mixed_script, email_normalise, iban_normalise, phone_normalise, social_normalise
 from recipients.services import ComplexBatch
 
 BULK_MAX = 1000
@@ -122,6 +122,7 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
     if occurred_at > now + FUTURE_TOLERANCE:
         raise InvalidInput("occurred_at is in the future.", code="invalid_occurred_at")
     iban_info = iban_normalise(payload.iban) if payload.iban.strip() else None
+    email = email_normalise(payload.email) if payload.email.strip() else ""
     social = ""
     if payload.social_provider or payload.social_uid:
         social = social_normalise(payload.social_provider, payload.social_uid)
@@ -129,12 +130,13 @@ def event_prepare(payload: EventInput, *, now: datetime) -> PreparedEvent:
         payload=payload,
         request_hash=_request_hash(payload),
         occurred_at=occurred_at,
-        email=email_normalise(payload.email) if payload.email.strip() else "",
+        email=email,
         whatsapp=phone_normalise(payload.whatsapp, region=payload.phone_region) if payload.whatsapp.strip() else "",
         social=social,
         iban_fingerprint=crypto.iban_fingerprint(iban_info.normalised) if iban_info else "",
         ip=ip,
         iban_info=iban_info,
+        email_mixed_script=bool(email) and email_mixed_script(email),
     )
 
 

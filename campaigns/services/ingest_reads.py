@@ -127,7 +127,7 @@ class Known:
     ip: dict[str, int] = field(default_factory=dict)  # events per IP in the last hour
     device: dict[str, int] = field(default_factory=dict)  # events per device in the last hour
     iban_day: dict[str, int] = field(default_factory=dict)  # rewards per IBAN in the last day
-    sharing: dict[str, int] = field(default_factory=dict)  # people paid into each IBAN
+    sharing: dict[str, int] = field(default_factory=dict)  # people paid into each IBAN (with proof)
     tallies: dict[int, Tally] = field(default_factory=dict)
     counters: dict[tuple[int, str], int] = field(default_factory=dict)  # (rule, period) → rewards
     taken: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))  # … of this batch
@@ -183,6 +183,7 @@ class Known:
                 if payload.device_fingerprint
                 else 0,
                 iban_rewards_last_day=self.iban_day.get(fp, 0) if fp else 0,
+                email_mixed_script=p.email_mixed_script,
             ),
             campaign_status=tally.status,
             budget_available_minor=tally.available,
@@ -258,7 +259,13 @@ class Known:
 
     def _signals_reads(self) -> list[Read]:
         """The velocity counts for every IP, device and IBAN of the batch whose campaign has that
-        threshold on: one grouped query each."""
+        threshold on: one grouped query each.
+
+        Another brand's data decides nothing here unless it is proven (DESIGN §5): the velocity
+        counts are the brand's own events and rewards (another brand's events only say what
+        that brand asserted about an IP, a device or an IBAN), and the people sharing an IBAN
+        count another brand's holders only with proof that they are paid there
+        (``recipients.selectors.people_sharing_iban_counts``)."""
         items, hour_ago = self.items, self.now - timedelta(hours=1)
         ips = {i.p.ip for i in items if i.p.ip and i.ctx.campaign.fraud_max_events_per_ip_hour is not None}
         devices = {
@@ -280,23 +287,27 @@ class Known:
         )
         reads: list[Read] = []
         if ips:
-            query = _counted(TriggerEvent.objects.filter(ip__in=sorted(ips), received_at__gte=hour_ago), "ip")
+            query = TriggerEvent.objects.filter(brand=self.brand, ip__in=sorted(ips), received_at__gte=hour_ago)
+            query = _counted(query, "ip")
             # str(): the address as the event stored it, whatever type the driver hands back.
             reads.append((query, lambda rows: self.ip.update((ip_key(str(ip)), n) for ip, n in rows)))
         if devices:
-            query = TriggerEvent.objects.filter(device_fingerprint__in=sorted(devices), received_at__gte=hour_ago)
+            query = TriggerEvent.objects.filter(
+                brand=self.brand, device_fingerprint__in=sorted(devices), received_at__gte=hour_ago
+            )
             reads.append((_counted(query, "device_fingerprint"), self.device.update))
         if day_fps:
             query = Reward.objects.filter(
+                campaign__brand=self.brand,
                 iban_fingerprint__in=sorted(day_fps),
                 created_at__gte=self.now - timedelta(days=1),
                 status__in=LIVE_STATUSES,
             )
             reads.append((_counted(query, "iban_fingerprint"), self.iban_day.update))
         if sharing_fps:
-            statement = people_sharing_iban_statement(fingerprints=sharing_fps)
+            statement = people_sharing_iban_statement(brand_id=self.brand.pk, fingerprints=sharing_fps)
             if statement is None:  # no one-statement form on this database
-                self.sharing = people_sharing_iban_counts(fingerprints=sharing_fps)
+                self.sharing = people_sharing_iban_counts(brand_id=self.brand.pk, fingerprints=sharing_fps)
             else:
                 self.sharing = dict.fromkeys(sharing_fps, 0)
                 reads.append((statement, lambda rows: self.sharing.update((fp, int(n)) for fp, n in rows)))

@@ -59,6 +59,8 @@ class PreparedEvent:
     # The IBAN validated and normalised once, here (None without one): resolving the person
     # does not parse it again.
     iban_info: AccountInfo | None = None
+    # The e-mail mixes scripts like a look-alike does (``recipients.normalise.email_mixed_script``).
+    email_mixed_script: bool = False
 
 
 @dataclass

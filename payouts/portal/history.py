@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from campaigns.evaluation import brand_visible_reason
 from campaigns.models import CampaignEvent
 from core.money import format_minor
 
@@ -53,6 +54,10 @@ _REASONS = {
 }
 
 
+def _why(reason: str) -> str:
+    return str(_REASONS.get(reason, reason.replace("_", " "))) if reason else ""
+
+
 @dataclass(frozen=True)
 class HistoryLine:
     when: object
@@ -69,7 +74,7 @@ def campaign_history(*, campaign, limit: int = 20) -> list[HistoryLine]:
             when=row.created_at,
             what=_TITLES[row.kind](row, campaign.currency) if row.kind in _TITLES else row.kind,
             who=(row.actor.email or row.actor.get_username()) if row.actor_id else _("JoyBack (automatic)"),
-            why=str(_REASONS.get(row.reason, row.reason.replace("_", " "))) if row.reason else "",
+            why=_why(brand_visible_reason(row.reason)),
         )
         for row in rows
     ]

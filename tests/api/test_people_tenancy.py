@@ -138,12 +138,16 @@ def test_the_brand_changes_its_own_persons_account_and_she_is_told(
     assert BankAccount.objects.get(pk=change.detail["bank_account"]).masked in message.body
 
 
-def test_one_human_at_two_brands_counts_once_for_the_iban_signal(vera, rival_api):
+def test_one_human_at_two_brands_counts_once_for_the_iban_signal(vera, rival, rival_api):
+    fingerprint = vera.bank_accounts.get().iban_fingerprint
     rival_api.post("/api/v1/people/", {"email": VERA_EMAIL, "iban": VERA_IBAN}, format="json")
-    assert people_sharing_iban_count(fingerprint=vera.bank_accounts.get().iban_fingerprint) == 1
+    assert people_sharing_iban_count(brand_id=rival.pk, fingerprint=fingerprint) == 1
+    BankAccount.objects.filter(person=vera).update(payee_check_result="match")  # her bank confirmed her
     rival_api.post("/api/v1/people/", {"email": "someone-else@example.com", "iban": VERA_IBAN}, format="json")
     # At the rival that second e-mail is the same person (same IBAN): two e-mails now hold it.
-    assert people_sharing_iban_count(fingerprint=vera.bank_accounts.get().iban_fingerprint) == 2
+    assert people_sharing_iban_count(brand_id=rival.pk, fingerprint=fingerprint) == 2
+    # The rival's registrations prove nothing about Joy's IBAN: Joy counts Vera alone.
+    assert people_sharing_iban_count(brand_id=vera.brand_id, fingerprint=fingerprint) == 1
 
 
 @pytest.mark.postgres

@@ -157,8 +157,8 @@ def test_the_database_allows_one_current_account_per_person():
 def test_one_human_with_many_contact_kinds_counts_once_per_iban():
     resolve(email="anna@example.com", whatsapp="+393331234567", social_provider="tiktok", social_uid="a", iban=IBAN_A)
 
-    assert people_sharing_iban_count(fingerprint=iban_fingerprint(IBAN_A)) == 1
-    assert people_sharing_iban_count(fingerprint=iban_fingerprint(IBAN_B)) == 0
+    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=iban_fingerprint(IBAN_A)) == 1
+    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=iban_fingerprint(IBAN_B)) == 0
 
 
 def test_many_social_accounts_funnelled_into_one_iban_count_as_many_people():
@@ -166,7 +166,7 @@ def test_many_social_accounts_funnelled_into_one_iban_count_as_many_people():
         resolve(social_provider="tiktok", social_uid=f"farm-{n}", email=f"farm{n}@example.com", iban=IBAN_A)
 
     assert Person.objects.count() == 1  # linked for caps ...
-    assert people_sharing_iban_count(fingerprint=iban_fingerprint(IBAN_A)) == 5  # ... and flagged for fraud
+    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=iban_fingerprint(IBAN_A)) == 5  # ... and flagged for fraud
 
 
 def test_iban_holders_are_every_person_row_that_reaches_the_iban():
@@ -201,5 +201,5 @@ def test_the_one_statement_people_per_iban_count_agrees_with_the_portable_one():
     person_erase(person=resolve(email="gone@example.com", iban=iban("NL", 4)))
     fingerprints = [iban_fingerprint(i) for i in (IBAN_A, IBAN_B, iban("NL", 3), iban("NL", 4), iban("NL", 5))]
 
-    assert people_sharing_iban_counts(fingerprints=fingerprints) == _people_sharing_iban_counts_orm(set(fingerprints))
-    assert sorted(people_sharing_iban_counts(fingerprints=fingerprints).values()) == [0, 0, 1, 1, 4]
+    assert people_sharing_iban_counts(brand_id=people_brand().pk, fingerprints=fingerprints) == _people_sharing_iban_counts_orm(people_brand().pk, set(fingerprints))
+    assert sorted(people_sharing_iban_counts(brand_id=people_brand().pk, fingerprints=fingerprints).values()) == [0, 0, 1, 1, 4]

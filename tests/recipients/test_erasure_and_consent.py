@@ -101,7 +101,7 @@ def test_fingerprints_survive_erasure_for_caps_but_not_for_linking(anna_paid, op
     assert BankAccount.objects.filter(iban_fingerprint=fingerprint).count() == 2
     assert iban_holder_ids(fingerprint=fingerprint) == [anna.id, also_anna.id, returning.id]
     # Erased people are not "other people" sharing the IBAN: coming back is not fraud by itself.
-    assert people_sharing_iban_count(fingerprint=fingerprint) == 1
+    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=fingerprint) == 1
     assert person_find(brand_id=people_brand().pk, kind="email", value="anna@example.com") == returning
 
 
