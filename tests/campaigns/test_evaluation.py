@@ -7,10 +7,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from campaigns.evaluation import (
+    FRAUD_SIGNALS,
     Facts,
     Signals,
     Usage,
     approval_verdict,
+    brand_visible_reason,
+    brand_visible_reasons,
     cap_failure,
     condition_failure,
     fee_for,
@@ -204,6 +207,7 @@ def test_day_with_a_dst_change_is_23_hours_long():
             Signals(events_from_device_last_hour=30, iban_rewards_last_day=10),
             ["device_velocity", "iban_claims_per_day"],
         ),
+        (Signals(email_mixed_script=True), ["email_mixed_script"]),
     ],
 )
 def test_fraud_signals_use_the_campaign_thresholds(signals, expected):
@@ -225,3 +229,23 @@ def test_fraud_signals_use_the_campaign_thresholds(signals, expected):
 def test_approval(fields, amount, fraud, reasons):
     verdict = approval_verdict(rule=rule(**fields), amount_minor=amount, fraud=fraud)
     assert verdict.review_reasons == reasons and verdict.needs_review == bool(reasons)
+
+
+def test_a_brand_reads_every_fraud_signal_as_review_and_its_own_rule_as_it_is():
+    everything = Signals(
+        people_sharing_iban=9,
+        events_from_ip_last_hour=99,
+        events_from_device_last_hour=99,
+        iban_rewards_last_day=99,
+        email_mixed_script=True,
+    )
+    tripped = fraud_reasons(campaign=Campaign(), signals=everything)
+    verdict = approval_verdict(rule=rule(approval_policy="always_review"), amount_minor=500, fraud=tripped)
+
+    assert set(tripped) == FRAUD_SIGNALS  # every signal there is, so a new one cannot slip past the mapping
+    assert brand_visible_reasons(verdict.review_reasons) == ["review", "always_review"]
+    assert brand_visible_reasons(["above_review_amount"]) == ["above_review_amount"]
+    assert brand_visible_reason(",".join(verdict.review_reasons)) == "review,always_review"
+    assert brand_visible_reason("cap_person_day_count") == "cap_person_day_count"
+    assert brand_visible_reason("Refunded, says the shop") == "Refunded, says the shop"
+    assert brand_visible_reason("") == ""

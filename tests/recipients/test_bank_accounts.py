@@ -166,7 +166,8 @@ def test_many_social_accounts_funnelled_into_one_iban_count_as_many_people():
         resolve(social_provider="tiktok", social_uid=f"farm-{n}", email=f"farm{n}@example.com", iban=IBAN_A)
 
     assert Person.objects.count() == 1  # linked for caps ...
-    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=iban_fingerprint(IBAN_A)) == 5  # ... and flagged for fraud
+    # ... and flagged for fraud
+    assert people_sharing_iban_count(brand_id=people_brand().pk, fingerprint=iban_fingerprint(IBAN_A)) == 5
 
 
 def test_iban_holders_are_every_person_row_that_reaches_the_iban():
@@ -201,5 +202,6 @@ def test_the_one_statement_people_per_iban_count_agrees_with_the_portable_one():
     person_erase(person=resolve(email="gone@example.com", iban=iban("NL", 4)))
     fingerprints = [iban_fingerprint(i) for i in (IBAN_A, IBAN_B, iban("NL", 3), iban("NL", 4), iban("NL", 5))]
 
-    assert people_sharing_iban_counts(brand_id=people_brand().pk, fingerprints=fingerprints) == _people_sharing_iban_counts_orm(people_brand().pk, set(fingerprints))
-    assert sorted(people_sharing_iban_counts(brand_id=people_brand().pk, fingerprints=fingerprints).values()) == [0, 0, 1, 1, 4]
+    counts = people_sharing_iban_counts(brand_id=people_brand().pk, fingerprints=fingerprints)
+    assert counts == _people_sharing_iban_counts_orm(people_brand().pk, set(fingerprints))
+    assert sorted(counts.values()) == [0, 0, 1, 1, 4]

@@ -5,7 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.exceptions import InvalidInput
-from recipients.normalise import email_normalise, iban_mask, iban_normalise, phone_normalise, social_normalise
+from recipients.normalise import (
+    email_mixed_script,
+    email_normalise,
+    iban_mask,
+    iban_normalise,
+    phone_normalise,
+    social_normalise,
+)
 from tests.recipients.factories import iban
 
 
@@ -21,7 +28,39 @@ def test_email_is_trimmed_and_lower_cased(raw, expected):
     assert email_normalise(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["anna@", "anna example.com", "@example.com", "anna@@example.com", "   "])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("ａｎｎａ＠ｅｘａｍｐｌｅ．ｃｏｍ", "anna@example.com"),  # full width
+        ("an\u00adna@exam\u00adple.com", "anna@example.com"),  # soft hyphens
+        ("\ufeffan\u200dna\u2060@example.com\u200e", "anna@example.com"),  # BOM, joiner, word joiner, LRM
+        ("anna@Bücher.de", "anna@xn--bcher-kva.de"),  # IDNA 2008, ASCII form
+        ("anna@xn--bcher-kva.de", "anna@xn--bcher-kva.de"),
+        ("anna@faß.de", "anna@xn--fa-hia.de"),  # IDNA 2008 keeps ß (IDNA 2003 made it fass.de)
+        ("anna@日本。jp", "anna@xn--wgv71a.jp"),
+    ],
+)
+def test_every_spelling_of_an_address_is_one_string(raw, expected):
+    assert email_normalise(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("address", "mixed"),
+    [
+        ("anna@example.com", False),
+        ("anna@xn--bcher-kva.de", False),  # bücher: Latin only
+        ("anna@xn--exmple-4nf.com", True),  # ex\u0430mple: a Cyrillic а among Latin letters
+        ("anna@xn--80ak6aa92e.com", False),  # all Cyrillic: one script (no look-alike check here)
+        ("anna@xn--wgv71a.jp", False),
+    ],
+)
+def test_a_domain_label_mixing_scripts_is_flagged(address, mixed):
+    assert email_mixed_script(address) is mixed
+
+
+@pytest.mark.parametrize(
+    "raw", ["anna@", "anna example.com", "@example.com", "anna@@example.com", "   ", "anna@xn--zz.com", "\u00ad"]
+)
 def test_bad_email_is_refused(raw):
     with pytest.raises(InvalidInput) as exc:
         email_normalise(raw)
