@@ -11,7 +11,7 @@ class PayoutsConfig(AppConfig):
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
         from payouts.rails.psp_api import requirements_source
-        from payouts.selectors import payout_exceptions, payout_settled_into
+        from payouts.selectors import bank_accounts_paid, payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
         from recipients.selectors import iban_proof_register
@@ -27,4 +27,4 @@ class PayoutsConfig(AppConfig):
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)
         requirements_source_register(requirements_source)
         notice_renderer_register(notice_render)
-        iban_proof_register(payout_settled_into)
+        iban_proof_register(bank_accounts_paid)

@@ -22,12 +22,12 @@ def rewards_awaiting_payout() -> QuerySet[Reward]:
     )
 
 
-def payout_settled_into(account: OuterRef) -> Exists:
-    """Proof that the holder of bank account ``account`` is paid there: a payout into it settled
-    and was not returned (a return moves it to ``returned``). Registered with
+def bank_accounts_paid() -> QuerySet:
+    """Proof that a bank account's holder is paid there: the ids of accounts a payout settled
+    into and was not returned from (a return moves it to ``returned``). Registered with
     ``recipients.selectors.iban_proof_register``: another brand's holder of an IBAN counts for
     fraud signals only with such a proof."""
-    return Exists(Payout.objects.filter(bank_account_id=account, status=PayoutStatus.SETTLED))
+    return Payout.objects.filter(status=PayoutStatus.SETTLED, bank_account__isnull=False).values("bank_account_id")
 
 
 def payouts_for_admin() -> QuerySet[Payout]:

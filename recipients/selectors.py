@@ -1,10 +1,11 @@
 """Reads about people. Callers that count anything per human (caps, fraud) must go through
 ``person_cluster_ids``: a person may have been merged into another since they last looked."""
 
+import functools
 from collections.abc import Callable
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
@@ -71,10 +72,10 @@ def iban_holder_ids(*, fingerprint: str) -> list[int]:
 # (``payouts.rails.base.PayeeMatch.MATCH``, which the payouts app stores on the account).
 PAYEE_MATCH = "match"
 
-# Proofs that an account's holder is paid there, which higher apps keep: each maps the account's
-# id (an ``OuterRef``) to an ``Exists``. The payouts app registers "a payout into it settled and
-# was not returned" (``PayoutsConfig.ready``).
-IbanProof = Callable[[OuterRef], Exists]
+# Proofs that an account's holder is paid there, which higher apps keep: each returns a query of
+# the ids of proven bank accounts (one column, no per-call parameters). The payouts app registers
+# "a payout into it settled and was not returned" (``PayoutsConfig.ready``).
+IbanProof = Callable[[], QuerySet]
 _PROOFS: list[IbanProof] = []
 
 
@@ -82,12 +83,13 @@ def iban_proof_register(proof: IbanProof) -> None:
     """Add a proof for ``people_sharing_iban_counts`` (idempotent). Called from AppConfig.ready()."""
     if proof not in _PROOFS:
         _PROOFS.append(proof)
+        _sharing_statement.cache_clear()
 
 
 def iban_holders(*, brand_id: int, fingerprints: list[str]) -> QuerySet:
     """Rows of (fingerprint, root person, brand) for the people who count as paid into these
-    IBANs when ``brand_id`` decides an event: the one definition both forms of
-    ``people_sharing_iban_counts`` read.
+    IBANs when ``brand_id`` decides an event (``PEOPLE_SHARING_IBAN_SQL``'s ``holders`` is the
+    same, in one statement):
 
     * The brand's own people, each one: the brand vouches for what its API sends about its own
       people and its claim pages record who typed an IBAN, and its data may decide its own
@@ -101,7 +103,7 @@ def iban_holders(*, brand_id: int, fingerprints: list[str]) -> QuerySet:
     Erased people are left out: coming back is not fraud by itself."""
     proven = Q(person__brand_id=brand_id) | Q(payee_check_result=PAYEE_MATCH)
     for proof in _PROOFS:
-        proven |= Q(proof(OuterRef("pk")))
+        proven |= Q(id__in=proof())
     return (
         BankAccount.objects.filter(proven, iban_fingerprint__in=fingerprints, person__erased_at__isnull=True)
         .values_list("iban_fingerprint", Coalesce("person__merged_into_id", "person_id"), "person__brand_id")
@@ -124,10 +126,16 @@ def people_sharing_iban_count(*, brand_id: int, fingerprint: str) -> int:
     return people_sharing_iban_counts(brand_id=brand_id, fingerprints=[fingerprint])[fingerprint]
 
 
-# people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three);
-# ``holders`` is ``iban_holders``, compiled.
+# people_sharing_iban_counts in one statement, for PostgreSQL (the ORM form below takes three).
 PEOPLE_SHARING_IBAN_SQL = """
-WITH holders(fp, root, brand_id) AS ({holders}), members AS (
+WITH accounts AS (
+    SELECT b.id, b.iban_fingerprint AS fp, b.payee_check_result,
+        COALESCE(p.merged_into_id, p.id) AS root, p.brand_id
+    FROM recipients_bankaccount b JOIN recipients_person p ON p.id = b.person_id
+    WHERE b.iban_fingerprint = ANY(%s) AND p.erased_at IS NULL
+), holders AS (
+    SELECT DISTINCT fp, root, brand_id FROM accounts WHERE brand_id = %s OR payee_check_result = %s{proofs}
+), members AS (
     SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.id = h.root
     UNION
     SELECT h.fp, m.id FROM holders h JOIN recipients_person m ON m.merged_into_id = h.root
@@ -151,8 +159,26 @@ def people_sharing_iban_statement(*, brand_id: int, fingerprints: list[str]) -> 
     (SQLite)."""
     if connection.vendor != "postgresql":
         return None
-    holders, params = iban_holders(brand_id=brand_id, fingerprints=list(fingerprints)).query.sql_with_params()
-    return PEOPLE_SHARING_IBAN_SQL.format(holders=holders), list(params)
+    sql, proof_params = _sharing_statement()
+    return sql, [list(fingerprints), brand_id, PAYEE_MATCH, *proof_params]
+
+
+@functools.cache
+def _sharing_statement() -> tuple[str, tuple]:
+    """``PEOPLE_SHARING_IBAN_SQL`` with the registered proofs (each a further set of holders),
+    compiled once: the text is then the same for every call and prepared once per
+    connection (compiling the proofs' queries per call cost milliseconds per event)."""
+    sql, params = "", ()
+    for proof in _PROOFS:
+        query, values = proof().query.sql_with_params()
+        # A lateral look-up per account, not an OR'd EXISTS: PostgreSQL turns that into a hash
+        # of every proven account there is (every settled payout) on each call.
+        sql += (
+            "\n    UNION SELECT a.fp, a.root, a.brand_id FROM accounts a CROSS JOIN LATERAL"
+            f" (SELECT 1 FROM ({query}) proof(account_id) WHERE proof.account_id = a.id LIMIT 1) proven"
+        )
+        params += tuple(values)
+    return PEOPLE_SHARING_IBAN_SQL.replace("{proofs}", sql), params
 
 
 def people_sharing_iban_counts(*, brand_id: int, fingerprints: list[str]) -> dict[str, int]:
