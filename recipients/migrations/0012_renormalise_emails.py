@@ -37,6 +37,6 @@ def forward(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("recipients", "0010_notice_kind_payee_check")]
+    dependencies = [("recipients", "0011_claim_links_and_account_changes")]
 
     operations = [migrations.RunPython(forward, migrations.RunPython.noop, elidable=True)]
