@@ -68,7 +68,7 @@ def test_the_migration_respells_stored_addresses_and_leaves_a_taken_spelling_alo
     for value, _ in old:  # stored as the resolver of before spelled them
         person = Person.objects.create(brand=brand)
         Identifier.objects.create(person=person, brand=brand, kind=IdentifierKind.EMAIL, value=value)
-    migration = importlib.import_module("recipients.migrations.0011_renormalise_emails")
+    migration = importlib.import_module("recipients.migrations.0012_renormalise_emails")
 
     migration.forward(apps, None)
 
