@@ -102,8 +102,9 @@ class BankStatement(models.Model):
     closing_balance = models.DecimalField(max_digits=22, decimal_places=5, null=True, blank=True)
     closing_balance_date = models.DateField(null=True, blank=True)
     entry_count = models.PositiveIntegerField(default=0)
-    # Entries that were already on file from an earlier import (a camt.054 before this camt.053):
-    # stored lines + known_count == entry_count, which ledger_verify checks.
+    # Entries not stored as lines: stored lines + known_count == entry_count, which ledger_verify
+    # checks. Before bank reports were linked (issue 25) a booking an earlier file brought was
+    # skipped and counted here; since, it is stored as a confirmation, so newer pages count 0.
     known_count = models.PositiveIntegerField(default=0)
     credit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
     debit_total = models.DecimalField(max_digits=22, decimal_places=5, default=0)
@@ -143,6 +144,11 @@ class StatementLineStatus(models.TextChoices):
     WRITTEN_OFF = "written_off", "Written off"
     IGNORED = "ignored", "Ignored (not booked)"
     EXCEPTION = "exception", "Exception (could not be matched or parked)"
+    # A later report of a booking an earlier line already holds (``confirms``): it posts nothing.
+    CONFIRMATION = "confirmation", "Reported again (confirms an earlier line; posts nothing)"
+    # Maybe a later report of an earlier line, maybe a booking of its own: held, posted by nobody
+    # until a person decides (``services.statements.statement_line_report_decide``).
+    AMBIGUOUS = "ambiguous", "Maybe reported before: a person decides (posts nothing until then)"
 
 
 class StatementLine(models.Model):
@@ -151,9 +157,12 @@ class StatementLine(models.Model):
     statement = models.ForeignKey(BankStatement, on_delete=models.PROTECT, related_name="lines")
     bank_account = models.ForeignKey(PlatformBankAccount, on_delete=models.PROTECT, related_name="lines")
     sequence = models.PositiveIntegerField()
-    # The booking's identity (see ``services.statements``): unique per account so overlapping
-    # statements (camt.054 then camt.053) never import a booking twice.
+    # The booking's identity (see ``services.statements``): unique per account among the lines
+    # that hold a booking, so overlapping reports (camt.054 then camt.053) never post one twice;
+    # a confirmation shares the key of the line it confirms.
     dedupe_key = models.CharField(max_length=128)
+    # The earlier line holding this booking, for a later report of it (status ``confirmation``).
+    confirms = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="confirmations")
     # A second booking with the same identity in one file: stored, and a person confirms it.
     possible_duplicate = models.BooleanField(default=False)
     # The transaction details add up to another amount than the booking: a person checks which.
@@ -189,7 +198,16 @@ class StatementLine(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["bank_account", "dedupe_key"], name="line_unique_per_account"),
+            models.UniqueConstraint(
+                fields=["bank_account", "dedupe_key"],
+                condition=~Q(status="confirmation"),
+                name="line_unique_per_account",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="confirmation", confirms__isnull=False)
+                | (~Q(status="confirmation") & Q(confirms__isnull=True)),
+                name="line_confirmation_confirms_a_line",
+            ),
             models.CheckConstraint(condition=Q(amount__gte=0), name="line_amount_not_negative"),
             models.CheckConstraint(condition=Q(credit_debit__in=["CRDT", "DBIT"]), name="line_direction_valid"),
             models.CheckConstraint(

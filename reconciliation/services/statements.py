@@ -53,6 +53,7 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 from reconciliation.services.accounts import account_get_or_create
+from reconciliation.services.bank_reports import CONFIRMATION, Decision, Report, is_advice, reports_classify
 from reconciliation.statements.camt import iter_camt_statements
 from reconciliation.statements.containers import describe, documents
 from reconciliation.statements.csv_import import parse_csv
@@ -68,8 +69,9 @@ class ImportResult:
     replayed: bool
     statements: list[BankStatement] = field(default_factory=list)
     skipped_statements: list[str] = field(default_factory=list)
-    new_lines: int = 0
-    duplicate_lines: int = 0  # bookings an earlier file brought (skipped)
+    new_lines: int = 0  # lines holding a booking of their own (ambiguous ones included)
+    duplicate_lines: int = 0  # later reports of an earlier file's booking: stored as confirmations
+    ambiguous_lines: int = 0  # maybe such reports: stored, held for a person (``bank_reports``)
     possible_duplicates: int = 0  # stored, but the same booking as another of this file: to confirm
 
     @property
@@ -305,8 +307,13 @@ _LINE_COLUMNS = (
     "amount_mismatch",
     "review_note",
     "created_at",
+    "confirms_id",
     "details",
 )
+# What a confirmation (a later report of a booking another line holds) does not keep: who and
+# why are the confirmed line's to hold, so an erased person's values are never stored again.
+_CONFIRMATION_BLANKS = {"counterparty_name": "", "counterparty_iban": "", "remittance": "", "details": []}
+_COLUMN = {name: n for n, name in enumerate(_LINE_COLUMNS)}
 
 
 def _line_row(
@@ -363,22 +370,59 @@ def _line_row(
         bool(mismatch),
         " ".join(n for n in notes if n)[:255],
         now,
+        None,
         _detail_json(entry),
     )
 
 
-class _LineWriter:
-    """Writes a statement's lines, skipping bookings the account already has (``dedupe_key``).
+def _report(row: tuple) -> Report:
+    """A booked line of the new page as ``bank_reports`` compares it, from its stored values."""
+    get = row.__getitem__
+    return Report(
+        sequence=get(_COLUMN["sequence"]),
+        dedupe_key=get(_COLUMN["dedupe_key"]),
+        credit_debit=get(_COLUMN["credit_debit"]),
+        reversal=get(_COLUMN["reversal"]),
+        amount=get(_COLUMN["amount"]),
+        day=get(_COLUMN["booking_date"]),
+        end_to_end_id=get(_COLUMN["end_to_end_id"]),
+        uetr=get(_COLUMN["uetr"]),
+        batch_payment_information_id=get(_COLUMN["batch_payment_information_id"]),
+        counterparty_iban=get(_COLUMN["counterparty_iban"]),
+        counterparty_name=get(_COLUMN["counterparty_name"]),
+    )
 
-    On PostgreSQL the rows stream through COPY into a temporary table and land with one
-    ``INSERT … SELECT … ON CONFLICT DO NOTHING`` (the same unique constraint decides as before, a
-    concurrent import of an overlapping statement still waits for the other and skips its rows);
-    elsewhere ``bulk_create`` in chunks. ``finish`` returns how many lines were new."""
+
+def _decided(row: tuple, decision: Decision | None) -> tuple:
+    """The row as stored once the page's reports are classified (``_LineWriter`` on SQLite; the
+    PostgreSQL path does the same in its INSERT … SELECT)."""
+    if decision is None:
+        return row
+    values = list(row)
+    values[_COLUMN["status"]] = decision.status
+    values[_COLUMN["confirms_id"]] = decision.confirms_id
+    values[_COLUMN["review_note"]] = decision.note[:255]
+    if decision.status == CONFIRMATION:
+        values[_COLUMN["possible_duplicate"]] = False
+        for name, blank in _CONFIRMATION_BLANKS.items():
+            values[_COLUMN[name]] = blank
+    return tuple(values)
+
+
+class _LineWriter:
+    """Writes a statement page's lines once the page is read and its reports classified
+    (``finish(decisions)``: which lines confirm or may repeat an earlier file's booking).
+
+    On PostgreSQL the rows stream through COPY into a temporary table, the decisions through a
+    second one, and the lines land with one ``INSERT … SELECT`` joining the two; elsewhere the
+    rows wait in memory and go in with ``bulk_create`` in chunks. Every entry is stored: the
+    unique ``line_unique_per_account`` (with the account locked for the import) is the backstop
+    that no booking is held by two lines. ``finish`` returns how many lines were stored."""
 
     def __init__(self, statement: BankStatement):
         self._statement = statement
         self._postgres = connection.vendor == "postgresql"
-        self._batch: list[tuple] = []
+        self._rows: list[tuple] = []
         self._copy = self._cursor = None
         if self._postgres:
             columns = ", ".join(_LINE_COLUMNS)
@@ -397,40 +441,77 @@ class _LineWriter:
             with connection.wrap_database_errors:
                 self._copy.write_row((*row[:-1], json.dumps(row[-1])))
             return
-        self._batch.append(row)
-        if len(self._batch) >= LINE_CHUNK:
-            self._flush()
-
-    def _flush(self) -> None:
-        StatementLine.objects.bulk_create(
-            [StatementLine(**dict(zip(_LINE_COLUMNS, row, strict=True))) for row in self._batch],
-            ignore_conflicts=True,
-        )
-        self._batch = []
+        self._rows.append(row)
 
     def abort(self, exc: BaseException) -> None:
         if self._copy is not None:
             self._copy_cm.__exit__(type(exc), exc, exc.__traceback__)
             self._copy = None
+        if self._cursor is not None:
             self._cursor.close()
 
-    def finish(self) -> int:
+    def end(self) -> None:
+        """Every row is added: COPY ends, so the connection can run queries again."""
+        if self._copy is not None:
+            with connection.wrap_database_errors:
+                self._copy_cm.__exit__(None, None, None)
+            self._copy = None
+
+    def finish(self, decisions: dict[int, Decision]) -> int:
         if not self._postgres:
-            self._flush()
-            return StatementLine.objects.filter(statement=self._statement).count()
-        with connection.wrap_database_errors:
-            self._copy_cm.__exit__(None, None, None)
-        self._copy = None
-        columns = ", ".join(_LINE_COLUMNS)
+            rows = [_decided(row, decisions.get(row[_COLUMN["sequence"]])) for row in self._rows]
+            for start in range(0, len(rows), LINE_CHUNK):
+                StatementLine.objects.bulk_create(
+                    [
+                        StatementLine(**dict(zip(_LINE_COLUMNS, row, strict=True)))
+                        for row in rows[start : start + LINE_CHUNK]
+                    ]
+                )
+            return len(rows)
+        self.end()
         with self._cursor as cursor:
+            cursor.execute(
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {_DECISIONS} "
+                "(sequence integer PRIMARY KEY, status varchar(12), confirms_id bigint, note varchar(255)) "
+                "ON COMMIT DROP"
+            )
+            cursor.execute(f"TRUNCATE {_DECISIONS}")
+            if decisions:
+                with (
+                    connection.wrap_database_errors,
+                    cursor.cursor.copy(f"COPY {_DECISIONS} (sequence, status, confirms_id, note) FROM STDIN") as copy,
+                ):
+                    for sequence, d in decisions.items():
+                        copy.write_row((sequence, d.status, d.confirms_id, d.note[:255]))
+            columns = ", ".join(_LINE_COLUMNS)
             # Ordered by position so that line ids follow the statement, which matching goes by.
             cursor.execute(
-                f"INSERT INTO {StatementLine._meta.db_table} ({columns}) SELECT {columns} FROM {_STAGING} "
-                "ORDER BY sequence ON CONFLICT DO NOTHING"
+                f"INSERT INTO {StatementLine._meta.db_table} ({columns}) SELECT {_DECIDED_SELECT} "
+                f"FROM {_STAGING} s LEFT JOIN {_DECISIONS} d ON d.sequence = s.sequence ORDER BY s.sequence"
             )
             return cursor.rowcount
 
 
+def _decided_column(name: str) -> str:
+    """``_decided`` in SQL, one column of the INSERT … SELECT."""
+    confirmation = f"d.status = '{CONFIRMATION}'"
+    if name == "status":
+        return "COALESCE(d.status, s.status)"
+    if name == "confirms_id":
+        return "d.confirms_id"
+    if name == "review_note":
+        return "COALESCE(d.note, s.review_note)"
+    if name == "possible_duplicate":
+        return f"CASE WHEN {confirmation} THEN false ELSE s.possible_duplicate END"
+    if name == "details":
+        return f"CASE WHEN {confirmation} THEN '[]'::jsonb ELSE s.details END"
+    if name in _CONFIRMATION_BLANKS:
+        return f"CASE WHEN {confirmation} THEN '' ELSE s.{name} END"
+    return f"s.{name}"
+
+
+_DECIDED_SELECT = ", ".join(_decided_column(name) for name in _LINE_COLUMNS)
+_DECISIONS = "reconciliation_statementline_reports"
 _STAGING = "reconciliation_statementline_incoming"
 
 
@@ -579,11 +660,12 @@ def _import_once(
                 total_entries += count
                 result.duplicate_lines += count
                 continue
-            statement, flagged = _statement_page_import(parsed, record, seen, account=account, page=page, part=part)
+            statement, counts = _statement_page_import(parsed, record, seen, account=account, page=page, part=part)
             total_entries += statement.entry_count
-            result.new_lines += statement.entry_count - statement.known_count
-            result.duplicate_lines += statement.known_count
-            result.possible_duplicates += flagged
+            result.new_lines += statement.entry_count - statement.known_count - counts.confirmations
+            result.duplicate_lines += statement.known_count + counts.confirmations
+            result.ambiguous_lines += counts.ambiguous
+            result.possible_duplicates += counts.possible_duplicates
             result.statements.append(statement)
         if not result.statements and not result.skipped_statements:
             raise StatementParseError("missing_element", "the file holds no statement")
@@ -606,6 +688,7 @@ def _import_once(
                 "new_lines": result.new_lines,
                 "duplicate_lines": result.duplicate_lines,
                 "possible_duplicates": result.possible_duplicates,
+                "ambiguous_lines": result.ambiguous_lines,
             },
         )
         if match and result.new_lines:
@@ -615,8 +698,11 @@ def _import_once(
 
 def _statement_page_import(
     parsed: ParsedStatement, record: StatementImport, seen: _FileBookings, *, account, page: int, part: int
-) -> tuple[BankStatement, int]:
-    """Store one statement page and its lines; returns it with the number of possible duplicates."""
+) -> tuple[BankStatement, "PageCounts"]:
+    """Store one statement page and its lines: each booked entry holds its booking, or is a later
+    report of an earlier file's booking (``bank_reports``). The account is locked until commit,
+    so two imports for it never both take a booking for new."""
+    _account_lock(account.pk)
     opening, closing, notes = _usable_balances(parsed, account)
     zone = _zone(account.time_zone)
     statement = BankStatement.objects.create(
@@ -644,33 +730,71 @@ def _statement_page_import(
         .values_list("dedupe_key", "sequence"),
     )
     credits = debits = Decimal(0)
-    count = repeats = 0
+    count = 0
+    repeats: set[int] = set()
+    booked: list[Report] = []
     now = timezone.now()
     writer = _LineWriter(statement)
     try:
         for entry in parsed.entries:
             count += 1
+            identity = booking_identity(parsed, entry, page=page, zone=zone)
+            key, duplicate_of = seen.key(account.pk, identity, entry.sequence)
+            if duplicate_of is not None:
+                repeats.add(entry.sequence)
+            row = _line_row(statement, entry, key, duplicate_of, now, zone)
             if entry.status == "BOOK":
                 if entry.credit_debit == "CRDT":
                     credits += entry.amount
                 else:
                     debits += entry.amount
-            identity = booking_identity(parsed, entry, page=page, zone=zone)
-            key, duplicate_of = seen.key(account.pk, identity, entry.sequence)
-            repeats += duplicate_of is not None
-            writer.add(_line_row(statement, entry, key, duplicate_of, now, zone))
+                booked.append(_report(row))
+            writer.add(row)
+        writer.end()  # the connection is free again for the classifying query
+        decisions = reports_classify(
+            booked,
+            bank_account_id=account.pk,
+            statement_id=statement.statement_id,
+            import_id=record.pk,
+            advice=is_advice(parsed.kind),
+        )
     except BaseException as exc:
         writer.abort(exc)
         raise
-    created = writer.finish()
+    created = writer.finish(decisions)
     statement.entry_count = count
     statement.known_count = count - created
     statement.credit_total = credits
     statement.debit_total = debits
     statement.save(update_fields=["entry_count", "known_count", "credit_total", "debit_total"])
-    # A repeat may itself have been known from an earlier file: count what was stored.
-    flagged = statement.lines.filter(possible_duplicate=True).count() if repeats else 0
-    return statement, flagged
+    return statement, PageCounts(
+        confirmations=sum(d.status == CONFIRMATION for d in decisions.values()),
+        ambiguous=sum(d.status != CONFIRMATION for d in decisions.values()),
+        # A repeat inside the file that confirms an earlier file's booking is no longer in doubt.
+        possible_duplicates=sum(
+            1
+            for sequence in repeats
+            if decisions.get(sequence, None) is None or decisions[sequence].status != CONFIRMATION
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class PageCounts:
+    confirmations: int  # later reports of an earlier file's booking: stored, posting nothing
+    ambiguous: int  # maybe such reports: held for a person
+    possible_duplicates: int  # the same booking twice in this file: stored, flagged
+
+
+def _account_lock(bank_account_id: int) -> None:
+    """Imports for one bank account take turns (until commit): each classifies its reports
+    against the lines the other committed. SQLite has one writer anyway."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, bank_account_id])
+
+
+_LOCK_NAMESPACE = 25_053  # pg_advisory_xact_lock's first key: bank account imports
 
 
 def _usable_balances(parsed: ParsedStatement, account) -> tuple[Decimal | None, Decimal | None, list[str]]:

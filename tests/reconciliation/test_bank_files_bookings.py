@@ -58,11 +58,14 @@ def test_a_booking_an_earlier_file_brought_is_known_and_a_second_one_is_new(bank
         message_id="MSG-2",
     )
     result = _import(later, "b.xml")
-    # Then the first is known, the twin is stored (flagged), and the statement accounts for both
+    # Then the first confirms the known booking (stored, posting nothing), the twin holds a
+    # booking of its own (flagged), and the statement accounts for both
     assert (result.new_lines, result.duplicate_lines) == (1, 1)
     stmt = result.statements[0]
-    assert (stmt.entry_count, stmt.known_count, stmt.lines.count()) == (2, 1, 1)
-    assert stmt.lines.get().possible_duplicate
+    assert (stmt.entry_count, stmt.known_count, stmt.lines.count()) == (2, 0, 2)
+    confirmation, twin = stmt.lines.order_by("sequence")
+    assert (confirmation.status, confirmation.confirms.statement.statement_id) == ("confirmation", "NTF-1")
+    assert (twin.status, twin.possible_duplicate) == ("new", True)
 
 
 def test_a_statement_paged_over_two_messages_adds_up_to_one_statement(bank):
