@@ -3,25 +3,25 @@ columns (status, booking date, account), so the page stays fast on millions of l
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Sum, When
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from core.money import minor_to_decimal
+from core.money import currency_exponent, minor_to_decimal
 from reconciliation.models import (
     BankStatement,
     Match,
     MatchStatus,
     PlatformBankAccount,
-    Posting,
     ReconciliationAction,
     StatementLine,
     StatementLineStatus,
 )
+from reconciliation.services.bank_reports import ADVICE_KINDS
 
 
 def write_offs_waiting():
@@ -118,45 +118,184 @@ def unmatched_aging(*, today: date | None = None) -> list[CountAmount]:
     return buckets
 
 
-def _ledger_balance_on(account_id: int, day: date | None) -> int:
-    """The bank account's ledger balance at the end of ``day`` (by effective date: an entry posted
-    today for yesterday's booking counts for yesterday). Bank accounts are assets: debit-normal."""
-    qs = Posting.objects.filter(account_id=account_id)
-    if day is not None:
-        qs = qs.filter(entry__effective_date__lte=day)
-    return qs.aggregate(t=Sum("amount_minor"))["t"] or 0
+# Lines whose booking is in the ledger's bank account (matched, or parked in suspense).
+POSTED = [
+    StatementLineStatus.MATCHED,
+    StatementLineStatus.UNMATCHED,
+    StatementLineStatus.SUGGESTED,
+    StatementLineStatus.WRITTEN_OFF,
+]
+# Lines the bank booked that are not in it yet: a timing difference, named, not hidden.
+UNPOSTED = [StatementLineStatus.NEW, StatementLineStatus.EXCEPTION, StatementLineStatus.AMBIGUOUS]
+_SIGNED = Case(When(credit_debit="DBIT", then=-F("amount")), default=F("amount"))
+
+
+@dataclass(frozen=True)
+class BalanceCheck:
+    """One account's day: the bank's closing balance against the ledger's bank account.
+
+    ``ledger_balance`` is the opening balance of the account's first statement (what the books
+    start from) plus the ledger's bank account as of the day: its balance now less the lines
+    booked after the day that it holds. (Not by entry date: a payout's settlement is posted the
+    day its debit is matched, which may be days after the booking.) ``unposted`` is what the
+    bank booked up to the day that the ledger does not hold yet (new, held ambiguous, failed
+    lines); what remains, ``unexplained``, is a discrepancy: a booking posted twice or missing,
+    a posting to the bank account no bank line explains, or a statement missing."""
+
+    bank_account: PlatformBankAccount
+    statement: BankStatement  # the day's last statement page with a closing balance
+    day: date
+    closing_balance: Decimal
+    ledger_balance: Decimal
+    unposted: Decimal
+
+    @property
+    def difference(self) -> Decimal:
+        return self.closing_balance - self.ledger_balance
+
+    @property
+    def unexplained(self) -> Decimal:
+        return self.difference - self.unposted
+
+    def describe(self) -> str:
+        def shown(amount: Decimal) -> Decimal:
+            cents = amount.quantize(Decimal(1).scaleb(-currency_exponent(self.bank_account.currency)))
+            return cents if cents == amount else amount
+
+        return (
+            f"{self.bank_account.identifier} {self.bank_account.currency} on {self.day} (statement "
+            f"{self.statement.statement_id}, #{self.statement.pk}): the bank says {shown(self.closing_balance)}, "
+            f"the ledger {shown(self.ledger_balance)}; difference {shown(self.difference)}, of which "
+            f"{shown(self.unposted)} in lines not yet posted or held, {shown(self.unexplained)} unexplained"
+        )
+
+
+def _closing_days(bank: PlatformBankAccount, *, last: int | None) -> dict[date, BankStatement]:
+    """Per closing day, the statement page whose closing balance closes it: of the day's
+    statements the last the bank made (ElctrncSeqNb, creation time, then import order), of its
+    pages the last. A page without a closing balance (the first pages of a paged statement)
+    checks nothing, and neither does a statement an evening one of the same day follows."""
+    pages = (
+        BankStatement.objects.filter(
+            bank_account=bank, closing_balance__isnull=False, closing_balance_date__isnull=False
+        )
+        .exclude(kind__in=ADVICE_KINDS)
+        .order_by("pk")
+    )
+    if last is not None:
+        days = list(
+            pages.order_by("-closing_balance_date").values_list("closing_balance_date", flat=True).distinct()[:last]
+        )
+        if not days:
+            return {}
+        pages = pages.filter(closing_balance_date__gte=min(days))
+    pages = list(pages)
+    first_seen: dict[str, int] = {}
+    for page in pages:
+        first_seen.setdefault(page.statement_id, page.pk)
+    earliest = datetime.min.replace(tzinfo=UTC)
+
+    def made(page: BankStatement) -> tuple:
+        sequence = page.electronic_sequence_number if page.electronic_sequence_number is not None else -1
+        return (sequence, page.created_at_bank or earliest, first_seen[page.statement_id], page.page_number, page.part)
+
+    by_day: dict[date, BankStatement] = {}
+    for page in sorted(pages, key=made):
+        by_day[page.closing_balance_date] = page
+    return by_day
+
+
+def statement_balance_checks(*, last: int | None = None) -> list[BalanceCheck]:
+    """Every (or the ``last`` N) closing day of every bank account, checked (``BalanceCheck``).
+    Per account: the day's pages, its first opening balance, and two sums grouped by booking day."""
+    checks = []
+    for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban", "other_id", "currency"):
+        by_day = _closing_days(bank, last=last)
+        if not by_day:
+            continue
+        first = (
+            BankStatement.objects.filter(bank_account=bank, opening_balance__isnull=False)
+            .exclude(kind__in=ADVICE_KINDS)
+            .order_by(
+                F("opening_balance_date").asc(nulls_last=True),
+                F("created_at_bank").asc(nulls_last=True),
+                "page_number",
+                "pk",
+            )
+            .values_list("opening_balance", flat=True)
+            .first()
+        ) or Decimal(0)
+        lines = StatementLine.objects.filter(bank_account=bank, booking_date__isnull=False)
+        posted_after = dict(
+            lines.filter(status__in=POSTED, booking_date__gt=min(by_day))
+            .values("booking_date")
+            .annotate(net=Sum(_SIGNED))
+            .values_list("booking_date", "net")
+        )
+        unposted = dict(
+            lines.filter(status__in=UNPOSTED)
+            .values("booking_date")
+            .annotate(net=Sum(_SIGNED))
+            .values_list("booking_date", "net")
+        )
+        ledger_now = minor_to_decimal(bank.ledger_account.posted_minor, bank.currency)
+        for day, statement in sorted(by_day.items()):
+            later = sum((net for booked, net in posted_after.items() if booked > day), Decimal(0))
+            checks.append(
+                BalanceCheck(
+                    bank_account=bank,
+                    statement=statement,
+                    day=day,
+                    closing_balance=statement.closing_balance,
+                    ledger_balance=first + ledger_now - later,
+                    unposted=sum((net for booked, net in unposted.items() if booked <= day), Decimal(0)),
+                )
+            )
+    return checks
 
 
 def account_positions() -> list[AccountPosition]:
-    """Per bank account: the newest statement's closing balance against the ledger's bank account
-    on that day; the open (unexplained) lines are the first explanation of a difference."""
+    """Per bank account: the newest closing balance against the ledger's bank account that day
+    (``BalanceCheck``); the lines not yet posted are the first explanation of a difference."""
+    latest = {c.bank_account.pk: c for c in statement_balance_checks(last=1)}
     positions = []
     for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban", "other_id", "currency"):
-        statement = (
-            BankStatement.objects.filter(bank_account=bank, closing_balance__isnull=False)
-            .order_by("-closing_balance_date", "-pk")
-            .first()
-        )
-        ledger = minor_to_decimal(
-            _ledger_balance_on(bank.ledger_account_id, statement.closing_balance_date if statement else None),
-            bank.currency,
-        )
-        closing = statement.closing_balance if statement else None
-        _, open_amount = _count_and_gross(
-            StatementLine.objects.filter(bank_account=bank, status=StatementLineStatus.NEW)
-        )
+        check = latest.get(bank.pk)
         positions.append(
             AccountPosition(
                 bank_account=bank,
-                statement=statement,
-                closing_balance=closing,
-                ledger_balance=ledger,
-                difference=(closing - ledger) if closing is not None else None,
-                open_lines_amount=open_amount,
-                statement_mismatch=statement.balance_difference if statement else None,
+                statement=check.statement if check else None,
+                closing_balance=check.closing_balance if check else None,
+                ledger_balance=(
+                    check.ledger_balance if check else minor_to_decimal(bank.ledger_account.posted_minor, bank.currency)
+                ),
+                difference=check.difference if check else None,
+                open_lines_amount=check.unposted if check else Decimal(0),
+                statement_mismatch=check.statement.balance_difference if check else None,
             )
         )
     return positions
+
+
+def unconfirmed_advices():
+    """Bookings only a camt.054 reported, on a day a later statement of the account already
+    closed: the statement did not confirm them (the balance check shows whether it booked them)."""
+    closed = (
+        BankStatement.objects.filter(bank_account=OuterRef("bank_account"), closing_balance_date__isnull=False)
+        .exclude(kind__in=ADVICE_KINDS)
+        .filter(closing_balance_date__gte=OuterRef("booking_date"))
+    )
+    confirmed = StatementLine.objects.filter(confirms=OuterRef("pk")).exclude(statement__kind__in=ADVICE_KINDS)
+    return (
+        StatementLine.objects.filter(statement__kind__in=ADVICE_KINDS, bank_status="BOOK")
+        .exclude(status__in=[StatementLineStatus.CONFIRMATION, StatementLineStatus.IGNORED])
+        .filter(Exists(closed))
+        .exclude(Exists(confirmed))
+    )
+
+
+# The dashboard looks at each account's last month of statements; ledger_verify at all of them.
+DASHBOARD_DAYS = 31
 
 
 def open_exceptions() -> list[OpenException]:
@@ -210,6 +349,35 @@ def open_exceptions() -> list[OpenException]:
             mismatched.count(),
             Decimal(0),
             "reconciliation/match/?amount_mismatch=1",
+        )
+    )
+    off = [c for c in statement_balance_checks(last=DASHBOARD_DAYS) if c.unexplained]
+    rows.append(
+        OpenException(
+            "closing_balance_vs_ledger",
+            "Statement days whose closing balance differs from the ledger's bank account",
+            len(off),
+            sum((c.unexplained for c in off), Decimal(0)),
+        )
+    )
+    count, amount = _count_and_gross(StatementLine.objects.filter(status=StatementLineStatus.AMBIGUOUS))
+    rows.append(
+        OpenException(
+            "ambiguous_reports",
+            "Lines that may repeat an earlier report: say which booking they are (posted by nobody until then)",
+            count,
+            amount,
+            "reconciliation/statementline/?status__exact=ambiguous",
+        )
+    )
+    count, amount = _count_and_gross(unconfirmed_advices())
+    rows.append(
+        OpenException(
+            "unconfirmed_advices",
+            "Bookings a camt.054 notified that the day's statement did not confirm",
+            count,
+            amount,
+            "reconciliation/statementline/?unconfirmed_advice=1",
         )
     )
     bad_statements = BankStatement.objects.filter(
@@ -267,15 +435,17 @@ class BankVerifyReport:
     stale_new_lines: list[str] = field(default_factory=list)
     short_statements: list[str] = field(default_factory=list)
     stuck_match_tasks: list[str] = field(default_factory=list)
+    balance_differences: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.stale_new_lines or self.short_statements or self.stuck_match_tasks)
+        return not (self.stale_new_lines or self.short_statements or self.stuck_match_tasks or self.balance_differences)
 
 
 def bank_verify_report(*, now=None, limit: int = 100) -> BankVerifyReport:
     """What the bank side must satisfy besides the ledger: no line stays ``new`` past the sweeps
-    (``STUCK_AFTER``), every statement page stored a line for each entry it did not already know,
+    (``STUCK_AFTER``), every statement page stored a line for each entry, every closing balance
+    equals the ledger's bank account that day but for lines not yet posted (``BalanceCheck``),
     and no match task waits in the queue past the same limit."""
     now = now or timezone.now()
     cutoff = now - STUCK_AFTER
@@ -299,6 +469,7 @@ def bank_verify_report(*, now=None, limit: int = 100) -> BankVerifyReport:
             f"statement {statement_id} (#{pk}, page {page}, part {part}): {entries} entries, {known} known "
             f"from earlier files, but {stored} line(s) stored"
         )
+    report.balance_differences = [c.describe() for c in statement_balance_checks() if c.unexplained][:limit]
     for queued in OrmQ.objects.filter(lock__lt=cutoff).order_by("lock")[: limit * 10]:
         if queued.func() in _MATCH_TASKS:
             report.stuck_match_tasks.append(

@@ -17,7 +17,7 @@ from django.utils.html import format_html
 
 from core.exceptions import ApplicationError
 from reconciliation.admin.ledger import ReadOnlyAdmin
-from reconciliation.bank_selectors import dashboard, write_offs_waiting
+from reconciliation.bank_selectors import dashboard, unconfirmed_advices, write_offs_waiting
 from reconciliation.models import (
     BankStatement,
     Match,
@@ -30,6 +30,7 @@ from reconciliation.models import (
     Suggestion,
     SuggestionStatus,
 )
+from reconciliation.services.bank_reports import statement_line_report_decide
 from reconciliation.services.matching import (
     match_undo,
     statement_line_duplicate_decide,
@@ -136,6 +137,12 @@ class StatementImportAdmin(ReadOnlyAdmin):
                             f"{result.possible_duplicates} line(s) repeat another booking of this file: they are "
                             "stored and flagged; confirm each one or set it aside as a duplicate.",
                         )
+                    if result.ambiguous_lines:
+                        messages.warning(
+                            request,
+                            f"{result.ambiguous_lines} line(s) may repeat a booking an earlier file reported: they "
+                            "are stored and posted by nobody until you say which booking each one is.",
+                        )
                     for statement in result.balance_mismatches:
                         messages.warning(
                             request,
@@ -179,6 +186,17 @@ class MatchingFailedFilter(admin.SimpleListFilter):
         return queryset.exclude(matching_error="") if self.value() == "1" else queryset
 
 
+class UnconfirmedAdviceFilter(admin.SimpleListFilter):
+    title = "bank reports"
+    parameter_name = "unconfirmed_advice"
+
+    def lookups(self, request, model_admin):
+        return [("1", "Notified (camt.054), not on the day's statement")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(pk__in=unconfirmed_advices().values("pk")) if self.value() == "1" else queryset
+
+
 @admin.register(BankStatement)
 class BankStatementAdmin(ReadOnlyAdmin):
     list_display = [
@@ -213,6 +231,8 @@ class ExplainForm(forms.Form):
         ("write_off", "Ask for a write-off (a second person approves)"),
         ("confirm_booking", "Possible duplicate: it is a real booking"),
         ("duplicate", "Possible duplicate: set it aside (with a reason)"),
+        ("reported_before", "Maybe reported before: it is the same booking as line <target id>"),
+        ("own_booking", "Maybe reported before: it is a booking of its own (it gets posted)"),
     ]
     action = forms.ChoiceField(choices=ACTIONS)
     target_type = forms.CharField(required=False, help_text="e.g. payout, payout_batch, brand_topup")
@@ -223,7 +243,12 @@ class ExplainForm(forms.Form):
         data = super().clean()
         if data.get("action") == "match" and not (data.get("target_type") and data.get("target_id")):
             raise forms.ValidationError("Say what the line is matched to (type and id).")
-        if data.get("action") in {"suspense", "write_off", "duplicate"} and not data.get("reason", "").strip():
+        if data.get("action") == "reported_before" and not data.get("target_id", "").strip().isdigit():
+            raise forms.ValidationError("Give the id of the line it repeats as target id.")
+        if (
+            data.get("action") in {"suspense", "write_off", "duplicate", "reported_before", "own_booking"}
+            and not data.get("reason", "").strip()
+        ):
             raise forms.ValidationError("Say why.")
         return data
 
@@ -246,6 +271,7 @@ class StatementLineAdmin(ReadOnlyAdmin):
         "possible_duplicate",
         "amount_mismatch",
         MatchingFailedFilter,
+        UnconfirmedAdviceFilter,
         "credit_debit",
         "bank_account",
         "reversal",
@@ -323,6 +349,15 @@ class StatementLineAdmin(ReadOnlyAdmin):
                         line_id=line.pk, actor=request.user, duplicate=duplicate, reason=data["reason"]
                     )
                     messages.success(request, "Line set aside as a duplicate." if duplicate else "Booking confirmed.")
+                elif data["action"] in {"reported_before", "own_booking"}:
+                    before = data["action"] == "reported_before"
+                    statement_line_report_decide(
+                        line_id=line.pk,
+                        actor=request.user,
+                        confirms_line_id=int(data["target_id"]) if before else None,
+                        reason=data["reason"],
+                    )
+                    messages.success(request, "Line kept as a confirmation." if before else "Line will be posted.")
                 else:
                     write_off_request(line_id=line.pk, actor=request.user, reason=data["reason"])
                     messages.success(request, "Write-off requested; a second person must approve it.")

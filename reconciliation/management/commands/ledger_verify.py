@@ -9,7 +9,8 @@ class Command(BaseCommand):
     help = (
         "Recompute every balance from the postings, check every entry balances per currency and the "
         "trial balance is zero; on the bank side, that no line stays new past the match sweeps, every "
-        "statement stored a line per entry and no match task is stuck. Exits non-zero on any discrepancy."
+        "statement stored a line per entry, every statement's closing balance equals the ledger's bank "
+        "account on its day, and no match task is stuck. Exits non-zero on any discrepancy."
     )
 
     def handle(self, *args, **options):
@@ -41,6 +42,10 @@ class Command(BaseCommand):
         bank_checks = [
             ("no bank line stays new past the match sweeps", bank.stale_new_lines),
             ("every statement stored a line for each entry it did not already know", bank.short_statements),
+            (
+                "every closing balance equals the ledger's bank account that day (but for lines not yet posted)",
+                bank.balance_differences,
+            ),
             ("no match task is stuck in the queue", bank.stuck_match_tasks),
         ]
         for label, problems in bank_checks:
