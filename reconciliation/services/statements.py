@@ -11,9 +11,11 @@ Nothing a bank booked is lost, and nothing is counted twice:
   NtryRef), direction (with the reversal flag), amount and booking date. A reference alone is not
   enough: banks reuse one for the several bookings of one order. A booking without a reference
   can only be told by its position: statement id, page, part and sequence, with the same values.
-- Only a booking whose identity was stored by an earlier file is "already known" and skipped
-  (a camt.054 notification, then the camt.053 statement). A second booking with the same identity
-  inside one file is stored with ``possible_duplicate`` set, for a person to confirm.
+- A second booking with the same identity inside one file is stored with ``possible_duplicate``
+  set, for a person to confirm. Across files (a camt.054 notification, then the camt.053
+  statement, or the other way round) ``bank_reports`` decides: a later report of a booking is
+  stored as a confirmation of the line holding it and posts nothing; a look-alike it cannot tell
+  apart is stored ambiguous, for a person.
 - A statement's pages (MsgPgntn / StmtPgntn, one Stmt/Id) are stored as pages of one statement;
   the balance check runs over the pages once the ones it needs are in. A block that one file
   repeats (same Stmt/Id and page) is stored as a further part; a page an earlier file brought is
@@ -546,9 +548,9 @@ def statement_import(
 
     Preconditions: every statement's account is a registered PlatformBankAccount.
     Guarantees: all or nothing (one durable transaction); the same file twice → ``replayed=True``
-    and nothing changes; every entry is a stored line unless an earlier file stored the same
-    booking (module docstring), and a page an earlier file brought with the same content is
-    skipped; opening + booked entries is compared with the closing balance over the pages and
+    and nothing changes; every entry is a stored line (a later report of an earlier file's
+    booking as its confirmation, module docstring), and a page an earlier file brought with the
+    same content is skipped; opening + booked entries is compared with the closing balance over the pages and
     any difference stored on the statement. When ``match``, the new lines are matched after the
     commit (task, at least once; the periodic sweep catches a crash in between).
     Raises StatementParseError (malformed, hostile, oversize or unreadable file: codes in its and
