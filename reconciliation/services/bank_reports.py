@@ -11,13 +11,18 @@ account (never the same statement's other pages: those are further bookings, see
 ``services.statements``):
 
 1. The bank reference: the same ``dedupe_key`` (reference, direction, reversal, amount, day).
-   Certain, whichever kinds the two reports are.
+   Certain, whichever kinds the two reports are (a statement sent again under another Id).
+
+Rules 2 and 3 only pair an advice with a statement: two statements (or two advices) are two
+reports of different bookings unless rule 1 says otherwise, so a payout the bank really debited
+twice is posted twice and explained, not hidden as a repeat.
+
 2. A payment reference: the same EndToEndId, else UETR, else batch PmtInfId, with the same
    direction, reversal, amount and booking day. Certain when both files show that payment as
    often; when the counts differ, the new lines are ambiguous.
-3. No common reference, only between an advice and a statement: the same direction, reversal,
-   amount, booking day and counterparty (IBAN, else name). Two lines whose payment references
-   differ are different bookings. Paired when both files show as many such lines, else ambiguous.
+3. No common reference: the same direction, reversal, amount, booking day and counterparty (IBAN,
+   else name). Two lines whose payment references differ are different bookings. Paired when
+   both files show as many such lines, else ambiguous.
 
 An earlier line already confirmed by a report of the new one's kind (advice or statement) is not
 confirmed again by rules 2 and 3: a second same-looking line in the statement is a booking of its
@@ -196,7 +201,9 @@ def reports_classify(
             )
     taken = {d.confirms_id for d in decisions.values()}
     confirmed = "confirmed_by_advice" if advice else "confirmed_by_statement"
-    open_earlier = [c for c in earlier if c.holds and c.line_id not in taken and not getattr(c, confirmed)]
+    open_earlier = [
+        c for c in earlier if c.holds and c.advice != advice and c.line_id not in taken and not getattr(c, confirmed)
+    ]
     for kind in ("e2e", "uetr", "pmtinf"):
         _pair(
             [r for r in reports if r.sequence not in decisions and kind in r.references()],
@@ -206,12 +213,9 @@ def reports_classify(
             taken=taken,
             rule=f"same {kind.upper() if kind != 'pmtinf' else 'batch PmtInfId'}, amount, side and day",
         )
-    # Rule 3 only between an advice and a statement: two statements' look-alikes are two bookings.
-    other_kind = [c for c in open_earlier if c.line_id not in taken and c.advice != advice]
-    undecided = [r for r in reports if r.sequence not in decisions]
     _pair(
-        undecided,
-        other_kind,
+        [r for r in reports if r.sequence not in decisions],
+        [c for c in open_earlier if c.line_id not in taken],
         group=lambda r: (r.values, r.party),
         decisions=decisions,
         taken=taken,
