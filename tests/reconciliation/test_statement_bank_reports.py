@@ -4,6 +4,8 @@ balance is held against the ledger's bank account (issue 25)."""
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from reconciliation.bank_selectors import open_exceptions, statement_balance_checks
 from reconciliation.models import StatementLine, StatementLineStatus
@@ -15,6 +17,7 @@ from tests.reconciliation.crafted import Booking, camt053, page, statement
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
+OTHER_IBAN = "DE89370400440532013000"
 NS054 = "urn:iso:std:iso:20022:tech:xsd:camt.054.001.08"
 BRAND = "<RltdPties><Dbtr><Pty><Nm>Brand BV</Nm></Pty></Dbtr></RltdPties>"
 CREATOR = "<RltdPties><Cdtr><Pty><Nm>Creator One</Nm></Pty></Cdtr></RltdPties>"
@@ -25,13 +28,19 @@ def bank():
     return platform_bank_account_create(name="Operating", iban="NL91ABNA0417164300", currency="EUR")
 
 
-def camt054(bookings: list[Booking], *, notification_id: str = "NTF-1", message_id: str = "N-MSG-1") -> bytes:
+def camt054(
+    bookings: list[Booking],
+    *,
+    notification_id: str = "NTF-1",
+    message_id: str = "N-MSG-1",
+    iban: str = "NL91ABNA0417164300",
+) -> bytes:
     """An intraday notification: the same entries as a statement, no balances."""
     return (
         f'<?xml version="1.0" encoding="UTF-8"?><Document xmlns="{NS054}"><BkToCstmrDbtCdtNtfctn>'
         f"<GrpHdr><MsgId>{message_id}</MsgId><CreDtTm>2026-01-15T11:00:00+01:00</CreDtTm></GrpHdr>"
         f"<Ntfctn><Id>{notification_id}</Id><CreDtTm>2026-01-15T11:00:00+01:00</CreDtTm>"
-        "<Acct><Id><IBAN>NL91ABNA0417164300</IBAN></Id><Ccy>EUR</Ccy></Acct>"
+        f"<Acct><Id><IBAN>{iban}</IBAN></Id><Ccy>EUR</Ccy></Acct>"
         f"{''.join(b.xml() for b in bookings)}</Ntfctn></BkToCstmrDbtCdtNtfctn></Document>"
     ).encode()
 
@@ -203,3 +212,27 @@ def test_a_notification_the_statement_did_not_confirm_is_an_open_exception(bank,
     assert exceptions["unconfirmed_advices"].count == 1
     # The bank did not book it: the closing balance says so, and the books do not verify
     assert "-3000.00 unexplained" in _verify_fails(capsys)
+
+
+def _import_queries(data: bytes, name: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        statement_import(source=data, filename=name, origin="command", match=False)
+    return len(queries.captured_queries)
+
+
+def _day(n: int) -> list[Booking]:
+    return [Booking(f"{k}.00", details=f"<Refs><EndToEndId>E-{k}</EndToEndId></Refs>{BRAND}") for k in range(1, n + 1)]
+
+
+def test_importing_reports_takes_as_many_queries_whatever_the_size(bank):
+    """Set-wise: an advice and the statement confirming it cost the same queries for 3 lines as
+    for 300 (two accounts, so that the two runs do not meet)."""
+    platform_bank_account_create(name="Second", iban=OTHER_IBAN, currency="EUR")
+    counts = []
+    for size, iban in ((3, bank.iban), (300, OTHER_IBAN)):
+        advice = _import_queries(camt054(_day(size), iban=iban), f"n{size}.xml")
+        account = f"<IBAN>{iban}</IBAN>"
+        confirming = _import_queries(camt053(statement(_day(size), account=account)), f"s{size}.xml")
+        counts.append((advice, confirming))
+    assert StatementLine.objects.filter(status="confirmation").count() == 303
+    assert counts[0] == counts[1]
