@@ -7,6 +7,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from campaigns.services.brands import brand_create, brand_funds_account
 from reconciliation.bank_selectors import open_exceptions, statement_balance_checks
 from reconciliation.models import StatementLine, StatementLineStatus
 from reconciliation.selectors import account_balance
@@ -236,3 +237,16 @@ def test_importing_reports_takes_as_many_queries_whatever_the_size(bank):
         counts.append((advice, confirming))
     assert StatementLine.objects.filter(status="confirmation").count() == 303
     assert counts[0] == counts[1]
+
+
+def test_a_brand_top_up_notified_then_on_the_statement_credits_the_brand_once(bank, capsys):
+    brand = brand_create(name="Gelato Bros")
+    details = f"{BRAND}<RmtInf><Ustrd>Top-up {brand.funding_reference}</Ustrd></RmtInf>"
+    _import(camt054([Booking("3000.00", reference="N-REF-1", details=details)]), "n.xml")
+    _import(camt053(statement([Booking("3000.00", reference="S-REF-9", details=details)])), "s.xml")
+    funds = brand_funds_account(brand=brand, currency="EUR")
+    assert account_balance(account_id=funds.pk).posted_minor == 300_000
+    assert _bank_minor(bank) == 300_000
+    assert StatementLine.objects.filter(status="matched").count() == 1
+    call_command("ledger_verify")
+    assert "The books verify." in capsys.readouterr().out
