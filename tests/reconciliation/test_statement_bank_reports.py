@@ -6,10 +6,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from campaigns.services.brands import brand_create, brand_funds_account
 from reconciliation.bank_selectors import open_exceptions, statement_balance_checks
-from reconciliation.models import StatementLine, StatementLineStatus
+from reconciliation.models import ReconciliationAction, StatementLine, StatementLineStatus
 from reconciliation.selectors import account_balance
 from reconciliation.services.bank_reports import statement_line_report_decide
 from reconciliation.services.matching import statement_lines_match
@@ -250,3 +251,23 @@ def test_a_brand_top_up_notified_then_on_the_statement_credits_the_brand_once(ba
     assert StatementLine.objects.filter(status="matched").count() == 1
     call_command("ledger_verify")
     assert "The books verify." in capsys.readouterr().out
+
+
+def test_ops_settle_an_ambiguous_line_from_its_explain_page(bank, admin_client):
+    _import(camt054([TOPUP_BARE]), "n.xml")
+    _import(camt053(statement([TOPUP_BARE, TOPUP_BARE])), "s.xml")
+    notified = StatementLine.objects.get(statement__kind="camt054")
+    first, second = StatementLine.objects.filter(status="ambiguous").order_by("pk")
+    url = reverse("admin:reconciliation_line_explain", args=[first.pk])
+    admin_client.post(url, {"action": "reported_before", "target_id": str(notified.pk), "reason": "same booking"})
+    first.refresh_from_db()
+    assert (first.status, first.confirms_id) == ("confirmation", notified.pk)
+    # Without a reason nothing changes
+    url = reverse("admin:reconciliation_line_explain", args=[second.pk])
+    admin_client.post(url, {"action": "own_booking", "reason": ""})
+    second.refresh_from_db()
+    assert second.status == "ambiguous"
+    admin_client.post(url, {"action": "own_booking", "reason": "a second top-up"})
+    second.refresh_from_db()
+    assert second.status == "new"
+    assert ReconciliationAction.objects.filter(line__in=[first, second]).count() == 2
