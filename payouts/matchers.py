@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from django.db.models import Q
+from django.utils import timezone
 
 from core.exceptions import InvalidInput
 from payouts import conf
@@ -484,18 +485,33 @@ class SuggestionMatcher:
     window = timedelta(days=5)
 
     def propose(self, lines: Sequence[StatementLine]) -> list[Proposal]:
+        wanted = [
+            line
+            for line in lines
+            if not (line.is_credit or line.reversal or not line.amount_minor or not line.booking_date)
+        ]
+        if not wanted:
+            return []
+        # One query for the whole chunk (a large file must not cost a query per debit); each line
+        # then keeps the first five of its amount, currency and date window.
+        by_amount: dict[tuple[int, str], list[Payout]] = {}
+        for payout in Payout.objects.filter(
+            amount_minor__in={line.amount_minor for line in wanted},
+            currency__in={line.currency for line in wanted},
+            bank_debit_line_id__isnull=True,
+            status__in=[PayoutStatus.SUBMITTED, PayoutStatus.SETTLED],
+            submitted_at__date__gte=min(line.booking_date for line in wanted) - self.window,
+            submitted_at__date__lte=max(line.booking_date for line in wanted) + timedelta(days=1),
+        ).order_by("id"):
+            by_amount.setdefault((payout.amount_minor, payout.currency), []).append(payout)
         proposals = []
-        for line in lines:
-            if line.is_credit or line.reversal or not line.amount_minor or not line.booking_date:
-                continue
-            candidates = Payout.objects.filter(
-                amount_minor=line.amount_minor,
-                currency=line.currency,
-                bank_debit_line_id__isnull=True,
-                status__in=[PayoutStatus.SUBMITTED, PayoutStatus.SETTLED],
-                submitted_at__date__gte=line.booking_date - self.window,
-                submitted_at__date__lte=line.booking_date + timedelta(days=1),
-            )[:5]
+        for line in wanted:
+            earliest, latest = line.booking_date - self.window, line.booking_date + timedelta(days=1)
+            candidates = [
+                payout
+                for payout in by_amount.get((line.amount_minor, line.currency), [])
+                if earliest <= timezone.localdate(payout.submitted_at) <= latest
+            ][:5]
             fingerprint = (
                 crypto.iban_fingerprint(line.counterparty_iban.replace(" ", "").upper())
                 if line.counterparty_iban

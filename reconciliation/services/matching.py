@@ -102,9 +102,11 @@ def suspense_account(currency: str):
     )
 
 
-def _suspense_spec(line: StatementLine, key: str) -> EntrySpec:
+def _suspense_spec(line: StatementLine, key: str, *, suspense=None) -> EntrySpec:
+    """The entry parking ``line`` in suspense; ``suspense`` spares the look-up of its account
+    when a caller parks many lines of one currency."""
     bank = line.bank_account.ledger_account
-    suspense = suspense_account(line.currency)
+    suspense = suspense or suspense_account(line.currency)
     amount = ledger_minor(line)
     legs = (
         [Leg.debit(bank, amount), Leg.credit(suspense, amount)]
@@ -243,8 +245,13 @@ def _match_chunk_once(ids: Sequence[int], result: MatchRunResult) -> None:
             return
         if not leftovers:
             return
+        suspense = {currency: suspense_account(currency) for currency in {line.currency for line in leftovers}}
         posted = ledger_entries_post(
-            entries=[_suspense_spec(line, f"line:{line.pk}:suspense:0") for line in leftovers], all_or_nothing=True
+            entries=[
+                _suspense_spec(line, f"line:{line.pk}:suspense:0", suspense=suspense[line.currency])
+                for line in leftovers
+            ],
+            all_or_nothing=True,
         )
         entry_by_line = {int(e.reference_id): e for e in [*posted.posted, *posted.replayed]}
         Suggestion.objects.bulk_create(

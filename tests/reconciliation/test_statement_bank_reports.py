@@ -13,7 +13,7 @@ from reconciliation.bank_selectors import open_exceptions, statement_balance_che
 from reconciliation.models import ReconciliationAction, StatementLine, StatementLineStatus
 from reconciliation.selectors import account_balance
 from reconciliation.services.bank_reports import statement_line_report_decide
-from reconciliation.services.matching import statement_lines_match
+from reconciliation.services.matching import statement_lines_match, suspense_account
 from reconciliation.services.statements import platform_bank_account_create, statement_import
 from tests.reconciliation.crafted import Booking, camt053, page, statement
 
@@ -271,3 +271,38 @@ def test_ops_settle_an_ambiguous_line_from_its_explain_page(bank, admin_client):
     second.refresh_from_db()
     assert second.status == "new"
     assert ReconciliationAction.objects.filter(line__in=[first, second]).count() == 2
+
+
+def _match_queries() -> int:
+    with CaptureQueriesContext(connection) as queries:
+        statement_lines_match()
+    return len(queries.captured_queries)
+
+
+def _mixed_day(n: int) -> list[Booking]:
+    """Credits and debits naming payments nobody knows: each matcher looks, each line is parked."""
+    return [
+        Booking(
+            f"{k}.00", direction="DBIT" if k % 2 else "CRDT", details=f"<Refs><EndToEndId>M-{k}</EndToEndId></Refs>"
+        )
+        for k in range(1, n + 1)
+    ]
+
+
+def test_matching_a_statement_takes_as_many_queries_whatever_its_size(bank):
+    """Set-wise matching: 300 lines cost the queries of 3 (a 50,000-line file must not run one
+    query per line before or while it is matched)."""
+    platform_bank_account_create(name="Second", iban=OTHER_IBAN, currency="EUR")
+    suspense_account("EUR")  # made once, by whichever run parks a line first
+    counts = []
+    for size, iban in ((3, bank.iban), (300, OTHER_IBAN)):
+        account = f"<IBAN>{iban}</IBAN>"
+        statement_import(
+            source=camt053(statement(_mixed_day(size), account=account)),
+            filename=f"m{size}.xml",
+            origin="command",
+            match=False,
+        )
+        counts.append(_match_queries())
+    assert StatementLine.objects.filter(status="new").count() == 0
+    assert counts[0] == counts[1]
