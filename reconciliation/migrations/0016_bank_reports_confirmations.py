@@ -4,6 +4,18 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
+def _sqlite_legacy_alter_table(on: bool):
+    """SQLite rebuilds the table to change its constraints and renames the copy back; a view over
+    the table (the cross-object audit trail) makes that rename fail unless the legacy behaviour,
+    which leaves views alone, is on. The copy takes the table's own name, so the view stays right."""
+
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "sqlite":
+            schema_editor.execute(f"PRAGMA legacy_alter_table = {'ON' if on else 'OFF'}")
+
+    return run
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -11,6 +23,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RunPython(_sqlite_legacy_alter_table(True), _sqlite_legacy_alter_table(False)),
         migrations.RemoveConstraint(
             model_name='statementline',
             name='line_unique_per_account',
@@ -33,4 +46,5 @@ class Migration(migrations.Migration):
             model_name='statementline',
             constraint=models.CheckConstraint(condition=models.Q(models.Q(('confirms__isnull', False), ('status', 'confirmation')), models.Q(models.Q(('status', 'confirmation'), _negated=True), ('confirms__isnull', True)), _connector='OR'), name='line_confirmation_confirms_a_line'),
         ),
+        migrations.RunPython(_sqlite_legacy_alter_table(False), _sqlite_legacy_alter_table(True)),
     ]
