@@ -71,6 +71,7 @@ class Report:
     counterparty_name: str
     line_id: int | None = None
     holds: bool = True  # holds a booking (not ambiguous, not set aside)
+    confirms_id: int | None = None  # a confirmation: the line holding its booking
     advice: bool = False
     confirmed_by_advice: bool = False
     confirmed_by_statement: bool = False
@@ -117,14 +118,15 @@ _CANDIDATE_FIELDS = (
 
 
 def _candidates(*, bank_account_id: int, statement_id: str, import_id: int, days: set[date | None]) -> list[Report]:
-    """The booked lines of earlier files on those booking days: one query for the whole page."""
+    """The booked lines of earlier files on those booking days: one query for the whole page.
+    Confirmations come too, holding nothing: a third report of a booking (a statement sent again
+    under another Id) carries the bank reference of the second, and rule 1 must still know it."""
     on_days = Q(booking_date__in=[d for d in days if d is not None])
     if None in days:
         on_days |= Q(booking_date__isnull=True)
     confirmed = StatementLine.objects.filter(confirms=OuterRef("pk"))
     rows = (
         StatementLine.objects.filter(on_days, bank_account_id=bank_account_id, bank_status="BOOK")
-        .exclude(status=CONFIRMATION)
         .exclude(statement__statement_id=statement_id)
         .exclude(statement__statement_import_id=import_id)
         .annotate(
@@ -132,7 +134,7 @@ def _candidates(*, bank_account_id: int, statement_id: str, import_id: int, days
             by_statement=Exists(confirmed.exclude(statement__kind__in=ADVICE_KINDS)),
         )
         .order_by("booking_date", "pk")
-        .values_list(*_CANDIDATE_FIELDS, "status", "by_advice", "by_statement")
+        .values_list(*_CANDIDATE_FIELDS, "status", "by_advice", "by_statement", "confirms_id")
     )
     return [
         Report(
@@ -152,6 +154,7 @@ def _candidates(*, bank_account_id: int, statement_id: str, import_id: int, days
             advice=is_advice(kind),
             confirmed_by_advice=by_advice,
             confirmed_by_statement=by_statement,
+            confirms_id=confirms_id,
         )
         for (
             pk,
@@ -170,6 +173,7 @@ def _candidates(*, bank_account_id: int, statement_id: str, import_id: int, days
             status,
             by_advice,
             by_statement,
+            confirms_id,
         ) in rows
     ]
 
@@ -192,12 +196,14 @@ def reports_classify(
     if not earlier:
         return {}
     decisions: dict[int, Decision] = {}
-    by_key = {c.dedupe_key: c for c in earlier}
+    # A key seen on a confirmation names the line holding that booking; a holder wins a tie.
+    by_key = {c.dedupe_key: c.confirms_id for c in earlier if c.confirms_id is not None}
+    by_key.update((c.dedupe_key, c.line_id) for c in earlier if c.confirms_id is None)
     for report in reports:
-        known = by_key.get(report.dedupe_key)
-        if known is not None:
+        holder = by_key.get(report.dedupe_key)
+        if holder is not None:
             decisions[report.sequence] = Decision(
-                CONFIRMATION, known.line_id, f"Reported before as line {known.line_id} (same bank reference)."
+                CONFIRMATION, holder, f"Reported before as line {holder} (same bank reference)."
             )
     taken = {d.confirms_id for d in decisions.values()}
     confirmed = "confirmed_by_advice" if advice else "confirmed_by_statement"

@@ -103,6 +103,21 @@ def test_a_booking_notified_then_on_the_statement_is_posted_once(bank, booking, 
     assert "The books verify." in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("booking", [TOPUP, PAYOUT], ids=["topup", "payout"])
+def test_a_third_report_under_the_second_ones_reference_posts_nothing(bank, booking):
+    signed = 300_000 if booking.direction == "CRDT" else -2_500
+    # Given a booking notified (camt.054) and confirmed by the statement under another reference
+    _import(camt054([_with_reference(booking, "N-REF-1")]), "n.xml")
+    _import(camt053(statement([_with_reference(booking, "S-REF-9")])), "s.xml")
+    # When the bank sends that statement again under another Stmt/Id
+    again = camt053(statement([_with_reference(booking, "S-REF-9")], statement_id="STMT-1-RESENT"), message_id="M2")
+    _import(again, "s-again.xml")
+    # Then the third report confirms the line that holds the booking, and nothing more is posted
+    first, *later = StatementLine.objects.order_by("pk")
+    assert [(line.status, line.confirms_id) for line in later] == [("confirmation", first.pk)] * 2
+    assert _bank_minor(bank) == signed
+
+
 def test_the_statement_first_and_the_notification_later_posts_once(bank):
     _import(camt053(statement([_with_reference(TOPUP, "S-REF-1")])), "s.xml")
     result = _import(camt054([_with_reference(TOPUP, "N-REF-1")]), "n.xml")
