@@ -11,17 +11,18 @@ class PayoutsConfig(AppConfig):
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
         from payouts.rails.psp_api import requirements_source
-        from payouts.selectors import bank_accounts_paid, payout_exceptions
+        from payouts.selectors import bank_accounts_paid, bank_postings_ahead, payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
         from recipients.selectors import iban_proof_register
         from recipients.services.notices import notice_renderer_register
-        from reconciliation.bank_selectors import register_exception_source
+        from reconciliation.bank_selectors import register_bank_postings_ahead, register_exception_source
         from reconciliation.matching import register
 
         for matcher in MATCHERS:
             register(matcher)
         register_exception_source(payout_exceptions)
+        register_bank_postings_ahead(bank_postings_ahead)
         webhook_collector_register(PAYOUT_EVENTS)
         hook_register(REWARD_CHANGED, hooks.rewards_changed, in_transaction=True)
         hook_register(BANK_ACCOUNT_CHANGED, hooks.bank_account_changed)

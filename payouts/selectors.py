@@ -93,3 +93,26 @@ def payout_exceptions(*, today: date | None = None) -> list[OpenException]:
             "/admin/payouts/payout/?status__exact=settled",
         ),
     ]
+
+
+def bank_postings_ahead() -> dict[str, int]:
+    """Per bank ledger account code, what payouts posted to it that no bank line booked yet, in
+    minor units as the bank account moved: settled by their rail or a pain.002 with no debit line
+    matched (out), returned by their rail with no return line (back). A timing difference of the
+    statements' closing-balance check (``reconciliation.bank_selectors``)."""
+    ahead: dict[str, int] = {}
+    out = (
+        Payout.objects.filter(settled_entry__isnull=False, bank_debit_line_id__isnull=True)
+        .values("debtor_account_code")
+        .annotate(total=Sum("amount_minor"))
+    )
+    back = (
+        Payout.objects.filter(status=PayoutStatus.RETURNED, bank_return_line_id__isnull=True)
+        .values("debtor_account_code")
+        .annotate(total=Sum("amount_minor"))
+    )
+    for row in out:
+        ahead[row["debtor_account_code"]] = ahead.get(row["debtor_account_code"], 0) - row["total"]
+    for row in back:
+        ahead[row["debtor_account_code"]] = ahead.get(row["debtor_account_code"], 0) + row["total"]
+    return ahead

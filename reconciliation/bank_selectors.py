@@ -86,6 +86,29 @@ def register_exception_source(source: ExceptionSource) -> ExceptionSource:
     return source
 
 
+# Postings to a bank ledger account that no bank line made (yet): a rail or a pain.002 said the
+# money left or came back before any imported statement showed it. Domains that post such entries
+# say how much per ledger account code, in minor units, signed as the bank account moved.
+AheadSource = Callable[[], dict[str, int]]
+_AHEAD_SOURCES: list[AheadSource] = []
+
+
+def register_bank_postings_ahead(source: AheadSource) -> AheadSource:
+    """Domains add what they posted to bank accounts ahead of the bank's statements (payouts
+    settled or returned by their rail), a timing difference of the closing-balance check."""
+    if source not in _AHEAD_SOURCES:
+        _AHEAD_SOURCES.append(source)
+    return source
+
+
+def _postings_ahead() -> dict[str, int]:
+    ahead: dict[str, int] = {}
+    for source in _AHEAD_SOURCES:
+        for code, minor in source().items():
+            ahead[code] = ahead.get(code, 0) + minor
+    return ahead
+
+
 def _count_and_gross(qs) -> tuple[int, Decimal]:
     """How many lines and how much money moved on them, in either direction."""
     row = qs.aggregate(
@@ -136,8 +159,10 @@ class BalanceCheck:
 
     ``ledger_balance`` is the opening balance of the account's first statement (what the books
     start from) plus the ledger's bank account as of the day: its balance now less the lines
-    booked after the day that it holds. (Not by entry date: a payout's settlement is posted the
-    day its debit is matched, which may be days after the booking.) ``unposted`` is what the
+    booked after the day that it holds, and less ``ahead``, what it holds that no bank line
+    posted yet (a payout its rail settled before any statement showed the debit). (Not by entry
+    date: a payout's settlement is posted the day its debit is matched, which may be days after
+    the booking.) ``unposted`` is what the
     bank booked up to the day that the ledger does not hold yet (new, held ambiguous, failed
     lines); what remains, ``unexplained``, is a discrepancy: a booking posted twice or missing,
     a posting to the bank account no bank line explains, or a statement missing."""
@@ -148,6 +173,7 @@ class BalanceCheck:
     closing_balance: Decimal
     ledger_balance: Decimal
     unposted: Decimal
+    ahead: Decimal = Decimal(0)
 
     @property
     def difference(self) -> Decimal:
@@ -165,7 +191,8 @@ class BalanceCheck:
         return (
             f"{self.bank_account.identifier} {self.bank_account.currency} on {self.day} (statement "
             f"{self.statement.statement_id}, #{self.statement.pk}): the bank says {shown(self.closing_balance)}, "
-            f"the ledger {shown(self.ledger_balance)}; difference {shown(self.difference)}, of which "
+            f"the ledger {shown(self.ledger_balance)} (not counting {shown(self.ahead)} its rails posted ahead "
+            f"of the bank's statements); difference {shown(self.difference)}, of which "
             f"{shown(self.unposted)} in lines not yet posted or held, {shown(self.unexplained)} unexplained"
         )
 
@@ -209,6 +236,7 @@ def statement_balance_checks(*, last: int | None = None) -> list[BalanceCheck]:
     """Every (or the ``last`` N) closing day of every bank account, checked (``BalanceCheck``).
     Per account: the day's pages, its first opening balance, and two sums grouped by booking day."""
     checks = []
+    ahead_by_code = _postings_ahead()
     for bank in PlatformBankAccount.objects.select_related("ledger_account").order_by("iban", "other_id", "currency"):
         by_day = _closing_days(bank, last=last)
         if not by_day:
@@ -239,6 +267,7 @@ def statement_balance_checks(*, last: int | None = None) -> list[BalanceCheck]:
             .values_list("booking_date", "net")
         )
         ledger_now = minor_to_decimal(bank.ledger_account.posted_minor, bank.currency)
+        ahead = minor_to_decimal(ahead_by_code.get(bank.ledger_account.code, 0), bank.currency)
         for day, statement in sorted(by_day.items()):
             later = sum((net for booked, net in posted_after.items() if booked > day), Decimal(0))
             checks.append(
@@ -247,7 +276,8 @@ def statement_balance_checks(*, last: int | None = None) -> list[BalanceCheck]:
                     statement=statement,
                     day=day,
                     closing_balance=statement.closing_balance,
-                    ledger_balance=first + ledger_now - later,
+                    ledger_balance=first + ledger_now - later - ahead,
+                    ahead=ahead,
                     unposted=sum((net for booked, net in unposted.items() if booked <= day), Decimal(0)),
                 )
             )
