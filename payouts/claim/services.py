@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -217,7 +217,22 @@ def _details_load(ciphertext: str) -> PayoutDetails:
 
 def _account_change_open(*, person: Person, link: ClaimLink, details: PayoutDetails, now) -> AccountChange:
     """Record the change waiting for its code, and the notice that carries the code (encrypted
-    in the notice: it is worded at send time) to the contacts the person had longest."""
+    in the notice: it is worded at send time) to the contacts the person had longest.
+
+    The allowance of wrong codes is the person's, not the change's: a fresh link (the status
+    page makes one while money is owed) would otherwise bring a fresh allowance each time, and a
+    stranger could guess on. Once the person's changes of the last day used it up, no change
+    opens (InvalidInput ``account_change_too_many``) until it ages out; a new change closes the
+    person's pending one. The caller holds the person's lock."""
+    recent = AccountChange.objects.filter(person=person, created_at__gte=now - timedelta(days=1)).exclude(
+        status=AccountChangeStatus.CONFIRMED
+    )
+    if (recent.aggregate(wrong=Sum("attempts"))["wrong"] or 0) >= settings.ACCOUNT_CHANGE_CODE_ATTEMPTS:
+        raise InvalidInput(
+            _("Too many wrong codes were entered for this account change. Please try again tomorrow."),
+            code="account_change_too_many",
+        )
+    AccountChange.objects.filter(person=person, status=AccountChangeStatus.PENDING).update(expires_at=now)
     code = f"{secrets.randbelow(10**6):06d}"
     change = AccountChange.objects.create(
         person=person,

@@ -167,6 +167,40 @@ def test_wrong_codes_lock_the_change_and_the_account_stays(
     assert BankAccount.objects.filter(person=reward.person).count() == 1
 
 
+def test_a_fresh_link_brings_no_fresh_allowance_of_guesses(
+    brand_a, shop, sandbox, debtor, settings, django_capture_on_commit_callbacks
+):
+    # Given a stranger who spent a change's wrong codes, holding a way to fresh links
+    reward = owner_with_account(brand_a, django_capture_on_commit_callbacks)
+    owed = purchase(brand_a)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)["Location"]
+    for _ in range(settings.ACCOUNT_CHANGE_CODE_ATTEMPTS):
+        Client().post(first, {"code": "000000"})
+    mail.outbox.clear()
+    # When a fresh link for the same money posts another account
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)
+    # Then no change opens, no code is sent, and the account stays
+    assert refused.status_code == 200 and b"Too many wrong codes" in refused.content
+    assert AccountChange.objects.count() == 1 and not mail.outbox
+    assert person_current_bank_account(person=reward.person).iban() == GOOD_IBAN.replace(" ", "")
+
+
+def test_a_second_change_closes_the_pending_one(brand_a, shop, sandbox, debtor, django_capture_on_commit_callbacks):
+    owner_with_account(brand_a, django_capture_on_commit_callbacks)
+    owed = purchase(brand_a)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        first = Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)["Location"]
+        Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)
+    first_code = re.search(r"\b(\d{6})\b", mail.outbox[0].body).group(1)
+    # The first change's code no longer confirms anything: only the newest change is open
+    closed = Client().post(first, {"code": first_code})
+    assert b"account-change-closed" in closed.content
+    assert AccountChange.objects.filter(status=AccountChangeStatus.CONFIRMED).count() == 0
+
+
 def test_a_spent_whatsapp_code_changes_nothing_and_the_wait_page_refuses_another_browser(brand_a):
     funded_campaign(
         brand=brand_a, amount_minor=10_000, rules=[{"trigger": "whatsapp_optin", "fixed_minor": 300}], slug="hi"
