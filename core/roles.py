@@ -3,6 +3,8 @@ migration creates them (``core/migrations``) and calls ``ops_roles_sync`` again 
 table changes; ``seed_demo`` gives the demo ``ops`` user every role. Moving money stays
 four-eyes whatever roles one person holds: the services refuse an approval by its requester."""
 
+from django.contrib.auth.management import create_permissions
+
 _SEE_PEOPLE_AND_MONEY = [
     "campaigns.view_brand",
     "campaigns.view_campaign",
@@ -90,3 +92,18 @@ def ops_roles_sync(*, group_model, permission_model, missing_ok: bool = False) -
                 wanted.append(found)
         group, _ = group_model.objects.get_or_create(name=name)
         group.permissions.set(wanted)
+
+
+def ops_roles_migrate(apps, schema_editor) -> None:
+    """The ``RunPython`` of every migration that (re)syncs the roles: permissions are created
+    after migrations by default, so they are created here first, then the groups are synced with
+    the historical models (``missing_ok``: a later model's permissions may not exist yet)."""
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    ops_roles_sync(
+        group_model=apps.get_model("auth", "Group"),
+        permission_model=apps.get_model("auth", "Permission"),
+        missing_ok=True,
+    )
