@@ -5,6 +5,7 @@ import logging
 from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import ledger_holds_expire
+from reconciliation.services.matching import statement_lines_rematch
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,11 @@ def statement_import_match_task(import_id: int) -> int:
         statement__statement_import_id=import_id, status=StatementLineStatus.NEW
     ).values_list("pk", flat=True)
     return statement_lines_match(line_ids=list(ids)).matched_total
+
+
+def statement_lines_rematch_task(line_ids: list[int]) -> int:
+    """Try parked lines again after an event outside the statement (``statement_lines_rematch``)."""
+    return statement_lines_rematch(line_ids=line_ids)
 
 
 def statement_lines_match_sweep_task() -> int:

@@ -160,29 +160,11 @@ def payout_mark_returned(
             raise InvalidTransition(f"A {locked.status} payout cannot be returned.")
         now = timezone.now()
         code, text = reason_code.upper(), reason_text or iso_text(reason_code)
+        how = {"now": now, "via": source, "reason_code": code, "reason_text": text, "bank": bank, "actor": actor}
         if locked.status == PayoutStatus.SUBMITTED and not settle_first:
-            step_returned(
-                locked,
-                now=now,
-                via=source,
-                reason_code=code,
-                reason_text=text,
-                bank=bank,
-                actor=actor,
-                bank_minor=bank_minor,
-            )
+            step_returned(locked, **how, bank_minor=bank_minor)
         else:
-            drive(
-                locked,
-                target=PayoutStatus.RETURNED,
-                now=now,
-                via=source,
-                reason_code=code,
-                reason_text=text,
-                bank=bank,
-                actor=actor,
-                bank_minor=bank_minor,
-            )
+            drive(locked, target=PayoutStatus.RETURNED, **how, bank_minor=bank_minor)
     return locked
 
 

@@ -20,6 +20,7 @@ from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import format_minor
 from core.payment_files import ERASED, payout_files_pseudonymise
+from core.queue import enqueue
 from payouts import conf
 from payouts.iso import EXPIRED_REASON_CODE
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
@@ -39,7 +40,6 @@ from payouts.services.states import (
 )
 from reconciliation.models import StatementLine, StatementLineStatus
 from reconciliation.services import Leg, ledger_entry_post
-from reconciliation.services.matching import statement_lines_rematch
 
 
 def file_rail_names() -> list[str]:
@@ -258,9 +258,9 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
     transaction details) fail their payouts (in transit → payable); ACSC/ACCC settle them; an
     accepted or rejected group decides the batch status; Verification-of-Payee codes are stored as
     each payout's ``vop_result``. All or nothing, idempotent. A transaction the bank names only by
-    its UETR (``OrgnlUETR``) is the payout whose pain.001 carried that UETR. After the commit,
-    bookings of the file parked in suspense are tried again when payouts were rejected
-    (``statement_lines_rematch``). Locks the batch, then its payouts
+    its UETR (``OrgnlUETR``) is the payout whose pain.001 carried that UETR. When payouts were
+    rejected, a task to try the file's bookings parked in suspense again
+    (``statement_lines_rematch``) is enqueued in the same transaction. Locks the batch, then its payouts
     (lock order: ``core.locks``).
     Raises InvalidInput when the report is for another message, InvalidTransition
     (``batch_expired``) for a file that expired unsent."""
@@ -299,10 +299,13 @@ def payout_batch_apply_pain002(*, batch: PayoutBatch, report: Pain002Report) -> 
             batch.status = BatchStatus.REJECTED if report.group.outcome == Outcome.REJECTED else BatchStatus.ACCEPTED
             batch.decided_at = now
             batch.save(update_fields=["status", "decided_at"])
-    if counts["failed"]:
-        # A booking of the file that waited in suspense for the payouts the bank would not pay
-        # (its sum is the rest of the file) may fit now.
-        statement_lines_rematch(line_ids=batch_lines_parked(batch=batch))
+        if counts["failed"]:
+            # A booking of the file that waited in suspense for the payouts the bank would not pay
+            # (its sum is the rest of the file) may fit now. Enqueued with the failures, so a
+            # crash after the commit loses no rematch (a replay of the report fails nothing new).
+            parked = batch_lines_parked(batch=batch)
+            if parked:
+                enqueue("reconciliation.tasks.statement_lines_rematch_task", parked)
     return counts
 
 

@@ -283,7 +283,7 @@ def test_a_batch_booking_without_btch_matches_by_its_transactions_end_to_end_ids
 
 
 def test_a_parked_batch_booking_is_matched_when_a_pain002_rejects_the_missing_payout(
-    tmp_path, sandbox, debtor, brand, campaign
+    tmp_path, sandbox, debtor, brand, campaign, django_capture_on_commit_callbacks
 ):
     # given a file of three payouts, and a booking of two of them (the bank names none by id)
     batch = file_batch(brand, 3)
@@ -301,7 +301,8 @@ def test_a_parked_batch_booking_is_matched_when_a_pain002_rejects_the_missing_pa
     assert statement_lines_match().unmatched == 1
     # when the bank's pain.002 rejects the third
     report = parse_pain002(pain002(batch, rejected("AC04", e2e=third.end_to_end_id)))
-    assert payout_batch_apply_pain002(batch=batch, report=report) == {"failed": 1, "settled": 0}
+    with django_capture_on_commit_callbacks(execute=True):  # the rematch task, enqueued with the failure
+        assert payout_batch_apply_pain002(batch=batch, report=report) == {"failed": 1, "settled": 0}
     # then the parked booking settles the other two, out of suspense
     line = StatementLine.objects.get()
     assert line.status == StatementLineStatus.MATCHED and Match.objects.get().matcher == "payout_batch"
