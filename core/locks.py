@@ -5,6 +5,8 @@ A path takes a subsequence of these classes, top to bottom, and within a class r
 given. No path holding a lock of one class asks for a lock of an earlier class, so no two
 transactions can wait on each other in a cycle:
 
+0. the statement import lock (advisory, ``STATEMENT_IMPORT_CLASS``, one key), first thing in an
+   import's transaction (``reconciliation.services.statements``): imports take turns;
 1. person root rows, ascending id — the person resolver (``recipients.services.people`` and
    ``identity``) and erasure (``recipients.services.privacy``);
 2. identifier values, through their unique index, inserted in ascending (kind, value) —
@@ -37,3 +39,4 @@ here too, so no two apps lock the same keys by accident.
 
 IBAN_CLASS = 7302  # key: a hash of the IBAN fingerprint (campaigns.locks)
 WEBHOOK_EMIT_CLASS = 7304  # key: the brand id (campaigns.webhooks)
+STATEMENT_IMPORT_CLASS = 7305  # one key (0): bank statement imports take turns (reconciliation.statements)

@@ -42,6 +42,7 @@ from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
 from core.exceptions import Conflict, InvalidInput
+from core.locks import STATEMENT_IMPORT_CLASS
 from core.money import currency_exponent, validate_currency
 from core.queue import enqueue
 from reconciliation.db import constraint_name
@@ -417,9 +418,10 @@ class _LineWriter:
 
     On PostgreSQL the rows stream through COPY into a temporary table, the decisions through a
     second one, and the lines land with one ``INSERT … SELECT`` joining the two; elsewhere the
-    rows wait in memory and go in with ``bulk_create`` in chunks. Every entry is stored: the
-    unique ``line_unique_per_account`` (with the account locked for the import) is the backstop
-    that no booking is held by two lines. ``finish`` returns how many lines were stored."""
+    rows wait in memory and go in with ``bulk_create`` in chunks. Every entry is stored but a
+    pending or informational one an earlier file stored: the unique ``line_unique_per_account``
+    (imports taking turns) is the backstop that no booking is held by two lines. ``finish``
+    returns how many lines were stored."""
 
     def __init__(self, statement: BankStatement):
         self._statement = statement
@@ -467,9 +469,10 @@ class _LineWriter:
                     [
                         StatementLine(**dict(zip(_LINE_COLUMNS, row, strict=True)))
                         for row in rows[start : start + LINE_CHUNK]
-                    ]
+                    ],
+                    ignore_conflicts=True,  # a known pending entry, as below
                 )
-            return len(rows)
+            return StatementLine.objects.filter(statement=self._statement).count()
         self.end()
         with self._cursor as cursor:
             cursor.execute(
@@ -487,9 +490,13 @@ class _LineWriter:
                         copy.write_row((sequence, d.status, d.confirms_id, d.note[:255]))
             columns = ", ".join(_LINE_COLUMNS)
             # Ordered by position so that line ids follow the statement, which matching goes by.
+            # Booked entries were classified above and never conflict (a later report is stored
+            # as a confirmation, outside the unique identity); a pending or informational entry
+            # that an earlier file stored is known and skipped, as before.
             cursor.execute(
                 f"INSERT INTO {StatementLine._meta.db_table} ({columns}) SELECT {_DECIDED_SELECT} "
-                f"FROM {_STAGING} s LEFT JOIN {_DECISIONS} d ON d.sequence = s.sequence ORDER BY s.sequence"
+                f"FROM {_STAGING} s LEFT JOIN {_DECISIONS} d ON d.sequence = s.sequence ORDER BY s.sequence "
+                "ON CONFLICT DO NOTHING"
             )
             return cursor.rowcount
 
@@ -642,6 +649,7 @@ def _import_once(
 ) -> ImportResult:
     accounts = {(a.identifier, a.currency): a for a in PlatformBankAccount.objects.select_related("ledger_account")}
     with transaction.atomic(durable=True):
+        _imports_take_turns()
         record = StatementImport.objects.create(
             sha256=sha, filename=filename[:255], size_bytes=size, kind="", source=origin, imported_by=actor
         )
@@ -702,9 +710,8 @@ def _statement_page_import(
     parsed: ParsedStatement, record: StatementImport, seen: _FileBookings, *, account, page: int, part: int
 ) -> tuple[BankStatement, "PageCounts"]:
     """Store one statement page and its lines: each booked entry holds its booking, or is a later
-    report of an earlier file's booking (``bank_reports``). The account is locked until commit,
-    so two imports for it never both take a booking for new."""
-    _account_lock(account.pk)
+    report of an earlier file's booking (``bank_reports``). The caller's import holds the import
+    lock, so two imports never both take a booking for new."""
     opening, closing, notes = _usable_balances(parsed, account)
     zone = _zone(account.time_zone)
     statement = BankStatement.objects.create(
@@ -788,15 +795,13 @@ class PageCounts:
     possible_duplicates: int  # the same booking twice in this file: stored, flagged
 
 
-def _account_lock(bank_account_id: int) -> None:
-    """Imports for one bank account take turns (until commit): each classifies its reports
-    against the lines the other committed. SQLite has one writer anyway."""
+def _imports_take_turns() -> None:
+    """Imports take turns (until commit), whatever accounts their files name: each finds the pages
+    and classifies the reports the other committed, and one lock taken first can make no cycle
+    (``core.locks``; imports are a few a day). SQLite has one writer anyway."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, bank_account_id])
-
-
-_LOCK_NAMESPACE = 25_053  # pg_advisory_xact_lock's first key: bank account imports
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [STATEMENT_IMPORT_CLASS])
 
 
 def _usable_balances(parsed: ParsedStatement, account) -> tuple[Decimal | None, Decimal | None, list[str]]:

@@ -2,6 +2,8 @@
 round) is posted once; what cannot be told apart is held for a person; each statement's closing
 balance is held against the ledger's bank account (issue 25)."""
 
+import threading
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -321,3 +323,51 @@ def test_matching_a_statement_takes_as_many_queries_whatever_its_size(bank):
         counts.append(_match_queries())
     assert StatementLine.objects.filter(status="new").count() == 0
     assert counts[0] == counts[1]
+
+
+def test_a_pending_entry_reported_again_is_skipped_and_the_file_still_imports(bank):
+    # Given an advice with a pending entry
+    pending = Booking("40.00", reference="P-1", status="PDNG", details=BRAND)
+    _import(camt054([pending]), "n1.xml")
+    # When the next advice repeats it beside a new booking
+    result = _import(camt054([pending, TOPUP], notification_id="NTF-2", message_id="N-MSG-2"), "n2.xml")
+    # Then the file is imported: the pending entry is known, the booking is posted
+    assert result.new_lines == 1
+    assert StatementLine.objects.filter(bank_status="PDNG").count() == 1
+    assert _bank_minor(bank) == 300_000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_imports_naming_accounts_in_opposite_orders_both_land(bank):
+    """Imports take turns on one lock taken first: files naming two accounts in opposite orders,
+    imported at once, cannot wait on each other."""
+    platform_bank_account_create(name="Second", iban=OTHER_IBAN, currency="EUR")
+    one = f"<IBAN>{bank.iban}</IBAN>"
+    two = f"<IBAN>{OTHER_IBAN}</IBAN>"
+    files = [
+        camt053(statement(_day(3), statement_id="A1", account=one), statement(_day(3), statement_id="B1", account=two)),
+        camt053(
+            statement(_day(3), statement_id="B2", account=two),
+            statement(_day(3), statement_id="A2", account=one),
+            message_id="MSG-2",
+        ),
+    ]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run(data: bytes, name: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            statement_import(source=data, filename=name, origin="command", match=False)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(data, f"f{n}.xml")) for n, data in enumerate(files)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert StatementLine.objects.count() == 12
