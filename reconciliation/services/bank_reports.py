@@ -272,7 +272,7 @@ def statement_line_report_decide(*, line_id: int, actor, confirms_line_id: int |
     (it becomes a confirmation of it and posts nothing), or a booking of its own
     (``confirms_line_id`` None: it becomes ``new`` and is matched and posted like any line).
 
-    One durable transaction with its audit row; matching is enqueued on commit. Raises NotFound,
+    One durable transaction with its audit row and the match task. Raises NotFound,
     InvalidTransition (the line is not ambiguous), InvalidInput (no reason; the other line is not a
     booking the first could report: another account, amount, side or a line that holds none)."""
     if not reason.strip():
@@ -288,7 +288,12 @@ def statement_line_report_decide(*, line_id: int, actor, confirms_line_id: int |
                 f"Line {line_id} is {line.get_status_display().lower()}, not waiting for a decision."
             )
         if confirms_line_id is not None:
-            other = StatementLine.objects.filter(pk=confirms_line_id).exclude(status__in=_HOLD_NOTHING).first()
+            other = (
+                StatementLine.objects.select_related("statement")
+                .filter(pk=confirms_line_id)
+                .exclude(status__in=_HOLD_NOTHING)
+                .first()
+            )
             same = other is not None and (
                 other.bank_account_id,
                 other.credit_debit,
@@ -301,16 +306,25 @@ def statement_line_report_decide(*, line_id: int, actor, confirms_line_id: int |
                     f"Line {confirms_line_id} is not a booking line {line_id} can report (account, amount and side).",
                     code="not_the_same_booking",
                 )
+            # A booking is reported once per kind of report: a second advice (or statement) line
+            # of it would leave one of the bank's two bookings posted by nobody.
+            advice = is_advice(line.statement.kind)
+            kinds = other.confirmations.values_list("statement__kind", flat=True)
+            if is_advice(other.statement.kind) == advice or any(is_advice(k) == advice for k in kinds):
+                raise InvalidInput(
+                    f"Line {confirms_line_id} is already reported by a file of this kind: line {line_id} is another "
+                    "booking.",
+                    code="booking_already_reported",
+                )
             line.status, line.confirms_id = CONFIRMATION, other.pk
             line.counterparty_name = line.counterparty_iban = line.remittance = ""
             line.details = []
         else:
             line.status = StatementLineStatus.NEW
-            import_id = line.statement.statement_import_id
-            transaction.on_commit(
-                lambda: enqueue(
-                    "reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-line-{line_id}"
-                )
+            enqueue(
+                "reconciliation.tasks.statement_import_match_task",
+                line.statement.statement_import_id,
+                task_name=f"match-line-{line_id}",
             )
         line.status_note = reason[:255]
         line.save(

@@ -589,8 +589,8 @@ def statement_line_duplicate_decide(*, line_id: int, actor, duplicate: bool, rea
     Not a duplicate: the flag is cleared and the line stays as it is. A duplicate: the line is set
     aside (``ignored``) and its suspense entry reversed, so the ledger's bank account holds what the
     bank booked once; a matched line must have its match undone first. One durable transaction
-    with its audit row. Raises NotFound, InvalidTransition (not flagged, or already matched),
-    InvalidInput (a duplicate without a reason).
+    with its audit row. Raises NotFound, InvalidTransition (not flagged, already matched, or
+    confirmed by another report), InvalidInput (a duplicate without a reason).
     """
     if duplicate and not reason.strip():
         raise InvalidInput("Say why the line is a duplicate.", code="reason_required")
@@ -609,6 +609,12 @@ def statement_line_duplicate_decide(*, line_id: int, actor, duplicate: bool, rea
             if line.status not in OPEN_STATUSES:
                 raise InvalidTransition(
                     f"Line {line_id} is {line.get_status_display().lower()}: undo its match before setting it aside."
+                )
+            if line.confirmations.exists():
+                # Another file reported this very booking: the bank booked it, so it is no duplicate.
+                raise InvalidTransition(
+                    f"Line {line_id} is confirmed by another report of the bank: it is a booking of its own.",
+                    code="booking_confirmed",
                 )
             _unpark(line)
             Suggestion.objects.filter(line=line, status=SuggestionStatus.OPEN).update(

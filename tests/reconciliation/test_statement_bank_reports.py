@@ -11,11 +11,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from campaigns.services.brands import brand_create, brand_funds_account
+from core.exceptions import InvalidInput, InvalidTransition
 from reconciliation.bank_selectors import open_exceptions, statement_balance_checks
 from reconciliation.models import ReconciliationAction, StatementLine, StatementLineStatus
 from reconciliation.selectors import account_balance
 from reconciliation.services.bank_reports import statement_line_report_decide
-from reconciliation.services.matching import statement_lines_match, suspense_account
+from reconciliation.services.matching import statement_line_duplicate_decide, statement_lines_match, suspense_account
 from reconciliation.services.statements import platform_bank_account_create, statement_import
 from tests.reconciliation.crafted import Booking, camt053, page, statement
 
@@ -169,6 +170,10 @@ def test_look_alikes_in_other_numbers_are_held_for_a_person_and_never_posted_twi
     # When a person says the first repeats the notification and the second is a booking of its own
     notified = StatementLine.objects.get(statement__kind="camt054")
     statement_line_report_decide(line_id=held[0].pk, actor=admin_user, confirms_line_id=notified.pk, reason="same")
+    # (the notification reports one booking: the second line cannot confirm it too)
+    with pytest.raises(InvalidInput) as refused:
+        statement_line_report_decide(line_id=held[1].pk, actor=admin_user, confirms_line_id=notified.pk, reason="too")
+    assert refused.value.code == "booking_already_reported"
     statement_line_report_decide(line_id=held[1].pk, actor=admin_user, confirms_line_id=None, reason="second one")
     statement_lines_match()
     # Then the books hold the two bookings once each, and they verify
@@ -371,3 +376,17 @@ def test_imports_naming_accounts_in_opposite_orders_both_land(bank):
         thread.join(timeout=60)
     assert errors == []
     assert StatementLine.objects.count() == 12
+
+
+def test_a_repeat_in_one_file_that_another_report_confirms_cannot_be_set_aside(bank, admin_user):
+    # Given an advice showing one booking twice (the second flagged), and the statement showing both
+    twice = [_with_reference(TOPUP, "N-1"), _with_reference(TOPUP, "N-1")]
+    _import(camt054(twice), "n.xml")
+    _import(camt053(statement(twice)), "s.xml")
+    flagged = StatementLine.objects.get(statement__kind="camt054", possible_duplicate=True)
+    assert flagged.confirmations.exists()
+    # When staff try to set it aside as a duplicate, it is refused: the bank booked it twice
+    with pytest.raises(InvalidTransition) as refused:
+        statement_line_duplicate_decide(line_id=flagged.pk, actor=admin_user, duplicate=True, reason="looks twice")
+    assert refused.value.code == "booking_confirmed"
+    assert _bank_minor(bank) == 600_000
