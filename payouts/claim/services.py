@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db.models import Count, F, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -215,6 +215,11 @@ def _details_load(ciphertext: str) -> PayoutDetails:
     return PayoutDetails(**data, iban="", account=AccountInfo(**account))
 
 
+# Each change sends a code to the person's oldest contacts: a link holder must not make that a
+# stream of messages (nor of fresh allowances of guesses).
+ACCOUNT_CHANGES_PER_DAY = 3
+
+
 def _account_change_open(*, person: Person, link: ClaimLink, details: PayoutDetails, now) -> AccountChange:
     """Record the change waiting for its code, and the notice that carries the code (encrypted
     in the notice: it is worded at send time) to the contacts the person had longest.
@@ -223,13 +228,20 @@ def _account_change_open(*, person: Person, link: ClaimLink, details: PayoutDeta
     page makes one while money is owed) would otherwise bring a fresh allowance each time, and a
     stranger could guess on. Once the person's changes of the last day used it up, no change
     opens (InvalidInput ``account_change_too_many``) until it ages out; a new change closes the
-    person's pending one. The caller holds the person's lock."""
+    person's pending one; at most ``ACCOUNT_CHANGES_PER_DAY`` open a day. The caller holds the
+    person's lock."""
     recent = AccountChange.objects.filter(person=person, created_at__gte=now - timedelta(days=1)).exclude(
         status=AccountChangeStatus.CONFIRMED
     )
-    if (recent.aggregate(wrong=Sum("attempts"))["wrong"] or 0) >= settings.ACCOUNT_CHANGE_CODE_ATTEMPTS:
+    tally = recent.aggregate(wrong=Sum("attempts"), opened=Count("pk"))
+    if (tally["wrong"] or 0) >= settings.ACCOUNT_CHANGE_CODE_ATTEMPTS:
         raise InvalidInput(
             _("Too many wrong codes were entered for this account change. Please try again tomorrow."),
+            code="account_change_too_many",
+        )
+    if tally["opened"] >= ACCOUNT_CHANGES_PER_DAY:
+        raise InvalidInput(
+            _("Too many account changes were started today. Please try again tomorrow."),
             code="account_change_too_many",
         )
     AccountChange.objects.filter(person=person, status=AccountChangeStatus.PENDING).update(expires_at=now)
@@ -288,9 +300,9 @@ def claim_account_change_confirm(*, change_id: int, code: str, ip: str) -> Perso
     with transaction.atomic(durable=True):
         root = person_root_lock(person=change.person)
         # A decided change keeps no personal data: the details now live where they belong.
-        confirmed = AccountChange.objects.filter(pk=change_id, status=AccountChangeStatus.PENDING).update(
-            status=AccountChangeStatus.CONFIRMED, decided_at=now, details_ciphertext=""
-        )
+        confirmed = AccountChange.objects.filter(
+            pk=change_id, status=AccountChangeStatus.PENDING, expires_at__gt=now
+        ).update(status=AccountChangeStatus.CONFIRMED, decided_at=now, details_ciphertext="")
         if confirmed != 1:
             raise InvalidTransition(_("This code no longer works."), code="account_change_closed")
         person = _person_apply(normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from campaigns.models import Reward
 from campaigns.services import event_ingest, rewards_mature
+from payouts.claim.services import ACCOUNT_CHANGES_PER_DAY
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout
 from payouts.services import payouts_create_for_payable
@@ -185,6 +186,24 @@ def test_a_fresh_link_brings_no_fresh_allowance_of_guesses(
     assert refused.status_code == 200 and b"Too many wrong codes" in refused.content
     assert AccountChange.objects.count() == 1 and not mail.outbox
     assert person_current_bank_account(person=reward.person).iban() == GOOD_IBAN.replace(" ", "")
+
+
+def test_a_link_holder_cannot_make_a_stream_of_codes(
+    brand_a, shop, sandbox, debtor, django_capture_on_commit_callbacks
+):
+    owner_with_account(brand_a, django_capture_on_commit_callbacks)
+    owed = purchase(brand_a)
+    mail.outbox.clear()
+    # Given as many changes started today as allowed, each sending a code
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(ACCOUNT_CHANGES_PER_DAY):
+            Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)
+    sent = len(mail.outbox)
+    # When one more link posts another account, no change opens and no code goes out
+    with django_capture_on_commit_callbacks(execute=True):
+        refused = Client().post(link_make(PAYOUT_SALT, owed.pk).path, STRANGER)
+    assert b"Too many account changes" in refused.content
+    assert AccountChange.objects.count() == ACCOUNT_CHANGES_PER_DAY and len(mail.outbox) == sent
 
 
 def test_a_second_change_closes_the_pending_one(brand_a, shop, sandbox, debtor, django_capture_on_commit_callbacks):
