@@ -86,5 +86,7 @@ def enqueue_on_payable() -> bool:
 
 def bank_charge_max_minor() -> int:
     """The largest bank charge (minor units) a statement line may carry and still match the payout
-    its EndToEndId names: a debit that much above the payout, a return that much below it."""
-    return _get("PAYOUT_BANK_CHARGE_MAX_MINOR", 2_500)
+    its EndToEndId names: a debit that much above the payout, a return that much below it. Small
+    by default (SEPA charges are cents to a few euro): a larger difference goes to staff, since the
+    platform absorbs whatever it books as a charge."""
+    return _get("PAYOUT_BANK_CHARGE_MAX_MINOR", 500)
