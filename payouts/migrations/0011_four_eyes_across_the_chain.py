@@ -20,7 +20,7 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER payout_four_eyes_chain BEFORE UPDATE OF approved_by_id ON payouts_payout
-    FOR EACH ROW WHEN (NEW.approved_by_id IS NOT NULL) EXECUTE FUNCTION payout_four_eyes_chain();
+    FOR EACH ROW WHEN (NEW.approved_by_id IS DISTINCT FROM OLD.approved_by_id AND NEW.approved_by_id IS NOT NULL) EXECUTE FUNCTION payout_four_eyes_chain();
 
 CREATE OR REPLACE FUNCTION payout_batch_four_eyes_chain() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -36,7 +36,7 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER payout_batch_four_eyes_chain BEFORE UPDATE OF approved_by_id ON payouts_payoutbatch
-    FOR EACH ROW WHEN (NEW.approved_by_id IS NOT NULL) EXECUTE FUNCTION payout_batch_four_eyes_chain();
+    FOR EACH ROW WHEN (NEW.approved_by_id IS DISTINCT FROM OLD.approved_by_id AND NEW.approved_by_id IS NOT NULL) EXECUTE FUNCTION payout_batch_four_eyes_chain();
 """
 
 UNINSTALL = """
