@@ -177,6 +177,16 @@ def cap_failure(*, rule: RewardRule, usage: Usage, amount_minor: int) -> str | N
     return None
 
 
+# The fraud signals ``fraud_reasons`` may trip, one name each: a brand reads none of them
+# (``brand_visible_reasons``), so a new signal is added here or a brand would read it.
+IBAN_SHARED = "iban_shared_by_many_people"
+IP_VELOCITY = "ip_velocity"
+DEVICE_VELOCITY = "device_velocity"
+IBAN_CLAIMS_PER_DAY = "iban_claims_per_day"
+EMAIL_MIXED_SCRIPT = "email_mixed_script"
+FRAUD_SIGNALS = frozenset({IBAN_SHARED, IP_VELOCITY, DEVICE_VELOCITY, IBAN_CLAIMS_PER_DAY, EMAIL_MIXED_SCRIPT})
+
+
 def fraud_reasons(*, campaign, signals: Signals) -> list[str]:
     """Every tripped signal: the event goes to review with these stored. Each is one of
     ``FRAUD_SIGNALS``: ops read them, a brand never does (``brand_visible_reasons``)."""
@@ -185,30 +195,27 @@ def fraud_reasons(*, campaign, signals: Signals) -> list[str]:
         campaign.fraud_max_people_per_iban is not None
         and signals.people_sharing_iban > campaign.fraud_max_people_per_iban
     ):
-        reasons.append("iban_shared_by_many_people")
+        reasons.append(IBAN_SHARED)
     if (
         campaign.fraud_max_events_per_ip_hour is not None
         and signals.events_from_ip_last_hour >= campaign.fraud_max_events_per_ip_hour
     ):
-        reasons.append("ip_velocity")
+        reasons.append(IP_VELOCITY)
     if (
         campaign.fraud_max_events_per_device_hour is not None
         and signals.events_from_device_last_hour >= campaign.fraud_max_events_per_device_hour
     ):
-        reasons.append("device_velocity")
+        reasons.append(DEVICE_VELOCITY)
     if (
         campaign.fraud_max_iban_claims_per_day is not None
         and signals.iban_rewards_last_day >= campaign.fraud_max_iban_claims_per_day
     ):
-        reasons.append("iban_claims_per_day")
+        reasons.append(IBAN_CLAIMS_PER_DAY)
     if signals.email_mixed_script:
-        reasons.append("email_mixed_script")
+        reasons.append(EMAIL_MIXED_SCRIPT)
     return reasons
 
 
-FRAUD_SIGNALS = frozenset(
-    {"iban_shared_by_many_people", "ip_velocity", "device_velocity", "iban_claims_per_day", "email_mixed_script"}
-)
 # What a brand reads instead of a fraud signal.
 BRAND_REVIEW_REASON = "review"
 
