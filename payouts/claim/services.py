@@ -26,7 +26,7 @@ from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoS
 from campaigns.services import EventInput, IngestResult, event_ingest
 from core.exceptions import Conflict, IdempotencyConflict, InvalidInput, InvalidTransition
 from core.queue import enqueue
-from payouts.links import payout_link_spend
+from payouts.links import payout_link_spend, reward_owed
 from payouts.models import Payout, PayoutItem
 from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
@@ -349,3 +349,24 @@ def claim_video_submit(
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
     return submission
+
+
+def payout_link_renew(*, link: ClaimLink) -> bool:
+    """A payout-form link expired unused while its money is still owed: a fresh one goes to the
+    person's own contacts (the ``claim_link`` notice), never to whoever opened the dead one, so
+    no money is left without a way to claim it. Once per dead link (the notice's key); a link
+    used, or whose money is paid, renews nothing. Returns whether a notice was recorded."""
+    if link.used_at is not None or link.expires_at > timezone.now() or not reward_owed(reward_id=link.reward_id):
+        return False
+    with transaction.atomic():
+        notices_record(
+            notices=[
+                NoticeNew(
+                    person_id=link.person_id,
+                    kind=NoticeKind.CLAIM_LINK,
+                    key=f"claim_link:{link.pk}:renewed",
+                    reward_id=link.reward_id,
+                )
+            ]
+        )
+    return True

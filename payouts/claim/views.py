@@ -51,6 +51,7 @@ from payouts.claim.services import (
     claim_payee_confirm,
     claim_tiktok_login_submit,
     claim_video_submit,
+    payout_link_renew,
 )
 from payouts.claim.status import reward_claim_status
 from payouts.claim.texts import reason_text
@@ -410,7 +411,8 @@ def payout_form(request, token: str):
     campaign = reward.campaign
     _language(request, campaign)
     if not payout_link_usable(link):
-        return render(request, "claim/link_spent.html", _ctx(request, campaign), status=410)
+        renewed = payout_link_renew(link=link)
+        return render(request, "claim/link_spent.html", _ctx(request, campaign, renewed=renewed), status=410)
     event = reward.event
     form = PayoutForm(
         request.POST or None,

@@ -109,6 +109,24 @@ def test_an_expired_link_is_refused(brand_a, shop, settings):
     nothing_written(reward.person, accounts=0)
 
 
+def test_an_expired_link_for_money_still_owed_sends_a_fresh_one_to_the_person_not_the_visitor(
+    brand_a, shop, django_capture_on_commit_callbacks
+):
+    reward = purchase(brand_a)
+    link = link_make(PAYOUT_SALT, reward.pk)
+    ClaimLink.objects.update(created_at=timezone.now() - timedelta(days=8), expires_at=timezone.now())
+    mail.outbox.clear()
+    # When anyone opens the dead link (twice), the person's own contact gets one fresh link
+    with django_capture_on_commit_callbacks(execute=True):
+        first = Client().get(link.path)
+        Client().get(link.path)
+    assert first.status_code == 410 and b"we have sent a new link" in first.content
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == [reward.event.email]
+    fresh = re.search(r"/c/r/[\w-]+/", mail.outbox[0].body).group(0)
+    assert fresh != link.path and Client().get(fresh).status_code == 200
+    nothing_written(reward.person, accounts=0)
+
+
 def test_a_new_account_waits_for_the_code_sent_to_the_oldest_contact_then_cools_off(
     brand_a, shop, sandbox, debtor, django_capture_on_commit_callbacks
 ):
