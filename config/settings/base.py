@@ -159,8 +159,16 @@ DEFAULT_CURRENCY = "EUR"
 # workers²). On SIGTERM the workers run all of those before they stop, so a short prefetch is what
 # makes a busy cluster stop within seconds (tests/api/test_webhook_load.py: under 30 s).
 _q_workers = env_int("Q_WORKERS", 2)
+# Background work runs in one cluster per class, each reading a queue of its own (django-q2's
+# ALT_CLUSTERS; a process picks its class with the Q_CLUSTER_NAME environment variable), so a
+# backlog of one class never delays another: money (the default cluster: payouts executed and
+# settled, rewards matured, statements matched), ticks (every schedule, stale-claim recovery
+# among them, on time whatever the other queues hold), notices (e-mail and WhatsApp) and webhooks
+# (deliveries to partners). Q_ROUTES sends each task to its class; what it does not name is money.
+# "name" is fixed: it is also the key every cluster signs and reads the queue's payloads with.
+Q_CLASSES = ("ticks", "notices", "webhooks")
 Q_CLUSTER = {
-    "name": os.environ.get("Q_CLUSTER_NAME", "joyback"),
+    "name": "joyback",
     "orm": "default",
     "workers": _q_workers,
     "queue_limit": env_int("Q_QUEUE_LIMIT", _q_workers),
@@ -173,6 +181,18 @@ Q_CLUSTER = {
     "save_limit": env_int("Q_SAVE_LIMIT", 10000),
     "sync": env_bool("Q_SYNC", False),
     "label": "Background tasks",
+    "ALT_CLUSTERS": {
+        name: {
+            "workers": env_int(f"Q_WORKERS_{name.upper()}", workers),
+            "queue_limit": env_int(f"Q_WORKERS_{name.upper()}", workers),
+        }
+        for name, workers in (("ticks", 1), ("notices", 1), ("webhooks", 2))
+    },
+}
+# Task path (or the prefix of one) → the class whose cluster runs it.
+Q_ROUTES = {
+    "recipients.tasks.": "notices",
+    "campaigns.webhook_tasks.": "webhooks",
 }
 
 # Log lines carry no personal data (core.logging): every handler masks e-mails, phone numbers,
