@@ -41,6 +41,13 @@ def stale_claim_seconds() -> int:
     return _get("PAYOUT_STALE_CLAIM_SECONDS", 120)
 
 
+def requeue_after_seconds() -> int:
+    """A payout whose execute task was enqueued this long ago and never claimed it is taken to have
+    lost the task (it failed before its claim); the sweep enqueues another. Far above how long a
+    task waits in a queue that drains."""
+    return _get("PAYOUT_REQUEUE_AFTER_SECONDS", 900)
+
+
 def failed_retry_minutes() -> float:
     """After a payout the rail refused for a reason other than the account (a limit, a
     reachability or policy refusal), the next one to the same account waits this long, doubling

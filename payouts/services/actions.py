@@ -26,6 +26,7 @@ from payouts.services.states import (
     notice_record,
     paid_notice_key,
     payout_lock,
+    payouts_execute_enqueue,
     settled_entry_key,
     settled_entry_post,
     step_returned,
@@ -77,7 +78,7 @@ def payout_approve(*, payout: Payout, approver) -> Payout:
         payout.updated_at = now
         payout.save(update_fields=fields)
         event_record(payout, kind="payout.approved", from_status=payout.status, actor=approver, now=now)
-        enqueue("payouts.tasks.payout_execute_task", payout.pk)
+        payouts_execute_enqueue(payout_ids=[payout.pk], now=now)
     return payout
 
 
@@ -128,7 +129,7 @@ def payout_retry(*, payout: Payout, actor) -> Payout | CreateResult:
         event_record(
             payout, kind="payout.retry", from_status=payout.status, actor=actor, data={"manual": True}, now=now
         )
-        enqueue("payouts.tasks.payout_execute_task", payout.pk)
+        payouts_execute_enqueue(payout_ids=[payout.pk], now=now)
     return payout
 
 

@@ -2,6 +2,7 @@
 
 import logging
 import secrets
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -11,7 +12,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import PayoutMode
-from core import queue
 from payouts import conf
 from payouts.iso import ACCOUNT_DETAIL_CODES, EXPIRED_REASON_CODE
 from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
@@ -19,7 +19,7 @@ from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
 from payouts.selectors import rewards_awaiting_payout
-from payouts.services.states import debtor_bank_account, event_record, usable_rails
+from payouts.services.states import debtor_bank_account, event_record, payouts_execute_enqueue, usable_rails
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
 from recipients.services.notices import NoticeNew, notices_record
@@ -136,7 +136,13 @@ def _group_due(rows: list[dict], now: datetime) -> bool:
 
 
 def payouts_create_for_payable(
-    *, person: Person | None = None, now: datetime | None = None, actor=None, enqueue: bool = True
+    *,
+    person: Person | None = None,
+    now: datetime | None = None,
+    actor=None,
+    enqueue: bool = True,
+    payable_before: datetime | None = None,
+    deadline: float | None = None,
 ) -> CreateResult:
     """Create payouts for every payable reward that is in no live payout: one payout per person
     and currency, at once for instant campaigns, or once the oldest reward of an aggregate
@@ -152,12 +158,18 @@ def payouts_create_for_payable(
     items is the backstop. Execution is enqueued in the same transaction. Raises nothing for a
     person who cannot be paid yet; they are reported in the result. ``enqueue=False`` leaves
     execution to the caller (a task that runs the new payouts itself, saving a queue hop).
+
+    The sweep passes ``payable_before`` (rewards whose last change is older: what the task the
+    change enqueued should have done by then, not what it is about to do) and ``deadline`` (a
+    ``time.monotonic()`` after which no further payout is started; the rest waits for its next run).
     """
     now = now or timezone.now()
     result = CreateResult()
     rewards = rewards_awaiting_payout()
     if person is not None:
         rewards = rewards.filter(person_id__in=person_cluster_ids(person=person))
+    if payable_before is not None:
+        rewards = rewards.filter(updated_at__lt=payable_before)
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for row in rewards.values(
         "id",
@@ -171,6 +183,8 @@ def payouts_create_for_payable(
     ):
         groups[(row["person_id"], row["currency"])].append(row)
     for (person_id, currency), rows in sorted(groups.items()):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         total = sum(r["amount_minor"] for r in rows)
         minimum = max([conf.min_amount_minor(), *(r["campaign__min_payout_minor"] for r in rows)])
         if total < minimum or not _group_due(rows, now):
@@ -255,7 +269,7 @@ def _payout_create(
                 now=now,
             )
             if enqueue and not payout.requires_approval:
-                queue.enqueue("payouts.tasks.payout_execute_task", payout.pk)
+                payouts_execute_enqueue(payout_ids=[payout.pk], now=now)
     except IntegrityError:
         # A concurrent sweep put one of these rewards into its own payout first.
         return None

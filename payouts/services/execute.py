@@ -13,6 +13,7 @@ Never pay twice:
 
 import logging
 import random
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,7 +23,6 @@ from django.utils import timezone
 
 from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue
 from payouts import conf
 from payouts.models import AttemptOutcome, Payout, PayoutAttempt, PayoutStatus
 from payouts.rails import get_rail
@@ -39,7 +39,7 @@ from payouts.rails.base import (
     VerifyPayeeResult,
 )
 from payouts.services.payee import payee_ask, payee_check_record, payout_vop_action, payouts_payee_verify
-from payouts.services.states import drive, event_record, payout_lock
+from payouts.services.states import drive, event_record, payout_lock, payouts_execute_enqueue
 from recipients.normalise import IBAN
 
 logger = logging.getLogger(__name__)
@@ -87,18 +87,28 @@ def payout_execute(*, payout_id: int, now: datetime | None = None) -> str:
             Payout.objects.filter(pk=payout_id, status=PayoutStatus.CREATED, needs_review=False, batch__isnull=True)
             .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
             .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
-            .update(status=PayoutStatus.SUBMITTING, attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
+            .update(
+                status=PayoutStatus.SUBMITTING,
+                attempts=F("attempts") + 1,
+                claimed_at=now,
+                queued_at=None,
+                updated_at=now,
+            )
         )
         if claimed != 1:
+            # Not due, waiting for approval or review, or taken: this task no longer waits in the
+            # queue, so the sweep may enqueue the payout again once it is due.
+            Payout.objects.filter(pk=payout_id, status=PayoutStatus.CREATED).update(queued_at=None)
             return "not_claimed"
         attempts = Payout.objects.values_list("attempts", flat=True).get(pk=payout_id)
         PayoutAttempt.objects.create(payout_id=payout_id, number=attempts, started_at=now, recovered=attempts > 1)
     return _attempt(_Claim(payout_id, attempts), recovered=attempts > 1)
 
 
-def payouts_recover_stale(*, now: datetime | None = None) -> int:
+def payouts_recover_stale(*, now: datetime | None = None, deadline: float | None = None) -> int:
     """Re-claim payouts left in ``submitting`` longer than ``PAYOUT_STALE_CLAIM_SECONDS`` (their
-    worker died or its record step failed) and finish them by asking the rail first. Returns how
+    worker died or its record step failed) and finish them by asking the rail first; none is
+    started after ``deadline`` (``time.monotonic()``: the next run finds the rest). Returns how
     many were recovered."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=conf.stale_claim_seconds())
@@ -106,6 +116,8 @@ def payouts_recover_stale(*, now: datetime | None = None) -> int:
     for payout_id, attempts, claimed_at in Payout.objects.filter(
         status=PayoutStatus.SUBMITTING, claimed_at__lt=cutoff
     ).values_list("id", "attempts", "claimed_at"):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         with transaction.atomic(durable=True):
             won = Payout.objects.filter(
                 pk=payout_id, status=PayoutStatus.SUBMITTING, attempts=attempts, claimed_at=claimed_at
@@ -239,7 +251,7 @@ def _to_fallback_rail(claim: _Claim, rail: Rail, payout: Payout, exc: InstantUnr
             now=now,
         )
         _finish_attempt(claim, AttemptOutcome.FALLBACK, now=now, exc=exc, response=exc.rail_code)
-        enqueue("payouts.tasks.payout_execute_task", locked.pk)
+        payouts_execute_enqueue(payout_ids=[locked.pk], now=now)
     return AttemptOutcome.FALLBACK
 
 
@@ -395,10 +407,11 @@ def _record_review(claim: _Claim, *, check, reason: str) -> str:
     return AttemptOutcome.REVIEW
 
 
-def payouts_poll(*, now: datetime | None = None, limit: int = 500) -> int:
+def payouts_poll(*, now: datetime | None = None, limit: int = 500, deadline: float | None = None) -> int:
     """Ask instant/API rails about submitted payouts (until final) and about recently settled ones
-    (a return can follow settlement). File rails are not polled: their status comes with the
-    pain.002 report or the bank statement. Returns how many payouts changed."""
+    (a return can follow settlement), the longest unchanged first, none after ``deadline``
+    (``time.monotonic()``). File rails are not polled: their status comes with the pain.002
+    report or the bank statement. Returns how many payouts changed."""
     now = now or timezone.now()
     watch_from = now - timedelta(hours=conf.return_watch_hours())
     candidates = list(
@@ -412,6 +425,8 @@ def payouts_poll(*, now: datetime | None = None, limit: int = 500) -> int:
     changed = 0
     rails: dict[str, Rail] = {}
     for payout_id, rail_name, status, e2e, reference in candidates:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         rail = rails.setdefault(rail_name, get_rail(rail_name))
         if rail.capabilities().file_based:
             continue
@@ -463,19 +478,26 @@ def payout_apply_rail_status(
 
 
 def payouts_enqueue_due(*, now: datetime | None = None, limit: int = 1000) -> int:
-    """Enqueue execution for created payouts that are due (new, retry time reached, approved)."""
+    """Enqueue execution for created payouts that are due (new, retry time reached, approved) and
+    have no execute task waiting: a payout's task is enqueued once while it waits, however deep the
+    queue and however often this runs. One whose task was enqueued more than
+    ``PAYOUT_REQUEUE_AFTER_SECONDS`` ago and never claimed it lost the task (it failed before its
+    claim) and gets another. File rails wait for a batch instead. Returns how many were enqueued."""
     now = now or timezone.now()
-    ids = list(
+    lost = now - timedelta(seconds=conf.requeue_after_seconds())
+    due = (
         Payout.objects.filter(status=PayoutStatus.CREATED, needs_review=False, batch__isnull=True)
         .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
         .filter(Q(requires_approval=False) | Q(approved_at__isnull=False))
-        .order_by("id")
-        .values_list("id", "rail")[:limit]
+        .filter(Q(queued_at__isnull=True) | Q(queued_at__lt=lost))
     )
-    file_rails = {name for name in {rail for _, rail in ids} if _is_file_rail(name)}
-    count = 0
-    for payout_id, rail in ids:
-        if rail not in file_rails:
-            enqueue("payouts.tasks.payout_execute_task", payout_id)
-            count += 1
-    return count
+    file_rails = [name for name in due.values_list("rail", flat=True).distinct() if _is_file_rail(name)]
+    with transaction.atomic():
+        ids = list(
+            due.exclude(rail__in=file_rails)
+            .select_for_update(skip_locked=True)
+            .order_by("id")
+            .values_list("id", flat=True)[:limit]
+        )
+        payouts_execute_enqueue(payout_ids=ids, now=now)
+    return len(ids)

@@ -30,13 +30,12 @@ from django.utils.translation import gettext as _
 
 from campaigns.models import Campaign, VopAction
 from core.exceptions import InvalidTransition
-from core.queue import enqueue
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.rails import get_rail
 from payouts.rails.base import PayeeMatch, Rail, RetryableRailError, VerifyPayeeResult
 from payouts.services.actions import cancel_locked
 from payouts.services.create import CreateResult, payouts_create_for_payable
-from payouts.services.states import event_record, notice_record, payout_lock
+from payouts.services.states import event_record, notice_record, payout_lock, payouts_execute_enqueue
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.normalise import IBAN
 from recipients.selectors import person_cluster_ids, person_current_bank_account
@@ -232,7 +231,7 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
             locked, kind="payout.payee_confirmed", from_status=locked.status, data={"name_was": previous}, now=now
         )
         bank_account_holder_name_set(person=locked.person, fingerprint=locked.bank_account.iban_fingerprint, name=name)
-        enqueue("payouts.tasks.payout_execute_task", locked.pk)
+        payouts_execute_enqueue(payout_ids=[locked.pk], now=now)
     return locked
 
 

@@ -51,6 +51,18 @@ from reconciliation.services import Leg, account_get_or_create, bank_fees_accoun
 IN_TRANSIT = "payouts:in_transit:{currency}"
 
 
+EXECUTE_TASK = "payouts.tasks.payout_execute_task"
+
+
+def payouts_execute_enqueue(*, payout_ids: list[int], now: datetime) -> None:
+    """Enqueue each payout's execute task in the caller's transaction and mark the payouts queued,
+    so the sweep (``payouts_enqueue_due``) adds no second task while one waits. The task's claim
+    (or its finding nothing to claim) clears the mark."""
+    Payout.objects.filter(pk__in=payout_ids).update(queued_at=now)
+    for payout_id in payout_ids:
+        enqueue(EXECUTE_TASK, payout_id)
+
+
 def usable_rails() -> dict[str, Rail]:
     """The configured rails that can be built (a rail missing its credentials is unavailable)."""
     rails = {}
