@@ -282,15 +282,16 @@ def _record_failure(delivery: NoticeDelivery, *, code: str, error: str, retryabl
 
 
 def _settle(notice: Notice) -> None:
-    """Done once no channel is left to send; else due again when its next channel is."""
-    now = timezone.now()
-    open_ = NoticeDelivery.objects.filter(notice=notice, status__in=[DeliveryState.QUEUED, DeliveryState.SENDING])
-    if not open_.exists():
-        Notice.objects.filter(pk=notice.pk, status=NoticeStatus.PENDING).update(status=NoticeStatus.DONE, done_at=now)
-        return
-    due = open_.aggregate(
+    """Done once no channel is left to send; else due again when its next channel is. One read:
+    two (is anything open? when is it due?) raced with another worker finishing the last channel
+    in between, and found an open channel with no time."""
+    due = NoticeDelivery.objects.filter(notice=notice).aggregate(
         queued=Min("next_attempt_at", filter=Q(status=DeliveryState.QUEUED)),
         claimed=Min("claimed_at", filter=Q(status=DeliveryState.SENDING)),
     )
     times = [t for t in (due["queued"], due["claimed"] and due["claimed"] + STALE_CLAIM) if t is not None]
-    Notice.objects.filter(pk=notice.pk, status=NoticeStatus.PENDING).update(next_attempt_at=min(times))
+    pending = Notice.objects.filter(pk=notice.pk, status=NoticeStatus.PENDING)
+    if times:
+        pending.update(next_attempt_at=min(times))
+    else:
+        pending.update(status=NoticeStatus.DONE, done_at=timezone.now())
