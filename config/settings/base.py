@@ -178,7 +178,11 @@ Q_CLUSTER = {
     "ack_failures": True,
     "catch_up": False,
     "poll": float(os.environ.get("Q_POLL", "0.2")),
-    "save_limit": env_int("Q_SAVE_LIMIT", 10000),
+    # 0: every result is kept, pruned by age (core.retention, RETENTION_TASK_RESULT_DAYS). A limit
+    # above 0 makes django-q2 lock every stored success row each time it saves one (SELECT ... FOR
+    # UPDATE on the whole table): under a hot campaign that lock was most of the database's waits
+    # (bench-viral: 6,726 of ~9,700 waiting samples) and it serialised every cluster's results.
+    "save_limit": env_int("Q_SAVE_LIMIT", 0),
     "sync": env_bool("Q_SYNC", False),
     "label": "Background tasks",
     "ALT_CLUSTERS": {
