@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed-stamp
 PEER_VENV := .venv-peer
 PEER_STAMP := $(PEER_VENV)/.installed-stamp
 HOST ?= 127.0.0.1
+# The worker clusters, one per class of background work (config/settings/base.py Q_CLUSTER).
+Q_CLASSES := joyback ticks notices webhooks
 PORT ?= 8000
 
 .PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-walk bench-ab migrate demo
@@ -40,20 +42,25 @@ run: demo
 	@echo "  Claim pages (JoyBack):         http://$(HOST):$(PORT)/c/sole-shoes/summer-joy/  (fake TikTok and WhatsApp built in)"
 	@echo "  Claim pages (cashback):        http://$(HOST):$(PORT)/c/sole-shoes/cashback/"
 	@echo "  Emails (sign-up, claim links): printed here, in this terminal"
-	@echo "  Worker:                       django-q2 qcluster (ORM broker on the same database)"
+	@echo "  Workers:                      django-q2 clusters money, ticks, notices, webhooks (ORM broker, same database)"
 	@echo "  Stop both with Ctrl-C."
 	@echo ""
 	@# Each server runs in its own session, so Ctrl-C reaches only this shell, which asks each to
 	@# stop once (SIGTERM), waits up to 7 s, then kills what is left — no signal storm, and the
-	@# terminal is back within 10 s even when a worker is busy.
+	@# terminal is back within 10 s even when a worker is busy. One worker cluster per class of
+	@# background work (settings.Q_CLUSTER): money (the default), ticks, notices, webhooks.
 	@export HOST=$(HOST) PORT=$(PORT); \
-	  setsid $(PY) manage.py qcluster & worker=$$!; \
-	  setsid $(PY) manage.py runserver $(HOST):$(PORT) --noreload & web=$$!; \
+	  pids=""; \
+	  for cls in $(Q_CLASSES); do \
+	    Q_CLUSTER_NAME=$$cls setsid $(PY) manage.py qcluster --skip-checks & pids="$$pids $$!"; \
+	  done; \
+	  setsid $(PY) manage.py runserver $(HOST):$(PORT) --noreload & pids="$$pids $$!"; \
 	  stop() { trap '' INT TERM; echo ""; \
-	    kill -TERM $$web $$worker 2>/dev/null; \
-	    for _ in $$(seq 1 14); do kill -0 $$web 2>/dev/null || kill -0 $$worker 2>/dev/null || break; sleep 0.5; done; \
-	    kill -KILL -$$web -$$worker 2>/dev/null; wait 2>/dev/null; \
-	    echo "  Web server stopped."; echo "  Worker stopped."; exit 0; }; \
+	    kill -TERM $$pids 2>/dev/null; \
+	    for _ in $$(seq 1 14); do alive=0; for p in $$pids; do kill -0 $$p 2>/dev/null && alive=1; done; \
+	      [ $$alive = 0 ] && break; sleep 0.5; done; \
+	    for p in $$pids; do kill -KILL -$$p 2>/dev/null; done; wait 2>/dev/null; \
+	    echo "  Web server stopped."; echo "  Workers stopped."; exit 0; }; \
 	  trap stop INT TERM; wait
 
 # On PostgreSQL whenever one can be had (DATABASE_URL, a local server, or a throwaway cluster),

@@ -8,6 +8,7 @@ from campaigns.webhooks import (
     webhook_endpoint_disabled_notify,
     webhook_events_collect,
 )
+from core.queue import tick
 
 
 def webhook_deliveries_send_task(delivery_ids: list[int]) -> str:
@@ -30,6 +31,7 @@ def webhook_collect_task() -> str:
     return f"{emitted} events in {time.monotonic() - start:.3f} s"
 
 
+@tick
 def webhook_tick_task() -> str:
     """Every minute: collect new events, then enqueue due and retried deliveries (each at most
     once while queued: ``webhook_deliveries_enqueue_due``)."""

@@ -11,10 +11,19 @@ Each task goes to the queue of its class (``settings.Q_ROUTES``; money when none
 by that class's own cluster, so a backlog of webhooks never delays a payout.
 """
 
+import functools
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django_q.conf import Conf
+from django_q.models import Schedule
 from django_q.tasks import async_task
+
+# The keyword django-q2 passes every interval schedule's time it was due at (its
+# ``intended_date_kwarg``, set by core migration 0011).
+INTENDED = "intended"
 
 
 def task_class(func: str) -> str | None:
@@ -37,3 +46,28 @@ def enqueue(func: str, *args, **options) -> str | None:
         return async_task(func, *args, **options)
     with transaction.atomic(savepoint=False):
         return async_task(func, *args, **options)
+
+
+def tick(func):
+    """For a task an interval schedule runs (every N minutes, on the ``ticks`` cluster): a copy
+    that waited in the queue longer than its interval has a newer copy behind it, so it returns
+    at once instead of repeating that copy's work. Copies never stack up work however late the
+    queue is; each one bounds its own work in time, so the queue does not fall behind."""
+    path = f"{func.__module__}.{func.__qualname__}"
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        intended = kwargs.pop(INTENDED, None)
+        if intended is not None and tick_superseded(path, datetime.fromisoformat(intended)):
+            return "superseded by a newer copy"
+        return func(*args, **kwargs)
+
+    return run
+
+
+def tick_superseded(path: str, intended: datetime, *, now: datetime | None = None) -> bool:
+    """Whether the copy of schedule ``path`` due at ``intended`` has started after its next copy
+    was due (the schedule's interval after it)."""
+    minutes = Schedule.objects.filter(func=path, schedule_type=Schedule.MINUTES).values_list("minutes", flat=True)
+    interval = timedelta(minutes=max([m or 1 for m in minutes], default=1))
+    return (now or timezone.now()) >= intended + interval

@@ -7,6 +7,7 @@ from django.utils import timezone
 from core.api.idempotency import idempotency_records_purge
 from core.audit import audit_seal, audit_verify
 from core.exceptions import InvalidTransition
+from core.queue import tick
 from core.retention import retention_purge
 from core.webhooks_in import inbound_webhook_process, inbound_webhooks_retry
 
@@ -15,6 +16,7 @@ def inbound_webhook_process_task(webhook_id: int) -> str:
     return inbound_webhook_process(webhook_id=webhook_id)
 
 
+@tick
 def core_tick_task() -> str:
     """Every minute: retry inbound webhooks that failed, purge expired idempotency records."""
     retried = inbound_webhooks_retry()

@@ -1,12 +1,15 @@
 """django-q2 tasks. Thin: each calls services; all are idempotent (at-least-once delivery)."""
 
 import logging
+import time
+from datetime import timedelta
 
 from django.db.models import Min, Sum
+from django.utils import timezone
 
 from campaigns.models import RewardStatus
 from campaigns.services import rewards_mature
-from core.queue import enqueue
+from core.queue import enqueue, tick
 from payouts.hooks import paying_now
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.selectors import rewards_awaiting_payout
@@ -29,6 +32,10 @@ TICK_SCHEDULE_NAME = "payouts.tick"
 BATCH_EXPIRY_SCHEDULE_NAME = "payouts.batches_expire"
 UNCLAIMED_SCHEDULE_NAME = "payouts.unclaimed"
 UNCLAIMED_TASK = "payouts.tasks.rewards_unclaimed_task"
+# The tick starts no step after this: far below the task timeout, so copies never pile up.
+TICK_BUDGET_SECONDS = 10.0
+# What the tick leaves to the task a change enqueued: that task should have run by then.
+SWEEP_GRACE = timedelta(minutes=2)
 logger = logging.getLogger(__name__)
 
 
@@ -93,23 +100,45 @@ def payouts_settled_followup_task(payout_ids: list[int]) -> None:
         payout_settled_followup_task(payout_id)
 
 
+@tick
 def payouts_tick() -> dict[str, int]:
-    """Every minute (migration 0002): recover stale claims, recheck payouts waiting for a person
-    whose account changed, create payouts for payable rewards, enqueue due ones, poll rails, and
-    finish settled payouts whose rewards are not yet paid."""
-    recovered = payouts_recover_stale()
+    """Every minute, on the ticks cluster (payouts 0013): recover stale claims first, then recheck
+    payouts waiting for a person whose account changed, create payouts for payable rewards,
+    enqueue due ones, poll rails, and finish settled payouts whose rewards are not yet paid. It is
+    the safety net of the tasks those changes enqueued, so it leaves them their time
+    (``SWEEP_GRACE``) rather than race them, and it starts nothing after ``TICK_BUDGET_SECONDS``:
+    the next minute goes on, and no run comes near the task timeout however large the backlog."""
+    deadline = time.monotonic() + TICK_BUDGET_SECONDS
+    before = timezone.now() - SWEEP_GRACE
+    recovered = payouts_recover_stale(deadline=deadline)
     rechecked = payouts_payee_recheck_moved()
-    created = len(payouts_create_for_payable().created)
+    created = len(payouts_create_for_payable(payable_before=before, deadline=deadline).created)
     enqueued = payouts_enqueue_due()
-    polled = payouts_poll()
+    polled = payouts_poll(deadline=deadline)
     unfinished = (
-        PayoutItem.objects.filter(active=True, payout__status=PayoutStatus.SETTLED, reward__status=RewardStatus.PAYABLE)
+        PayoutItem.objects.filter(
+            active=True,
+            payout__status=PayoutStatus.SETTLED,
+            payout__settled_at__lt=before,
+            reward__status=RewardStatus.PAYABLE,
+        )
         .values_list("payout_id", flat=True)
         .distinct()[:500]
     )
+    finished = 0
     for payout_id in unfinished:
+        if time.monotonic() >= deadline:
+            break
         payout_rewards_mark_paid(payout_id=payout_id)
-    return {"recovered": recovered, "rechecked": rechecked, "created": created, "enqueued": enqueued, "polled": polled}
+        finished += 1
+    return {
+        "recovered": recovered,
+        "rechecked": rechecked,
+        "created": created,
+        "enqueued": enqueued,
+        "polled": polled,
+        "finished": finished,
+    }
 
 
 def payout_batches_expire_task() -> str:

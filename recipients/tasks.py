@@ -1,6 +1,6 @@
 """django-q2 tasks of recipients. Thin and idempotent (at-least-once delivery)."""
 
-from core.queue import enqueue
+from core.queue import enqueue, tick
 from recipients.services.notices import SEND_TASK, notices_send, notices_send_due
 
 SWEEP_SCHEDULE_NAME = "recipients.notices_send_due"
@@ -15,6 +15,7 @@ def notices_send_task(keys: list[str]) -> int:
     return result.sent
 
 
+@tick
 def notices_send_due_task() -> int:
     """Every minute (migration 0006): the notices a lost task or a retry left pending."""
     return notices_send_due().sent

@@ -2,6 +2,7 @@
 
 import logging
 
+from core.queue import tick
 from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import ledger_holds_expire
@@ -10,6 +11,7 @@ from reconciliation.services.matching import statement_lines_rematch
 logger = logging.getLogger(__name__)
 
 
+@tick
 def holds_expire_task() -> int:
     return ledger_holds_expire()
 
@@ -38,6 +40,7 @@ def statement_lines_rematch_task(line_ids: list[int]) -> int:
     return statement_lines_rematch(line_ids=line_ids)
 
 
+@tick
 def statement_lines_match_sweep_task() -> int:
     """Catch lines whose import committed but whose match task was lost (a crash in between)."""
     from reconciliation.services.matching import statement_lines_match

@@ -31,6 +31,7 @@ from campaigns.models import (
 )
 from campaigns.platforms.tiktok import TikTokUnavailable, Video, tiktok_videos_query
 from campaigns.services import EventInput, event_ingest
+from core.queue import tick
 from recipients import crypto
 from recipients.models import BankAccount, NoticeKind
 from recipients.selectors import person_current_bank_account
@@ -141,6 +142,7 @@ def video_views_poll(*, limit: int = 200) -> int:
     return passed
 
 
+@tick
 def video_views_poll_task() -> int:
     return video_views_poll()
 
@@ -181,5 +183,6 @@ def claim_links_send_due(*, limit: int = 500) -> int:
     return len(notices)
 
 
+@tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()

@@ -204,8 +204,8 @@ def test_a_busy_qcluster_stops_on_sigterm_within_30_seconds(brand, campaign, mon
         "FIELD_FINGERPRINT_KEY": crypto._secret("FIELD_FINGERPRINT_KEY"),
         "WEBHOOK_ALLOW_HTTP": "1",
         "WEBHOOK_ALLOW_PRIVATE_TARGETS": "1",
-        "Q_CLUSTER_NAME": Conf.PREFIX,
-        "Q_WORKERS": "2",
+        "Q_CLUSTER_NAME": "webhooks",  # the cluster whose queue holds the send tasks (settings.Q_ROUTES)
+        "Q_WORKERS_WEBHOOKS": "2",
         "Q_SYNC": "0",
         "SANDBOX_STORE_PATH": str(tmp_path / "sandbox.sqlite3"),
     }

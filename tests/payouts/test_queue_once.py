@@ -1,0 +1,145 @@
+"""Background work under a hot campaign (issue 26): a payout's execute task is in the queue once
+while it waits, however often the sweep runs; each task goes to its class's queue; the
+every-minute tick is bounded in time, leaves the enqueued tasks their time, and a late copy of
+it returns at once. Against the real queue table (django-q2's ORM broker), not a stand-in."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.conf import Conf
+from django_q.models import OrmQ, Schedule
+from django_q.signing import SignedPackage
+
+from campaigns.models import RewardStatus
+from core.queue import INTENDED, enqueue, tick, tick_superseded
+from payouts import tasks
+from payouts.models import Payout, PayoutStatus
+from payouts.services import payout_execute, payouts_create_for_payable, payouts_enqueue_due
+from tests.payouts.payout_fixtures import *  # noqa: F403 - fixtures
+from tests.payouts.payout_fixtures import iban, payable_reward
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXECUTE = "payouts.tasks.payout_execute_task"
+
+
+@pytest.fixture
+def queue(monkeypatch):
+    """Tasks go to the queue table instead of running here."""
+    monkeypatch.setattr(Conf, "SYNC", False)
+
+
+def queued() -> list[tuple[str, str, tuple]]:
+    """(queue, task, args) of every waiting task."""
+    out = []
+    for row in OrmQ.objects.order_by("id"):
+        task = SignedPackage.loads(row.payload)
+        out.append((row.key, task["func"], tuple(task["args"])))
+    return out
+
+
+def execute_tasks() -> list[int]:
+    return [args[0] for key, func, args in queued() if func == EXECUTE]
+
+
+def test_the_sweep_enqueues_a_waiting_payout_once_however_often_it_runs(sandbox, debtor, brand, campaign, queue):
+    payable_reward(brand, account_iban=iban())
+    created = payouts_create_for_payable().created  # enqueues its execution in its transaction
+    assert execute_tasks() == created
+    for _ in range(3):
+        assert payouts_enqueue_due() == 0
+    assert execute_tasks() == created
+
+    # The task runs: the claim clears the mark, and a settled payout is never enqueued again.
+    OrmQ.objects.all().delete()
+    assert payout_execute(payout_id=created[0]) == "settled"
+    assert payouts_enqueue_due() == 0 and execute_tasks() == []
+    assert Payout.objects.get(pk=created[0]).queued_at is None
+
+
+def test_a_task_that_found_its_payout_not_due_lets_the_sweep_enqueue_it_when_due(
+    sandbox, debtor, brand, campaign, queue
+):
+    payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable().created
+    OrmQ.objects.all().delete()
+    later = timezone.now() + timedelta(minutes=5)
+    Payout.objects.filter(pk=payout_id).update(next_attempt_at=later)
+    assert payout_execute(payout_id=payout_id) == "not_claimed"
+    assert payouts_enqueue_due() == 0  # not due yet
+    assert payouts_enqueue_due(now=later) == 1 and execute_tasks() == [payout_id]
+    assert payouts_enqueue_due(now=later) == 0 and execute_tasks() == [payout_id]
+
+
+def test_a_task_lost_before_its_claim_is_enqueued_again_after_the_requeue_time(
+    sandbox, debtor, brand, campaign, queue, settings
+):
+    settings.PAYOUT_REQUEUE_AFTER_SECONDS = 600
+    payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable().created
+    OrmQ.objects.all().delete()  # the task failed before its claim: acked, gone
+    assert payouts_enqueue_due() == 0
+    assert payouts_enqueue_due(now=timezone.now() + timedelta(seconds=601)) == 1
+    assert execute_tasks() == [payout_id]
+
+
+def test_each_task_goes_to_the_queue_of_its_class(queue):
+    enqueue("payouts.tasks.payout_execute_task", 1)
+    enqueue("recipients.tasks.notices_send_task", ["k"])
+    enqueue("campaigns.webhook_tasks.webhook_deliveries_send_task", [1])
+    assert [(key, func) for key, func, _ in queued()] == [
+        (Conf.PREFIX, "payouts.tasks.payout_execute_task"),
+        ("notices", "recipients.tasks.notices_send_task"),
+        ("webhooks", "campaigns.webhook_tasks.webhook_deliveries_send_task"),
+    ]
+
+
+@pytest.mark.django_db  # the migrations' schedules: a transactional test's flush would remove them
+def test_every_interval_schedule_runs_on_the_ticks_cluster_and_skips_a_late_copy():
+    schedules = list(Schedule.objects.filter(schedule_type=Schedule.MINUTES))
+    assert schedules
+    for schedule in schedules:
+        assert (schedule.cluster, schedule.intended_date_kwarg) == ("ticks", INTENDED), schedule.name
+        module, name = schedule.func.rsplit(".", 1)
+        func = getattr(__import__(module, fromlist=[name]), name)
+        assert getattr(func, "__wrapped__", None) is not None, f"{schedule.func} is not a @tick"
+
+
+def test_a_copy_of_a_tick_that_waited_longer_than_its_interval_returns_at_once(db):
+    runs = []
+
+    @tick
+    def sweep():
+        runs.append(1)
+        return "ran"
+
+    now = timezone.now()
+    path = "payouts.tasks.payouts_tick"  # an every-minute schedule
+    assert not tick_superseded(path, now - timedelta(seconds=50), now=now)
+    assert tick_superseded(path, now - timedelta(seconds=61), now=now)
+    assert sweep(**{INTENDED: (now - timedelta(minutes=3)).isoformat()}) == "superseded by a newer copy"
+    assert sweep(**{INTENDED: now.isoformat()}) == "ran"
+    assert sweep() == "ran"  # run by hand
+    assert runs == [1, 1]
+
+
+def test_the_tick_leaves_fresh_payable_rewards_to_their_task_and_takes_the_older_ones(
+    sandbox, debtor, brand, campaign, queue
+):
+    old = payable_reward(brand, account_iban=iban())
+    fresh = payable_reward(brand, account_iban=iban())
+    type(old).objects.filter(pk=old.pk).update(updated_at=timezone.now() - tasks.SWEEP_GRACE - timedelta(seconds=1))
+    result = tasks.payouts_tick()
+    assert result["created"] == 1
+    assert Payout.objects.filter(items__reward=old).exists()
+    assert not Payout.objects.filter(items__reward=fresh).exists()
+
+
+def test_the_tick_starts_nothing_once_its_budget_is_spent(sandbox, debtor, brand, campaign, queue, monkeypatch):
+    reward = payable_reward(brand, account_iban=iban())
+    type(reward).objects.filter(pk=reward.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+    monkeypatch.setattr(tasks, "TICK_BUDGET_SECONDS", 0)
+    assert tasks.payouts_tick()["created"] == 0
+    assert reward.__class__.objects.get(pk=reward.pk).status == RewardStatus.PAYABLE
+    assert not Payout.objects.exclude(status=PayoutStatus.CANCELLED).exists()
