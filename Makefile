@@ -12,7 +12,7 @@ HOST ?= 127.0.0.1
 Q_CLASSES := joyback ticks notices webhooks
 PORT ?= 8000
 
-.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-walk bench-ab migrate demo
+.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-viral bench-walk bench-ab migrate demo
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -101,6 +101,11 @@ bench-webhooks: install
 bench-walk: install
 	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.walk $(ARGS)
 
-# Two commits side by side, alternated, each run on a fresh database: make bench-ab OLD=db7070e NEW=HEAD ARGS="--n 2000"
+# One hot campaign and the same load spread over 8, with the class clusters of 2 nodes: make bench-viral ARGS="--people 300"
+bench-viral: install
+	DJANGO_SETTINGS_MODULE=config.settings.bench $(PY) -m bench.viral $(ARGS)
+
+# Two commits side by side, alternated, each run on a fresh database (issue 26's baseline:
+# 4702ea0, each phase >= 0.9x): make bench-ab OLD=4702ea0 NEW=HEAD ARGS="--n 2000"
 bench-ab: install
-	$(PY) -m bench.ab $(or $(OLD),db7070e) $(or $(NEW),HEAD) $(ARGS)
+	$(PY) -m bench.ab $(or $(OLD),4702ea0) $(or $(NEW),HEAD) $(ARGS)

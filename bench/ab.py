@@ -2,7 +2,7 @@
 old, new, …), every run on a fresh PostgreSQL database, best run per phase, new/old per phase.
 
 Run: ``python -m bench.ab OLD NEW [--n 2000] [--api N] [--ledger N] [--rounds 2]`` or
-``make bench-ab OLD=db7070e NEW=HEAD ARGS="--n 2000"``. OLD and NEW are git refs, resolved
+``make bench-ab OLD=4702ea0 NEW=HEAD ARGS="--n 2000"``. OLD and NEW are git refs, resolved
 once at the start (a branch that moves meanwhile does not change the run); each is checked out
 with ``git worktree add --detach`` under the system temp directory, with this interpreter's
 virtualenv linked in as its ``.venv``, and removed at the end (``--keep`` keeps them). Both
@@ -19,8 +19,10 @@ listed with that side blank and no ratio. A run whose checks failed counts for n
 Alternating, rather than all old runs then all new ones, spreads the machine's drift (other
 work, a warming disk, the load of other sessions) over both sides; best of the rounds drops
 the runs that someone else's work slowed most. Only the ratios mean something; a ratio within
-the spread of a side's own runs (both are printed) is noise. Prints a table and the JSON it
-writes to ``bench-results/ab.json``.
+the spread of a side's own runs (both are printed) is noise. Each phase's new/old is a target:
+≥ 0.9 (issue 26: later changes keep the ingestion phases at ≥ 0.9× of ``4702ea0``, the make
+target's default OLD), printed MET / NOT MET. Prints a table and the JSON it writes to
+``bench-results/ab.json``.
 """
 
 import argparse
@@ -43,7 +45,9 @@ from bench.common import (
     RESULTS_DIR,
     admin_sql,
     format_table,
+    format_targets,
     python_reference_ms,
+    target,
     with_database,
     write_results,
 )
@@ -57,6 +61,8 @@ RATE_KEYS = {
 }
 RATE_OVERRIDES = {("ledger", "W2"): "attempts_per_s"}
 RUN_TIMEOUT_S = 1800
+# new/old a phase must keep (issue 26, against the baseline 4702ea0).
+RATIO_TARGET = 0.9
 
 
 @dataclass
@@ -172,7 +178,7 @@ def worktree_remove(side: Side) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("old", help="git ref of the baseline, e.g. db7070e")
+    parser.add_argument("old", help="git ref of the baseline, e.g. 4702ea0")
     parser.add_argument("new", help="git ref to compare with it, e.g. main")
     parser.add_argument("--n", type=int, default=2000, help="bench.ingest --n (default 2000)")
     parser.add_argument("--api", type=int, metavar="N", help="also bench.api --n N")
@@ -232,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(parent, ignore_errors=True)
 
     rows = summarise(benches, runs)
+    targets = [
+        target(f"{r['bench']}.{r['phase']} new/old", r["new_over_old"], unit="ratio", target=RATIO_TARGET)
+        for r in rows
+        if r["old_best"] is not None and r["new_best"] is not None
+    ]
     with psycopg.connect(args.database_url) as conn:
         postgres = conn.execute("SHOW server_version").fetchone()[0]
     payload = {
@@ -251,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "phases": rows,
         "runs": runs,
+        "targets": targets,
     }
     path = write_results("ab", payload)
 
@@ -265,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows
     ]
     print(format_table(["bench", "phase", "figure", "old runs", "new runs", "old best", "new best", "new/old"], table))
+    print()
+    print(format_targets(targets))
     print()
     print(json.dumps({r["bench"] + "." + r["phase"]: r["new_over_old"] for r in rows}, indent=2))
     print(f"Written {path.relative_to(path.parent.parent)}", flush=True)

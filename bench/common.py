@@ -1,5 +1,7 @@
 """Helpers every benchmark shares: the `meta` block, percentiles, the printed table, the `targets`
-list and writing ``bench-results/<name>.json`` (conventions in the benchmarks README).
+list and writing ``bench-results/<name>.json`` (conventions in the benchmarks README); forked load
+processes that start together; real ``qcluster`` processes started and stopped; a loopback webhook
+receiver.
 
 Plain functions with no Django import at module level, so a benchmark can import them before
 ``django.setup()`` and the peer benchmark (``bench/peer/``) can use them from its own virtualenv.
@@ -8,13 +10,21 @@ Plain functions with no Django import at module level, so a benchmark can import
 import glob
 import json
 import math
+import multiprocessing
 import os
 import re
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,6 +47,13 @@ def admin_sql(url: str, statement: sql.Composable) -> None:
     """Run one statement outside a transaction (CREATE/DROP DATABASE cannot run inside one)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(statement)
+
+
+def iban(n: int) -> str:
+    """A valid Italian IBAN whose account number is ``n`` (up to 12 digits)."""
+    bban = f"X0542811101{n:012d}"
+    digits = "".join(str(int(ch, 36)) for ch in f"{bban}IT00")
+    return f"IT{98 - int(digits) % 97:02d}{bban}"
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:
@@ -241,3 +258,156 @@ def format_targets(targets: Sequence[dict]) -> str:
         for t in targets
     ]
     return format_table(["target", "value", "required", "unit", "result"], rows)
+
+
+# --- forked load processes -------------------------------------------------------------------------
+
+BARRIER_TIMEOUT_S = 300
+
+
+@dataclass
+class WorkerResult:
+    """What a forked load process sends back: its latencies (seconds), outcomes by name, its
+    monotonic start and end, a crash's traceback and a few error samples."""
+
+    worker: int
+    latencies: list[float] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    start: float = 0.0
+    end: float = 0.0
+    crashed: str = ""
+    error_samples: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+@contextmanager
+def reporting(result: WorkerResult, barrier, out):
+    """A forked worker's frame: a crash is recorded and frees the others from the barrier; the
+    connection is closed and the result sent back whatever happened."""
+    from django.db import connection  # Django only in the forked workers of a Django benchmark
+
+    try:
+        yield
+    except BaseException:
+        result.crashed = traceback.format_exc()
+        barrier.abort()
+    finally:
+        connection.close()
+        out.put(result)
+
+
+def in_processes(jobs: Sequence[tuple[Callable, tuple]]) -> list[WorkerResult]:
+    """Run each ``target(w, *args, barrier, out)`` of ``jobs`` in a forked process of its own, all
+    released together by one barrier; their results, in the order they finished. Raises when one
+    crashed."""
+    from django.db import connections
+
+    context = multiprocessing.get_context("fork")
+    connections.close_all()  # no connection may cross the fork
+    barrier = context.Barrier(len(jobs))
+    out = context.Queue()
+    procs = [context.Process(target=target, args=(w, *args, barrier, out)) for w, (target, args) in enumerate(jobs)]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    crashed = [r.crashed for r in results if r.crashed]
+    if crashed:
+        raise RuntimeError("A benchmark worker crashed:\n" + "\n".join(crashed))
+    return results
+
+
+# --- real qcluster processes -----------------------------------------------------------------------
+
+
+def database_url(settings_dict: dict) -> str:
+    """A ``DATABASE_URL`` for Django's ``connection.settings_dict``: what a child process needs."""
+    auth = settings_dict["USER"] + (f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else "")
+    host, port = settings_dict["HOST"] or "127.0.0.1", settings_dict["PORT"] or 5432
+    return f"postgres://{auth}@{host}:{port}/{settings_dict['NAME']}"
+
+
+def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``manage.py qcluster`` in a session of its own (so its group can be signalled as one),
+    its output appended to ``log``. ``env`` is the whole environment: Q_CLUSTER_NAME picks the
+    class, DJANGO_SETTINGS_MODULE the settings."""
+    out = open(log, "ab")  # noqa: SIM115 - lives as long as the cluster
+    return subprocess.Popen(
+        # System checks (URLs, templates, admin) belong to the web process; the worker skips them.
+        [sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=PROJECT_DIR,
+    )
+
+
+def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
+    """SIGTERM to the cluster's main process only (what ``kill <pid>``, systemd's main-PID mode or
+    docker stop send); seconds until it exited, or None if it had not after ``limit_s`` (then the
+    whole group is killed)."""
+    if proc.poll() is not None:
+        return 0.0
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=limit_s)
+        return round(time.monotonic() - start, 2)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
+def stop_group(proc: subprocess.Popen, *, limit_s: float = 30) -> None:
+    """SIGTERM to the whole process group, SIGKILL after ``limit_s``: nothing is left running."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# --- loopback webhook receiver ---------------------------------------------------------------------
+
+
+class Receiver:
+    """Every POST on 127.0.0.1, as (endpoint index from the path, event id header, arrival time):
+    an endpoint is ``{url}/<index>``."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[int, str, float]] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                self.rfile.read(int(self.headers["Content-Length"]))
+                arrival = (int(self.path.rsplit("/", 1)[-1]), self.headers["JoyBack-Event-Id"], time.time())
+                with receiver._lock:
+                    receiver.arrivals.append(arrival)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.arrivals)
+
+    def snapshot(self) -> list[tuple[int, str, float]]:
+        with self._lock:
+            return list(self.arrivals)

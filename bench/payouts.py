@@ -21,7 +21,6 @@ only when a check fails. ``--only instant`` runs phase 3 alone.
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,19 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from bench.common import PROJECT_DIR, format_table, format_targets, latency_ms, meta, target, write_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    PROJECT_DIR,
+    database_url,
+    format_table,
+    format_targets,
+    iban,
+    latency_ms,
+    meta,
+    stop_group,
+    target,
+    write_results,
+)
+from bench.common import start_qcluster as common_start_qcluster  # noqa: E402
 from campaigns.models import Reward, RewardStatus  # noqa: E402
 from campaigns.services import (  # noqa: E402
     EventInput,
@@ -80,12 +91,6 @@ SETTLE_TIMEOUT_S = 300
 # How long the Adyen fake takes to book an SCT Inst (a real one settles within the scheme's 10 s,
 # typically in one or two).
 INSTANT_SETTLE_S = 0.25
-
-
-def iban(n: int) -> str:
-    bban = f"X0542811101{n:012d}"
-    digits = "".join(str(int(ch, 36)) for ch in f"{bban}IT00")
-    return f"IT{98 - int(digits) % 97:02d}{bban}"
 
 
 def amounts(n: int) -> list[int]:
@@ -177,41 +182,19 @@ def pain001_batch_service(n: int, run: str, debtor) -> dict:
     return {"payouts": n, "seconds": round(seconds, 3), "checks": checks}
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def start_qcluster(workers: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "SANDBOX_STORE_PATH": str(_STORE),
         "Q_WORKERS": str(workers),
         **(extra_env or {}),
     }
-    log = open(_STORE.parent / "qcluster.log", "ab")  # noqa: SIM115 - lives as long as the cluster
-    return subprocess.Popen(
-        # System checks (URLs, templates, admin) belong to the web process; the worker skips them.
-        [sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=PROJECT_DIR,
-    )
+    return common_start_qcluster(env=env, log=_STORE.parent / "qcluster.log")
 
 
 def stop_qcluster(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stop_group(proc, limit_s=15)
 
 
 @dataclass

@@ -20,17 +20,14 @@ non-zero when a check fails.
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import django
@@ -44,7 +41,20 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from django_q.models import OrmQ, Task  # noqa: E402
 
-from bench.common import PROJECT_DIR, format_table, format_targets, latency_ms, meta, target, write_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    PROJECT_DIR,
+    Receiver,
+    database_url,
+    format_table,
+    format_targets,
+    latency_ms,
+    meta,
+    sigterm_and_wait,
+    stop_group,
+    target,
+    write_results,
+)
+from bench.common import start_qcluster as common_start_qcluster  # noqa: E402
 from campaigns.models import WebhookDelivery, WebhookEvent  # noqa: E402
 from campaigns.services import (  # noqa: E402
     EventInput,
@@ -67,44 +77,6 @@ DRAIN_TIMEOUT_S = 240  # how long a phase waits for its deliveries before it giv
 _LOGS = Path(tempfile.mkdtemp(prefix="bench-webhooks-"))
 
 
-class Receiver:
-    """Every POST on 127.0.0.1, as (endpoint index from the path, event id header, arrival time)."""
-
-    def __init__(self) -> None:
-        self.arrivals: list[tuple[int, str, float]] = []
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
-                self.rfile.read(int(self.headers["Content-Length"]))
-                arrival = (int(self.path.rsplit("/", 1)[-1]), self.headers["JoyBack-Event-Id"], time.time())
-                with receiver._lock:
-                    receiver.arrivals.append(arrival)
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.arrivals)
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def start_qcluster(n: int, workers: int) -> subprocess.Popen:
     # The local settings, not the bench ones: they let a webhook go to 127.0.0.1 over http (the
     # production guard refuses both); DEBUG off so the worker does not keep every query.
@@ -112,7 +84,7 @@ def start_qcluster(n: int, workers: int) -> subprocess.Popen:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
         "DEBUG": "0",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "SECRET_KEY": settings.SECRET_KEY,  # task payloads are signed with it
         "FIELD_ENCRYPTION_KEY": crypto._secret("FIELD_ENCRYPTION_KEY"),  # the endpoints' secrets
         "FIELD_FINGERPRINT_KEY": crypto._secret("FIELD_FINGERPRINT_KEY"),
@@ -121,42 +93,7 @@ def start_qcluster(n: int, workers: int) -> subprocess.Popen:
         "Q_WORKERS": str(workers),
         "SANDBOX_STORE_PATH": str(_LOGS / "sandbox.sqlite3"),
     }
-    log = open(_LOGS / f"qcluster-{n}.log", "ab")  # noqa: SIM115 - lives as long as the cluster
-    return subprocess.Popen(
-        [sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=PROJECT_DIR,
-    )
-
-
-def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
-    """SIGTERM to the cluster's main process only (what ``kill <pid>``, systemd's main-PID mode or
-    docker stop send); seconds until it exited, or None if it had not after ``limit_s`` (then the
-    whole group is killed)."""
-    if proc.poll() is not None:
-        return 0.0
-    start = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=limit_s)
-        return round(time.monotonic() - start, 2)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    return common_start_qcluster(env=env, log=_LOGS / f"qcluster-{n}.log")
 
 
 def setup(run: str, events: int, receiver: Receiver) -> tuple:
@@ -324,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         final_stops = [sigterm_and_wait(p, limit_s=60) for p in clusters]
     finally:
         for proc in clusters:
-            kill_group(proc)
+            stop_group(proc)
         receiver.server.shutdown()
     tasks = task_figures(started_at)
     queue_rows_left = OrmQ.objects.count()
