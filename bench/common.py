@@ -363,14 +363,21 @@ def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
 
 def stop_group(proc: subprocess.Popen, *, limit_s: float = 30) -> None:
     """SIGTERM to the whole process group, SIGKILL after ``limit_s``: nothing is left running."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stop_groups([proc], limit_s=limit_s)
+
+
+def stop_groups(procs: Sequence[subprocess.Popen], *, limit_s: float = 30) -> None:
+    """``stop_group`` for several at once: all are signalled first, then given ``limit_s`` in all."""
+    running = [p for p in procs if p.poll() is None]
+    for proc in running:
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + limit_s
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 # --- loopback webhook receiver ---------------------------------------------------------------------
