@@ -649,19 +649,7 @@ def stop_under_load(clusters: dict[tuple[int, str], object], payout_ids: list[in
             enqueue(EXECUTE, payout_ids[n % len(payout_ids)])
     time.sleep(2)  # the clusters are busy with it
     queued = OrmQ.objects.filter(key=MONEY).count()
-    money = [(key, proc) for key, proc in clusters.items() if key[1] == MONEY]
-    stops: dict[str, float | None] = {}
-    threads = []
-
-    def stop(key, proc):
-        stops[f"node{key[0]}"] = sigterm_and_wait(proc, limit_s=STOP_LIMIT_S)
-
-    for key, proc in money:
-        threads.append(threading.Thread(target=stop, args=(key, proc)))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    stops = sigterm_all({f"node{key[0]}": proc for key, proc in clusters.items() if key[1] == MONEY})
     left = OrmQ.objects.filter(key=MONEY).count()
     values = list(stops.values())
     return {
@@ -670,6 +658,21 @@ def stop_under_load(clusters: dict[tuple[int, str], object], payout_ids: list[in
         "sigterm_to_exit_s": stops,
         "max_s": None if any(v is None for v in values) else max(values, default=None),
     }
+
+
+def sigterm_all(procs: dict[str, object]) -> dict[str, float | None]:
+    """``sigterm_and_wait`` to several clusters at once (as a deploy stops a machine's)."""
+    stops: dict[str, float | None] = {}
+
+    def stop(name, proc):
+        stops[name] = sigterm_and_wait(proc, limit_s=STOP_LIMIT_S)
+
+    threads = [threading.Thread(target=stop, args=item) for item in procs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return stops
 
 
 def log_problems() -> dict:
@@ -747,9 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         stop = stop_under_load(clusters, settled)
-        for key, proc in clusters.items():
-            if key[1] != MONEY:
-                final_stops[f"node{key[0]}-{key[1]}"] = sigterm_and_wait(proc, limit_s=STOP_LIMIT_S)
+        final_stops = sigterm_all({f"node{k[0]}-{k[1]}": proc for k, proc in clusters.items() if k[1] != MONEY})
     finally:
         stop_groups(list(clusters.values()))
         sampler.close()
