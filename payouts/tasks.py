@@ -11,7 +11,7 @@ from campaigns.models import RewardStatus
 from campaigns.services import rewards_mature
 from core.queue import enqueue, tick
 from payouts.hooks import paying_now
-from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.models import AttemptOutcome, Payout, PayoutItem, PayoutStatus
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services import (
     payout_batches_expire,
@@ -24,7 +24,7 @@ from payouts.services import (
     payouts_recover_stale,
     rewards_unclaimed_process,
 )
-from payouts.services.states import notice_record
+from payouts.services.states import finishing_here, notice_record
 from recipients.models import NoticeKind, Person, PersonEvent
 from recipients.services.notices import NoticeNew, notices_record
 
@@ -40,7 +40,17 @@ logger = logging.getLogger(__name__)
 
 
 def payout_execute_task(payout_id: int) -> str:
-    return payout_execute(payout_id=payout_id)
+    return _execute_and_finish(payout_id)
+
+
+def _execute_and_finish(payout_id: int) -> str:
+    """Send the payout and, when the rail settled it at once, mark its rewards paid here: one task
+    for the whole way, rather than a follow-up task per payout behind the queue."""
+    with finishing_here():
+        outcome = payout_execute(payout_id=payout_id)
+    if outcome == AttemptOutcome.SETTLED:
+        payout_rewards_mark_paid(payout_id=payout_id)
+    return outcome
 
 
 def payouts_create_task(person_id: int, *, here: bool = True) -> int:
@@ -50,7 +60,7 @@ def payouts_create_task(person_id: int, *, here: bool = True) -> int:
     created = payouts_create_for_payable(person=Person.objects.get(pk=person_id), enqueue=not here).created
     if here:
         for payout_id in created:
-            payout_execute(payout_id=payout_id)
+            _execute_and_finish(payout_id)
     return len(created)
 
 

@@ -30,6 +30,9 @@ in the same order, after the person's root row (a payout path never takes a pers
 the person's statement lines. Code holding a payout never asks for its batch or a line.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
@@ -52,6 +55,19 @@ IN_TRANSIT = "payouts:in_transit:{currency}"
 
 
 EXECUTE_TASK = "payouts.tasks.payout_execute_task"
+_finishing_here: ContextVar[bool] = ContextVar("payouts_finishing_here", default=False)
+
+
+@contextmanager
+def finishing_here() -> Iterator[None]:
+    """The caller finishes the payouts it settles itself, right after (``payout_rewards_mark_paid``
+    in the same task): no follow-up task is enqueued for them. A worker that dies in between leaves
+    them to the tick, which finishes settled payouts whose rewards are still payable."""
+    token = _finishing_here.set(True)
+    try:
+        yield
+    finally:
+        _finishing_here.reset(token)
 
 
 def payouts_execute_enqueue(*, payout_ids: list[int], now: datetime) -> None:
@@ -249,7 +265,8 @@ def step_settled(
         payout, kind="payout.settled", from_status=PayoutStatus.SUBMITTED, actor=actor, data={"via": via}, now=now
     )
     notice_record(payout, kind=NoticeKind.PAID, key=paid_notice_key(payout.pk))
-    enqueue("payouts.tasks.payout_settled_followup_task", payout.pk)
+    if not _finishing_here.get():
+        enqueue("payouts.tasks.payout_settled_followup_task", payout.pk)
 
 
 def step_failed(

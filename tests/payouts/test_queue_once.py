@@ -143,3 +143,22 @@ def test_the_tick_starts_nothing_once_its_budget_is_spent(sandbox, debtor, brand
     assert tasks.payouts_tick()["created"] == 0
     assert reward.__class__.objects.get(pk=reward.pk).status == RewardStatus.PAYABLE
     assert not Payout.objects.exclude(status=PayoutStatus.CANCELLED).exists()
+
+
+def test_the_execute_task_finishes_what_it_settles_without_a_follow_up_task(sandbox, debtor, brand, campaign, queue):
+    reward = payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable().created
+    OrmQ.objects.all().delete()
+    assert tasks.payout_execute_task(payout_id) == "settled"
+    assert type(reward).objects.get(pk=reward.pk).status == RewardStatus.PAID
+    assert [func for _, func, _ in queued()] == ["recipients.tasks.notices_send_task"]  # the paid notice only
+
+
+def test_a_payout_settled_elsewhere_still_gets_its_follow_up_task(sandbox, debtor, brand, campaign, queue):
+    from payouts.services import payout_execute
+
+    payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable().created
+    OrmQ.objects.all().delete()
+    assert payout_execute(payout_id=payout_id) == "settled"  # not the task: nobody finishes it here
+    assert "payouts.tasks.payout_settled_followup_task" in [func for _, func, _ in queued()]
