@@ -65,11 +65,12 @@ def payouts_create_task(person_id: int, *, here: bool = True) -> int:
 
 
 def people_rewards_ready_task(person_ids: list[int]) -> int:
-    """Rewards with no hold period were accepted: mature them now rather than at the next sweep,
-    then create and run these people's payouts here; other people's rewards matured by the same
-    call get their payout task through the payable hook. Returns how many payouts were created."""
+    """Rewards with no hold period were accepted: mature these people's rewards now rather than
+    at the next sweep (only theirs: each such task maturing everyone's made every one of them
+    fight over a hot campaign's budget row, past the task timeout), then create and run their
+    payouts here. Returns how many payouts were created."""
     with paying_now(person_ids):
-        rewards_mature()
+        rewards_mature(person_ids=person_ids)
     return people_payouts_create_task(person_ids)
 
 

@@ -17,17 +17,21 @@ Ledger flows (DESIGN §4):
 """
 
 import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import BigIntegerField, Case, F, Value, When
 from django.utils import timezone
 
 from campaigns.evaluation import periods_for
 from campaigns.locks import lock_campaign_tally
 from campaigns.models import CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
 from campaigns.services.brands import brand_funds_account
+from core.bulk import rows_insert
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
 from recipients.models import NoticeKind
@@ -36,15 +40,19 @@ from recipients.services import person_root_lock
 from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account, AccountKind
 from reconciliation.services import (
+    HoldCommit,
     Leg,
     account_get_or_create,
     ledger_entry_post,
     ledger_entry_reverse,
-    ledger_hold_commit,
     ledger_hold_void,
+    ledger_holds_commit,
 )
 
 logger = logging.getLogger(__name__)
+
+# A maturing run starts no batch after this long: far below the 60 s task timeout (Q_CLUSTER).
+MATURE_BUDGET_SECONDS = 10.0
 
 
 @dataclass
@@ -117,19 +125,64 @@ def _counters_release(reward: Reward) -> None:
     )
 
 
-def _commit(reward: Reward, *, now: datetime, actor=None, announce: bool = True) -> None:
-    """held → payable: commit the hold to the person's payable and the platform's fees."""
-    previous = reward.status
-    budget = reward.campaign.budget_account
-    legs = [
-        Leg.debit(budget, reward.amount_minor + reward.fee_minor),
-        Leg.credit(
-            recipient_payable_account(person_id=reward.person_id, currency=reward.currency), reward.amount_minor
+def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool = True) -> None:
+    """held → payable for all of ``rewards`` (each locked by the caller), all or nothing: each
+    hold is committed to its person's payable and the platform's fees, with one key per reward
+    (``reward:<id>:commit``). The payable accounts are found (or opened) first; then ONE ledger
+    call per campaign commits the holds (``ledger_holds_commit``), so the campaign's budget row is
+    locked once, after everything else is ready, until the commit a few statements later. Each
+    reward keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
+    payables = _payable_accounts(rewards)
+    by_campaign: dict[int, list[Reward]] = defaultdict(list)
+    for reward in rewards:
+        by_campaign[reward.campaign_id].append(reward)
+    entries: dict[int, int] = {}
+    for group in by_campaign.values():
+        budget = group[0].campaign.budget_account
+        fees = platform_fees_account(currency=group[0].currency) if any(r.fee_minor for r in group) else None
+        results = ledger_holds_commit(
+            commits=[_hold_commit(reward, budget=budget, payable=payables[reward.pk], fees=fees) for reward in group]
+        )
+        entries.update((reward.pk, result.entry.pk) for reward, result in zip(group, results, strict=True))
+    previous = {reward.pk: reward.status for reward in rewards}
+    Reward.objects.filter(pk__in=entries).update(
+        status=RewardStatus.PAYABLE,
+        updated_at=now,
+        commit_entry_id=Case(
+            *(When(pk=pk, then=Value(e)) for pk, e in entries.items()), output_field=BigIntegerField()
         ),
-    ]
+    )
+    for reward in rewards:
+        reward.status = RewardStatus.PAYABLE
+        reward.commit_entry_id = entries[reward.pk]
+        reward.updated_at = now
+    if announce:
+        hook_fire(REWARD_CHANGED, *rewards)
+    hook_fire(AUDIT_ROWS_WRITTEN)
+    rows_insert(
+        RewardEvent,
+        [
+            RewardEvent(
+                reward=reward,
+                kind="reward.payable",
+                from_status=previous[reward.pk],
+                to_status=reward.status,
+                actor=actor,
+                data={"entry_id": entries[reward.pk]},
+                created_at=now,
+            )
+            for reward in rewards
+        ],
+        keys=False,
+    )
+
+
+def _hold_commit(reward: Reward, *, budget: Account, payable: Account, fees: Account | None) -> HoldCommit:
+    """budget −(amount+fee) → the person's payable +amount and the platform's fees +fee."""
+    legs = [Leg.debit(budget, reward.amount_minor + reward.fee_minor), Leg.credit(payable, reward.amount_minor)]
     if reward.fee_minor:
-        legs.append(Leg.credit(platform_fees_account(currency=reward.currency), reward.fee_minor))
-    result = ledger_hold_commit(
+        legs.append(Leg.credit(fees, reward.fee_minor))
+    return HoldCommit(
         hold=reward.hold,
         idempotency_key=f"reward:{reward.pk}:commit",
         kind="reward_payable",
@@ -138,19 +191,22 @@ def _commit(reward: Reward, *, now: datetime, actor=None, announce: bool = True)
         reference_type="reward",
         reference_id=str(reward.pk),
     )
-    reward.status = RewardStatus.PAYABLE
-    reward.commit_entry = result.entry
-    reward.updated_at = now
-    reward.save(update_fields=["status", "commit_entry", "updated_at"])
-    _audit(
-        reward,
-        kind="reward.payable",
-        from_status=previous,
-        actor=actor,
-        data={"entry_id": result.entry.pk},
-        now=now,
-        announce=announce,
-    )
+
+
+def _payable_accounts(rewards: list[Reward]) -> dict[int, Account]:
+    """Each reward's ``recipient:<person>:payable`` account (reward id → account): the existing
+    ones in one read, the missing ones opened."""
+    codes = {reward.pk: f"recipient:{reward.person_id}:payable:{reward.currency}" for reward in rewards}
+    found = {a.code: a for a in Account.objects.filter(code__in=set(codes.values()), kind=AccountKind.LIABILITY)}
+    by_reward = {}
+    for reward in rewards:
+        account = found.get(codes[reward.pk])
+        if account is None or account.currency != reward.currency:
+            account = found[codes[reward.pk]] = recipient_payable_account(
+                person_id=reward.person_id, currency=reward.currency
+            )
+        by_reward[reward.pk] = account
+    return by_reward
 
 
 def reward_approve(*, reward: Reward, actor) -> Reward:
@@ -167,7 +223,7 @@ def reward_approve(*, reward: Reward, actor) -> Reward:
         reward.save(update_fields=["status", "decided_by", "decided_at", "updated_at"])
         _audit(reward, kind="reward.approved", from_status=RewardStatus.REVIEW, actor=actor, now=now)
         if reward.matures_at <= now:
-            _commit(reward, now=now, actor=actor)
+            _commit([reward], now=now, actor=actor)
     return reward
 
 
@@ -345,39 +401,67 @@ def reward_mark_paid(*, reward_ids: list[int], payout_ref: str) -> int:
     return len(paid)
 
 
-def rewards_mature(*, now: datetime | None = None, batch_size: int = 200) -> int:
-    """Make every held reward whose ``matures_at`` has passed payable, in short transactions of
-    ``batch_size``. Safe to run concurrently and repeatedly (rows are claimed with SKIP LOCKED
-    and re-checked; the commit is idempotent by key). A reward the books refuse (an inactive
-    account, say) is logged and skipped, so one bad row never blocks the others. Returns how
-    many matured."""
+def rewards_mature(
+    *,
+    now: datetime | None = None,
+    person_ids: Sequence[int] | None = None,
+    batch_size: int = 200,
+    budget_seconds: float = MATURE_BUDGET_SECONDS,
+) -> int:
+    """Make held rewards whose ``matures_at`` has passed payable — every such reward, or only
+    those of ``person_ids`` — in durable transactions of up to ``batch_size`` (``_commit``: one
+    ledger call per campaign, so a hot campaign's budget row is locked briefly, once a batch).
+    Safe to run concurrently and repeatedly (rows are claimed with SKIP LOCKED and re-checked; the
+    commit is idempotent by key). A reward the books refuse (an inactive account, say) is logged
+    and skipped: its batch falls back to one savepoint per reward, so one bad row never blocks
+    the others. Bounded: no batch starts after ``budget_seconds``, far below the task timeout;
+    what is left waits for the next run (the sweep runs every minute). Returns how many matured."""
     now = now or timezone.now()
+    deadline = time.monotonic() + budget_seconds
     total = 0
     failed: set[int] = set()
+    due = Reward.objects.filter(status=RewardStatus.HELD, matures_at__lte=now)
+    if person_ids is not None:
+        due = due.filter(person_id__in=sorted(set(person_ids)))
     while True:
         with transaction.atomic(durable=True):
             rewards = list(
-                Reward.objects.select_for_update(skip_locked=True, of=("self",))
+                due.select_for_update(skip_locked=True, of=("self",))
                 .select_related("hold", "campaign__budget_account")
-                .filter(status=RewardStatus.HELD, matures_at__lte=now)
                 .exclude(pk__in=failed)
                 .order_by("id")[:batch_size]
             )
-            matured = []
-            for reward in rewards:
-                try:
-                    with transaction.atomic():
-                        _commit(reward, now=now, announce=False)
-                except ApplicationError as exc:
-                    failed.add(reward.pk)
-                    logger.error("reward did not mature", extra={"reward_id": reward.pk, "code": exc.code})
-                else:
-                    matured.append(reward)
+            matured = _commit_or_skip(rewards, now=now, failed=failed)
             if matured:
                 hook_fire(REWARD_CHANGED, *matured)
             total += len(matured)
-        if len(rewards) < batch_size:
+        if len(rewards) < batch_size or time.monotonic() >= deadline:
             return total
+
+
+def _commit_or_skip(rewards: list[Reward], *, now: datetime, failed: set[int]) -> list[Reward]:
+    """``_commit`` the batch in one savepoint; if the books refuse it, each reward in a savepoint
+    of its own, the refused ones logged and added to ``failed``. Returns the ones committed."""
+    if not rewards:
+        return []
+    try:
+        with transaction.atomic():
+            _commit(rewards, now=now, announce=False)
+    except ApplicationError:
+        pass
+    else:
+        return rewards
+    matured = []
+    for reward in rewards:
+        try:
+            with transaction.atomic():
+                _commit([reward], now=now, announce=False)
+        except ApplicationError as exc:
+            failed.add(reward.pk)
+            logger.error("reward did not mature", extra={"reward_id": reward.pk, "code": exc.code})
+        else:
+            matured.append(reward)
+    return matured
 
 
 def _bulk(reward_ids: list[int], action) -> BulkOutcome:

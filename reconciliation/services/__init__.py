@@ -14,10 +14,12 @@ from reconciliation.services.entries import (
     ledger_entry_reverse,
 )
 from reconciliation.services.holds import (
+    HoldCommit,
     HoldResult,
     HoldSpec,
     ledger_hold_commit,
     ledger_hold_void,
+    ledger_holds_commit,
     ledger_holds_create,
     ledger_holds_expire,
 )
@@ -25,6 +27,7 @@ from reconciliation.services.holds import (
 __all__ = [
     "BatchResult",
     "EntrySpec",
+    "HoldCommit",
     "HoldResult",
     "HoldSpec",
     "Leg",
@@ -38,6 +41,7 @@ __all__ = [
     "ledger_entry_reverse",
     "ledger_hold_commit",
     "ledger_hold_void",
+    "ledger_holds_commit",
     "ledger_holds_create",
     "ledger_holds_expire",
 ]

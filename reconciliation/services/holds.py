@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import BigIntegerField, Case, Value, When
 from django.utils import timezone
 
 from core.bulk import rows_insert
@@ -115,6 +116,19 @@ def _holds_insert(account: Account, holds: Sequence[HoldSpec]) -> list[Hold]:
     return [existing.get(spec.idempotency_key) or next(created) for spec in holds]
 
 
+@dataclass(frozen=True)
+class HoldCommit:
+    """One hold to turn into an entry, for ``ledger_holds_commit``."""
+
+    hold: Hold
+    idempotency_key: str
+    kind: str
+    legs: Sequence[Leg]
+    memo: str = ""
+    reference_type: str = ""
+    reference_id: str = ""
+
+
 def ledger_hold_commit(
     *,
     hold: Hold,
@@ -125,44 +139,101 @@ def ledger_hold_commit(
     reference_type: str = "",
     reference_id: str = "",
 ) -> PostResult:
-    """Turn a pending hold into a real entry. ``legs`` must take between 1 and the hold's amount
-    out of the hold's account; the rest of the hold is released. Exactly once: a second commit
-    with the same key returns the first entry; any other attempt raises HoldNotPending.
-    The hold is released and the entry posted in one savepoint, the release first, so the
-    account's available balance never dips in between. Raises what ``ledger_entry_post`` raises."""
-    committed = _hold_decrease_on_account(hold, legs)
-    if not 0 < committed <= hold.amount_minor:
-        raise InvalidInput(
-            f"The entry must take between 1 and {hold.amount_minor} from the held account (it takes {committed}).",
-            code="invalid_hold_commit",
-        )
-    spec = EntrySpec(
-        idempotency_key=idempotency_key,
-        kind=kind,
-        legs=legs,
-        memo=memo,
-        reference_type=reference_type or hold.reference_type,
-        reference_id=reference_id or hold.reference_id,
+    """``ledger_holds_commit`` for one hold."""
+    (result,) = ledger_holds_commit(
+        commits=[
+            HoldCommit(
+                hold=hold,
+                idempotency_key=idempotency_key,
+                kind=kind,
+                legs=legs,
+                memo=memo,
+                reference_type=reference_type,
+                reference_id=reference_id,
+            )
+        ]
     )
+    return result
+
+
+def ledger_holds_commit(*, commits: Sequence[HoldCommit]) -> list[PostResult]:
+    """Turn pending holds into real entries; one result per commit, in the order given (a single
+    hold is a list of one). Each commit's ``legs`` must take between 1 and its hold's amount out of
+    the hold's account; the rest of the hold is released. Exactly once per hold: a second commit
+    with the same key returns the first entry; any other attempt raises HoldNotPending.
+
+    All or nothing, in one savepoint of the caller's transaction (or a transaction of its own),
+    with ONE ``entries_write`` for every entry: the entry rows first, then the holds (ascending)
+    and every account they and the postings touch (ascending) are locked, the holds released with
+    one conditional UPDATE, and the postings inserted — so a hot account (a campaign's budget) is
+    locked once, last, for a few statements, whatever the number of holds, and its available
+    balance never dips in between (the release goes first). Raises what ``ledger_entry_post``
+    raises, and HoldNotPending; nothing is written then."""
+    if not commits:
+        return []
+    specs = []
+    committed: dict[str, int] = {}
+    for c in commits:
+        amount = _hold_decrease_on_account(c.hold, c.legs)
+        if not 0 < amount <= c.hold.amount_minor:
+            raise InvalidInput(
+                f"The entry must take between 1 and {c.hold.amount_minor} from the held account (it takes {amount}).",
+                code="invalid_hold_commit",
+                details={"hold_id": c.hold.pk},
+            )
+        committed[c.idempotency_key] = amount
+        specs.append(
+            EntrySpec(
+                idempotency_key=c.idempotency_key,
+                kind=c.kind,
+                legs=c.legs,
+                memo=c.memo,
+                reference_type=c.reference_type or c.hold.reference_type,
+                reference_id=c.reference_id or c.hold.reference_id,
+            )
+        )
+    if len({c.hold.pk for c in commits}) != len(commits):
+        raise InvalidInput("A batch cannot commit a hold twice.", code="duplicate_hold")
+    now = timezone.now()
 
     def release(new_ids: dict[str, int]) -> None:
-        # The hold, then every account the release and the postings touch: the lock order.
-        list(Hold.objects.select_for_update().filter(pk=hold.pk).values_list("pk", flat=True))
-        accounts_lock([hold.account_id, *(leg.account.pk for leg in legs)])
-        changed = Hold.objects.filter(pk=hold.pk, status=HoldStatus.PENDING).update(
+        # The holds, then every account the releases and the postings touch: the lock order.
+        fresh = [c for c in commits if c.idempotency_key in new_ids]
+        hold_ids = sorted(c.hold.pk for c in fresh)
+        list(Hold.objects.select_for_update().filter(pk__in=hold_ids).order_by("pk").values_list("pk", flat=True))
+        accounts_lock([a for c in fresh for a in (c.hold.account_id, *(leg.account.pk for leg in c.legs))])
+        changed = Hold.objects.filter(pk__in=hold_ids, status=HoldStatus.PENDING).update(
             status=HoldStatus.COMMITTED,
-            committed_amount_minor=committed,
-            commit_entry_id=new_ids[idempotency_key],
-            resolved_at=timezone.now(),
+            committed_amount_minor=_per_hold(fresh, lambda c: committed[c.idempotency_key]),
+            commit_entry_id=_per_hold(fresh, lambda c: new_ids[c.idempotency_key]),
+            resolved_at=now,
         )
-        if changed != 1:
-            raise HoldNotPending("The hold has already been settled.", details={"hold_id": hold.pk})
+        if changed != len(hold_ids):
+            raise HoldNotPending("A hold has already been settled.", details={"hold_ids": hold_ids})
 
-    posted, replayed = entries_write([spec], before_postings=release)
-    if replayed and not Hold.objects.filter(pk=hold.pk, commit_entry=replayed[0]).exists():
-        raise HoldNotPending("The hold was settled by another entry.", details={"hold_id": hold.pk})
-    hold.refresh_from_db()
-    return PostResult(entry=(posted or replayed)[0], replayed=not posted)
+    with transaction.atomic():  # a replay found wrong below takes the batch's new entries back with it
+        posted, replayed = entries_write(specs, before_postings=release)
+        entries = {e.idempotency_key: e for e in (*posted, *replayed)}
+        fresh_keys = {e.idempotency_key for e in posted}
+        replays = {c.hold.pk: entries[c.idempotency_key].pk for c in commits if c.idempotency_key not in fresh_keys}
+        if replays:
+            settled = dict(Hold.objects.filter(pk__in=replays).values_list("pk", "commit_entry_id"))
+            wrong = sorted(pk for pk, entry_id in replays.items() if settled.get(pk) != entry_id)
+            if wrong:
+                raise HoldNotPending("The hold was settled by another entry.", details={"hold_ids": wrong})
+    for c in commits:
+        entry = entries[c.idempotency_key]
+        c.hold.status = HoldStatus.COMMITTED
+        c.hold.commit_entry_id = entry.pk
+        if c.idempotency_key in fresh_keys:
+            c.hold.committed_amount_minor = committed[c.idempotency_key]
+            c.hold.resolved_at = now
+    return [PostResult(entry=entries[c.idempotency_key], replayed=c.idempotency_key not in fresh_keys) for c in commits]
+
+
+def _per_hold(commits: Sequence[HoldCommit], value) -> Case:
+    """One value per hold in a single UPDATE."""
+    return Case(*(When(pk=c.hold.pk, then=Value(value(c))) for c in commits), output_field=BigIntegerField())
 
 
 def _hold_decrease_on_account(hold: Hold, legs: Sequence[Leg]) -> int:
