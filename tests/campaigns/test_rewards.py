@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from campaigns.models import RewardStatus
+from campaigns.models import Reward, RewardEvent, RewardStatus
 from campaigns.selectors import campaign_budget, review_queue
 from campaigns.services import (
     event_ingest,
@@ -20,9 +20,11 @@ from campaigns.services import (
     rewards_mature,
     rewards_reject_bulk,
 )
+from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidInput, InvalidTransition
 from reconciliation.models import Account, HoldStatus, JournalEntry
 from reconciliation.selectors import account_balance_by_code, ledger_verify_report
+from reconciliation.services import account_set_active
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 
@@ -216,3 +218,81 @@ def test_the_database_refuses_two_rewards_on_one_ledger_entry(brand, column):
         )
     second.refresh_from_db()
     assert getattr(second, column) != getattr(first, column)
+
+
+# --- maturing in batches ---------------------------------------------------------------------------
+
+INSTANT = {"trigger": "tiktok_login", "fixed_minor": 500}
+
+
+def due_rewards(brand, n):
+    """``n`` people, each with a reward due now (no hold period)."""
+    return [event_ingest(brand=brand, payload=event()).reward for _ in range(n)]
+
+
+def statuses(rewards):
+    return [Reward.objects.get(pk=r.pk).status for r in rewards]
+
+
+def test_maturing_given_people_leaves_everyone_else_held(brand):
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[INSTANT])
+    first, second, third = due_rewards(brand, 3)
+
+    assert rewards_mature(person_ids=[first.person_id, third.person_id]) == 2
+
+    assert statuses([first, second, third]) == [RewardStatus.PAYABLE, RewardStatus.HELD, RewardStatus.PAYABLE]
+    assert ledger_verify_report().ok
+
+
+def test_a_maturing_run_out_of_time_leaves_the_rest_to_the_next_run(brand):
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[INSTANT])
+    rewards = due_rewards(brand, 5)
+
+    # no time left after the first batch: only that batch matures …
+    assert rewards_mature(batch_size=2, budget_seconds=0) == 2
+    assert statuses(rewards) == [RewardStatus.PAYABLE] * 2 + [RewardStatus.HELD] * 3
+    # … and the next run takes the rest
+    assert rewards_mature(batch_size=2) == 3
+    assert statuses(rewards) == [RewardStatus.PAYABLE] * 5
+    assert ledger_verify_report().ok
+
+
+def test_a_reward_the_books_refuse_does_not_hold_up_its_batch(brand):
+    campaign = funded_campaign(brand=brand, amount_minor=10_000, rules=[INSTANT])
+    first, refused, third = due_rewards(brand, 3)
+    # the person's payable account is closed: the books refuse to credit it
+    account_set_active(account=recipient_payable_account(person_id=refused.person_id, currency="EUR"), is_active=False)
+
+    assert rewards_mature() == 2
+
+    assert statuses([first, refused, third]) == [RewardStatus.PAYABLE, RewardStatus.HELD, RewardStatus.PAYABLE]
+    refused.refresh_from_db()
+    assert refused.hold.status == HoldStatus.PENDING and refused.commit_entry is None
+    assert not JournalEntry.objects.filter(idempotency_key=f"reward:{refused.pk}:commit").exists()
+    assert campaign_budget(campaign=campaign).held_minor == refused.amount_minor + refused.fee_minor
+    paid_to = [
+        account_balance_by_code(code=f"recipient:{r.person_id}:payable:EUR").posted_minor
+        for r in (first, refused, third)
+    ]
+    assert paid_to == [first.amount_minor, 0, third.amount_minor]
+    assert ledger_verify_report().ok
+
+
+def test_maturing_twice_changes_nothing_the_second_time(brand):
+    funded_campaign(brand=brand, amount_minor=10_000, rules=[INSTANT])
+    rewards = due_rewards(brand, 4)
+    assert rewards_mature(batch_size=3) == 4
+    entries = JournalEntry.objects.count()
+    audit = RewardEvent.objects.count()
+
+    assert rewards_mature(batch_size=3) == 0
+
+    assert (JournalEntry.objects.count(), RewardEvent.objects.count()) == (entries, audit)
+    for reward in rewards:
+        reward.refresh_from_db()
+        # each hold committed once, by its own entry, and one audit row for the change
+        assert reward.status == RewardStatus.PAYABLE
+        assert (reward.hold.status, reward.hold.commit_entry_id) == (HoldStatus.COMMITTED, reward.commit_entry_id)
+        assert reward.commit_entry.idempotency_key == f"reward:{reward.pk}:commit"
+        assert reward.audit.filter(kind="reward.payable").count() == 1
+    assert ledger_verify_report().ok

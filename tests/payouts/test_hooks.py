@@ -114,3 +114,17 @@ def test_a_batch_task_run_twice_pays_each_person_once(brand, sandbox, debtor, ca
     assert sorted(p.person_id for p in payouts) == people
     assert all(sandbox.transfer_count(p.end_to_end_id) == 1 for p in payouts)
     assert ledger_verify_report().ok
+
+
+def test_the_ready_task_matures_and_pays_only_its_people(brand, enqueued, debtor):
+    # given two people whose rewards are due
+    mine, other = (event_ingest(brand=brand, payload=event(iban=iban())).reward for _ in range(2))
+    enqueued.clear()
+    # when the task runs for one of them
+    assert tasks.people_rewards_ready_task([mine.person_id]) == 1
+    # then only that person's reward matured (and no task was queued: the task pays them itself)
+    mine.refresh_from_db()
+    other.refresh_from_db()
+    assert (mine.status, other.status) == ("paid", "held")
+    assert enqueued == []
+    assert ledger_verify_report().ok

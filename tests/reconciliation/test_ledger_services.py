@@ -30,6 +30,7 @@ from reconciliation.selectors import (
 )
 from reconciliation.services import (
     EntrySpec,
+    HoldCommit,
     HoldSpec,
     Leg,
     account_get_or_create,
@@ -39,6 +40,7 @@ from reconciliation.services import (
     ledger_entry_reverse,
     ledger_hold_commit,
     ledger_hold_void,
+    ledger_holds_commit,
     ledger_holds_create,
     ledger_holds_expire,
 )
@@ -619,6 +621,78 @@ def test_hold_commit_with_a_key_used_by_another_entry_is_refused(chart, funded_b
         ledger_hold_commit(hold=held, idempotency_key="reward:1:approve", kind="reward_approve", legs=pay(chart, 100))
 
     assert ledger_snapshot() == before
+
+
+def commit(held, n, amount_minor, chart):
+    return HoldCommit(
+        hold=held, idempotency_key=f"reward:{n}:commit", kind="reward_payable", legs=pay(chart, amount_minor)
+    )
+
+
+def test_holds_commit_in_one_call_commits_each_hold_once_with_its_own_entry(chart, funded_budget):
+    # given three pending holds on the budget
+    holds = [hold(chart, 1_000 * n, key=f"hold:{n}") for n in (1, 2, 3)]
+    # when they are committed together (the last one partly)
+    results = ledger_holds_commit(
+        commits=[
+            commit(holds[0], 1, 1_000, chart),
+            commit(holds[1], 2, 2_000, chart),
+            commit(holds[2], 3, 2_500, chart),
+        ]
+    )
+    # then each hold has its own entry, in the order given, and the rest of the third is released
+    assert [r.replayed for r in results] == [False, False, False]
+    assert [r.entry.idempotency_key for r in results] == ["reward:1:commit", "reward:2:commit", "reward:3:commit"]
+    for held, result, amount in zip(holds, results, (1_000, 2_000, 2_500), strict=True):
+        held.refresh_from_db()
+        assert (held.status, held.committed_amount_minor, held.commit_entry_id) == (
+            HoldStatus.COMMITTED,
+            amount,
+            result.entry.pk,
+        )
+    budget = account_balance(account_id=chart.budget.pk)
+    assert (budget.posted_minor, budget.held_minor) == (100_000 - 5_500, 0)
+    assert posted(chart.payable) == 5_500
+    assert ledger_verify_report().ok
+    # and the same call again is a replay that writes nothing
+    before = ledger_snapshot()
+    again = ledger_holds_commit(
+        commits=[
+            commit(holds[0], 1, 1_000, chart),
+            commit(holds[1], 2, 2_000, chart),
+            commit(holds[2], 3, 2_500, chart),
+        ]
+    )
+    assert [r.replayed for r in again] == [True, True, True]
+    assert [r.entry.pk for r in again] == [r.entry.pk for r in results]
+    assert ledger_snapshot() == before
+
+
+def test_holds_commit_with_one_hold_already_settled_writes_nothing(chart, funded_budget):
+    first, second = hold(chart, 1_000, key="hold:1"), hold(chart, 1_000, key="hold:2")
+    ledger_hold_commit(hold=second, idempotency_key="reward:2:other", kind="reward_payable", legs=pay(chart, 1_000))
+    before = ledger_snapshot()
+
+    with pytest.raises(HoldNotPending):
+        ledger_holds_commit(commits=[commit(first, 1, 1_000, chart), commit(second, 2, 1_000, chart)])
+
+    assert ledger_snapshot() == before
+    first.refresh_from_db()
+    assert first.status == HoldStatus.PENDING
+    assert not JournalEntry.objects.filter(idempotency_key__in=["reward:1:commit", "reward:2:commit"]).exists()
+
+
+def test_holds_commit_with_a_wrong_replay_takes_the_new_entries_back(chart, funded_budget):
+    # the second commit's key was used by an entry that did not settle its hold
+    first, second = hold(chart, 1_000, key="hold:1"), hold(chart, 1_000, key="hold:2")
+    ledger_entry_post(idempotency_key="reward:2:commit", kind="reward_payable", legs=pay(chart, 1_000))
+    before = ledger_snapshot()
+
+    with pytest.raises(HoldNotPending):
+        ledger_holds_commit(commits=[commit(first, 1, 1_000, chart), commit(second, 2, 1_000, chart)])
+
+    assert ledger_snapshot() == before
+    assert not JournalEntry.objects.filter(idempotency_key="reward:1:commit").exists()
 
 
 @pytest.mark.parametrize("resolve", ["void", "expire"])
