@@ -186,11 +186,12 @@ Q_CLUSTER = {
     "sync": env_bool("Q_SYNC", False),
     "label": "Background tasks",
     "ALT_CLUSTERS": {
-        name: {
-            "workers": env_int(f"Q_WORKERS_{name.upper()}", workers),
-            "queue_limit": env_int(f"Q_WORKERS_{name.upper()}", workers),
-        }
-        for name, workers in (("ticks", 1), ("notices", 1), ("webhooks", 2))
+        name: {"workers": workers, "queue_limit": workers}
+        for name, workers in (
+            ("ticks", env_int("Q_WORKERS_TICKS", 1)),
+            ("notices", env_int("Q_WORKERS_NOTICES", 1)),
+            ("webhooks", env_int("Q_WORKERS_WEBHOOKS", 2)),
+        )
     },
 }
 # Task path (or the prefix of one) → the class whose cluster runs it.
@@ -267,6 +268,7 @@ PAYOUT_MAX_ATTEMPTS = env_int("PAYOUT_MAX_ATTEMPTS", 6)
 PAYOUT_BACKOFF_BASE_SECONDS = env_int("PAYOUT_BACKOFF_BASE_SECONDS", 30)
 PAYOUT_BACKOFF_MAX_SECONDS = env_int("PAYOUT_BACKOFF_MAX_SECONDS", 3600)
 PAYOUT_STALE_CLAIM_SECONDS = env_int("PAYOUT_STALE_CLAIM_SECONDS", 120)
+PAYOUT_REQUEUE_AFTER_SECONDS = env_int("PAYOUT_REQUEUE_AFTER_SECONDS", 900)
 PAYOUT_FAILED_RETRY_MINUTES = env_int("PAYOUT_FAILED_RETRY_MINUTES", 60)
 PAYOUT_FAILED_RETRY_MAX_HOURS = env_int("PAYOUT_FAILED_RETRY_MAX_HOURS", 24)
 if "PAYOUT_ENQUEUE_ON_PAYABLE" in os.environ:  # unset: on, unless tasks run inline (payouts.conf)

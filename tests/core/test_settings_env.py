@@ -33,6 +33,7 @@ PAYOUT_ENV = {
     "PAYOUT_BACKOFF_BASE_SECONDS": ("backoff_base_seconds", "3", 3),
     "PAYOUT_BACKOFF_MAX_SECONDS": ("backoff_max_seconds", "40", 40),
     "PAYOUT_STALE_CLAIM_SECONDS": ("stale_claim_seconds", "15", 15),
+    "PAYOUT_REQUEUE_AFTER_SECONDS": ("requeue_after_seconds", "300", 300),
     "PAYOUT_ENQUEUE_ON_PAYABLE": ("enqueue_on_payable", "true", True),  # tests run tasks inline: off by default
 }
 
