@@ -26,9 +26,13 @@ from django_q.tasks import async_task
 INTENDED = "intended"
 
 
-def task_class(func: str) -> str | None:
-    """The cluster whose queue runs ``func`` (``settings.Q_ROUTES``); None for the default one."""
-    return next((name for prefix, name in settings.Q_ROUTES.items() if func.startswith(prefix)), None)
+def task_class(func: str) -> str:
+    """The cluster whose queue runs ``func``: the one ``settings.Q_ROUTES`` names, else money
+    (the default cluster). Always named: django-q2 puts a task enqueued without one on the queue
+    of the process that enqueues it, so a payout enqueued by a tick would wait in the ticks queue."""
+    return next(
+        (name for prefix, name in settings.Q_ROUTES.items() if func.startswith(prefix)), settings.Q_CLUSTER["name"]
+    )
 
 
 def enqueue(func: str, *args, **options) -> str | None:
@@ -36,9 +40,7 @@ def enqueue(func: str, *args, **options) -> str | None:
     the queue of the task's class. Every enqueue of the project goes through here. When tasks run
     synchronously (the tests), one enqueued inside a transaction runs once it commits, as a worker
     would see it."""
-    cluster = task_class(func)
-    if cluster is not None:
-        options.setdefault("cluster", cluster)
+    options.setdefault("cluster", task_class(func))
     if Conf.SYNC:  # run here and now: no queue row, and the task opens its own transactions
         if transaction.get_connection().in_atomic_block:
             transaction.on_commit(lambda: async_task(func, *args, **options))

@@ -84,7 +84,8 @@ def test_a_task_lost_before_its_claim_is_enqueued_again_after_the_requeue_time(
     assert execute_tasks() == [payout_id]
 
 
-def test_each_task_goes_to_the_queue_of_its_class(queue):
+def test_each_task_goes_to_the_queue_of_its_class_whichever_cluster_enqueues_it(queue, monkeypatch):
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", "ticks")  # as inside a tick
     enqueue("payouts.tasks.payout_execute_task", 1)
     enqueue("recipients.tasks.notices_send_task", ["k"])
     enqueue("campaigns.webhook_tasks.webhook_deliveries_send_task", [1])
