@@ -11,27 +11,39 @@ notices, webhooks — and ``--nodes`` (2) such sets share the ORM broker, as two
 
 Phase ``hot``: the whole burst on ONE campaign. Phase ``spread``: the same burst (new people) on
 8 fresh campaigns of the same brand, same rules, same clusters. Each phase waits (``--deadline``,
-20 minutes) until every person is fully paid — payout settled, reward paid, the "paid" notice
-sent on every channel — every webhook delivery has arrived, and the queue is empty. Last, the stop:
-1,200 execute tasks queued for the money clusters, SIGTERM to each money cluster's main process,
-seconds to exit; then every cluster is stopped (SIGTERM, killed after a deadline).
+20 minutes) until every reward its events created is fully paid — payout settled, reward paid,
+the "paid" notice sent on every channel — every webhook delivery has arrived, and every queue is
+empty. Every event is a new, valid person on a funded rule with no cap, so an event refused or
+failed is printed loudly and fails a check (the phase waits only for the rewards that exist). A
+phase not drained by its deadline gets a second, unmeasured wait (``--settle``, as long again)
+before the next starts, so the spread phase does not inherit the hot one's backlog. Last, the
+stop: 1,200 execute tasks queued for the money clusters, SIGTERM to each money cluster's main
+process, seconds to exit; then every cluster is stopped (SIGTERM, killed after a deadline).
 
-Figures: ingest events/s (single, 8 callers; bulk); people fully paid per second from the burst's
-start to the last one; webhook deliveries per second; event → settled, event → fully paid and
-change → webhook arrival (the reward or payout event's commit to the POST's arrival)
-p50/p99/max; execute task runs per payout and those that found their payout already settled; tasks
-over their timeout; the deepest queue and its oldest task per class (``django_q_ormq`` sampled
-every second, per function every fifth); lock waits (``pg_stat_activity`` every 0.2 s: the share of
-active backends waiting on a lock, and what they wait on); the **hot ratio** (people fully paid/s
-hot ÷ spread) and the **drain ratio** (people fully paid/s ÷ the 8 single callers' events/s in
-the same phase). Task runs are read from a copy of every ``django_q_task`` row written (a trigger
-this benchmark adds for the run and drops at the end), since django-q2 prunes successful tasks
-beyond ``save_limit``.
+Task runs, webhook arrivals and the checks are read once every cluster has stopped: a task still
+saving its result or a delivery arriving after its phase's wait is counted, and attributed to its
+phase by payout (execute runs), by time (other tasks: from the phase's burst to the next one's)
+and by the reward or payout event a webhook reports.
+
+Figures: ingest events/s (single, 8 callers; bulk) and outcomes; people fully paid per second
+from the burst's start to the last one; webhook deliveries per second; event → settled, event →
+fully paid and change → webhook arrival (the reward or payout event's commit to the POST's
+arrival) p50/p99/max; execute task runs per payout, payouts executed inline (the engine runs a
+payout in the task that created it for one person, and marks its rewards paid there: no
+follow-up task per payout) and executions per payout (both), execute runs that found their
+payout already settled; tasks over their timeout; the deepest queue and its oldest task per class
+(``django_q_ormq`` sampled every second, per function every fifth; the interval schedules run on
+the ``ticks`` cluster); lock waits (``pg_stat_activity`` every 0.2 s: the share of active backends
+waiting on a lock, and what they wait on); the **hot ratio** (people fully paid/s hot ÷ spread)
+and the **drain ratio** (people fully paid/s ÷ the 8 single callers' events/s in the same phase).
+Task runs are read from a copy of every ``django_q_task`` row written (a trigger this benchmark
+adds for the run and drops at the end), since django-q2 may prune successful tasks.
 
 Run: ``make bench-viral`` (``DATABASE_URL`` names the database: it is migrated, the queue emptied;
 each run has its own brand). ``--people 300`` for a smoke run (``bench-results/viral-smoke.json``).
-Checks (exit non-zero when one fails): every person paid exactly once (one payout, settled, one
-sandbox transfer), every (event, endpoint) arrived exactly once, the ledger verifies. Targets are
+Checks (exit non-zero when one fails): every event rewarded (no error, no refusal), every person
+paid exactly once (one payout, settled, one sandbox transfer), every (event, endpoint) arrived
+exactly once, each phase drained before the next, the ledger verifies. Targets are
 printed MET / NOT MET and never fail the run.
 """
 
@@ -427,9 +439,9 @@ def phase_events(brand, since) -> dict[str, object]:
     return {e.public_id: e for e in WebhookEvent.objects.filter(brand=brand, created_at__gte=since)}
 
 
-def wait_drained(*, brand, campaign_ids, people, since, sampler, clusters, deadline_s) -> dict:
-    """Poll every 2 s until everyone is fully paid, every webhook of the phase arrived and the
-    queue is empty, or the deadline passes (or a cluster died)."""
+def wait_drained(*, brand, campaign_ids, expected, since, sampler, clusters, deadline_s, quiet=False) -> dict:
+    """Poll every 2 s until each of the phase's ``expected`` rewards is fully paid, every webhook
+    of the phase arrived and every queue is empty, or the deadline passes (or a cluster died)."""
     deadline = time.monotonic() + deadline_s
     state = {}
     last_print = 0.0
@@ -443,6 +455,7 @@ def wait_drained(*, brand, campaign_ids, people, since, sampler, clusters, deadl
         sources = expected_sources(campaign_ids)
         queued = OrmQ.objects.count()
         state = {
+            "rewards": len(rows),
             "fully_paid": done,
             "deliveries": total,
             "deliveries_pending": pending,
@@ -450,9 +463,7 @@ def wait_drained(*, brand, campaign_ids, people, since, sampler, clusters, deadl
             "webhook_sources": sources,
             "queued": queued,
         }
-        finished = (
-            done == people and total > 0 and pending == 0 and events == sources and queued == 0 and len(rows) == people
-        )
+        finished = done == expected == len(rows) and total > 0 and pending == 0 and events == sources and queued == 0
         if finished:
             state["timed_out"] = False
             break
@@ -460,15 +471,19 @@ def wait_drained(*, brand, campaign_ids, people, since, sampler, clusters, deadl
             state["timed_out"] = True
             state["clusters_dead"] = sum(1 for p in clusters if p.poll() is not None)
             break
-        if time.monotonic() - last_print > 15:
+        if time.monotonic() - last_print > (60 if quiet else 15):
             last_print = time.monotonic()
             print(f"    {state} queue by class {sampler.depth_now}", flush=True)
         time.sleep(2)
-    time.sleep(2)  # late duplicates, if any, are counted too
     return state
 
 
-def run_phase(name, *, index, run, brand, campaigns, people, receiver, sampler, clusters, deadline_s) -> dict:
+def run_phase(name, *, index, run, brand, campaigns, people, sampler, clusters, deadline_s, settle_s) -> dict:
+    """The burst, then the wait: until ``deadline_s`` the phase is measured (queue depth and lock
+    samples are the phase's); when it has not drained by then, a second wait (at most
+    ``settle_s``, not measured) lets its backlog go, so the next phase does not inherit it. Task
+    runs, webhooks and the checks are read at the end of the run, once every cluster stopped
+    (``phase_figures``): a task still saving its result or a delivery arriving late is counted."""
     slugs = [c.slug for c in campaigns]
     campaign_ids = [c.pk for c in campaigns]
     bulk = list(range(people // BULK_SHARE))
@@ -484,37 +499,82 @@ def run_phase(name, *, index, run, brand, campaigns, people, receiver, sampler, 
     results = in_processes(jobs)
     t0 = min(r.extra["t0"] for r in results)
     ingest = {"single": ingest_figures(results, "single"), "bulk": ingest_figures(results, "bulk")}
+    outcomes = Counter(ingest["single"]["outcomes"]) + Counter(ingest["bulk"]["outcomes"])
+    rewards = Reward.objects.filter(campaign_id__in=campaign_ids).count()
     print(
         f"  ingested: single {ingest['single']['events_per_s']} events/s, bulk {ingest['bulk']['events_per_s']} "
-        f"events/s; waiting for payouts, notices and webhooks …",
+        f"events/s; outcomes {dict(outcomes)}, {rewards:,} rewards; waiting for payouts, notices and webhooks …",
         flush=True,
     )
+    if outcomes.get("rewarded", 0) != people or rewards != people:
+        # Every event is a new, valid person on a funded rule with no cap: anything but a reward
+        # is the engine refusing (or failing on) a legitimate event.
+        samples = ingest["single"]["error_samples"] + ingest["bulk"]["error_samples"]
+        print(
+            f"  !!! {name}: {people - outcomes.get('rewarded', 0)} of {people:,} events not rewarded "
+            f"(outcomes {dict(outcomes)}, {rewards:,} rewards); samples: {samples or 'none'}",
+            file=sys.stderr,
+            flush=True,
+        )
     state = wait_drained(
         brand=brand,
         campaign_ids=campaign_ids,
-        people=people,
+        expected=rewards,
         since=since,
         sampler=sampler,
         clusters=clusters,
         deadline_s=deadline_s,
     )
     sampler.phase = None
-    ended = time.time()
-    rows = people_rows(campaign_ids)
-    paid_at = [fully_paid(r) for r in rows]
-    finished = [p.timestamp() for p in paid_at if p]
-    last_paid = max(finished, default=None)
-    settled = [r[3].timestamp() - r[2].timestamp() for r in rows if r[3]]
-    to_paid = [p.timestamp() - r[2].timestamp() for r, p in zip(rows, paid_at, strict=True) if p]
-    hooks = webhook_figures(brand, since, receiver, t0)
-    tasks = task_figures(since, people_ids=[r[1] for r in rows])
-    paid_per_s = round(len(finished) / (last_paid - t0), 2) if finished and last_paid > t0 else None
-    single_rate = ingest["single"]["events_per_s"]
+    measured_end = time.time()
+    if state["timed_out"] and not state["clusters_dead"]:
+        print(f"  {name}: not drained after {deadline_s:.0f} s; waiting (≤ {settle_s:.0f} s) before going on …")
+        began = time.monotonic()
+        after = wait_drained(
+            brand=brand,
+            campaign_ids=campaign_ids,
+            expected=rewards,
+            since=since,
+            sampler=sampler,
+            clusters=clusters,
+            deadline_s=settle_s,
+            quiet=True,
+        )
+        state["after_deadline"] = {**after, "waited_s": round(time.monotonic() - began, 1)}
+    time.sleep(2)
     return {
         "campaigns": len(campaigns),
+        "campaign_ids": campaign_ids,
         "people": people,
+        "rewards": rewards,
         "ingest": ingest,
+        "t0": t0,
+        "since": since,
         "drained": state,
+        "drained_before_next": not state.get("after_deadline", state)["timed_out"],
+        "queue": sampler.queue[name],
+        "locks": sampler.lock_figures(name),
+        "measured_s": round(measured_end - t0, 1),
+    }
+
+
+def phase_figures(p: dict, *, events: dict, arrivals: list, brand, until, stop_at) -> dict:
+    """A phase's figures and checks, read once every cluster has stopped. Its tasks are those
+    started between its burst and the next phase's (``until``), its execute runs those for its
+    payouts (before the stop's copies, ``stop_at``), its webhooks those of its own changes."""
+    rows = people_rows(p["campaign_ids"])
+    paid_at = [fully_paid(r) for r in rows]
+    finished = [at.timestamp() for at in paid_at if at]
+    t0 = p["t0"]
+    last_paid = max(finished, default=None)
+    settled = [r[3].timestamp() - r[2].timestamp() for r in rows if r[3]]
+    to_paid = [at.timestamp() - r[2].timestamp() for r, at in zip(rows, paid_at, strict=True) if at]
+    hooks = {**webhook_figures(events, arrivals, brand, t0), "sources": expected_sources(p["campaign_ids"])}
+    tasks = task_figures(p["since"], until, stop_at=stop_at, people_ids=[r[1] for r in rows])
+    paid_per_s = round(len(finished) / (last_paid - t0), 2) if finished and last_paid > t0 else None
+    single_rate = p["ingest"]["single"]["events_per_s"]
+    outcomes = Counter(p["ingest"]["single"]["outcomes"]) + Counter(p["ingest"]["bulk"]["outcomes"])
+    figures = {
         "fully_paid": len(finished),
         "burst_to_last_fully_paid_s": round(last_paid - t0, 1) if last_paid else None,
         "people_fully_paid_per_s": paid_per_s,
@@ -523,26 +583,48 @@ def run_phase(name, *, index, run, brand, campaigns, people, receiver, sampler, 
         "event_to_fully_paid": seconds_figures(to_paid),
         "webhooks": hooks,
         "tasks": tasks,
-        "queue": sampler.queue[name],
-        "locks": sampler.lock_figures(name),
-        "wall_s": round(ended - t0, 1),
-        "checks": phase_checks(rows, hooks, state, people),
     }
+    checks = {
+        "ingest_no_errors": outcomes.get("error", 0) == 0,
+        "every_event_rewarded": outcomes.get("rewarded", 0) == p["people"] == len(rows),
+        "drained_before_next": p["drained_before_next"],
+        **phase_checks(rows, hooks),
+    }
+    return {**{k: v for k, v in p.items() if k not in ("campaign_ids", "since", "t0")}, **figures, "checks": checks}
 
 
-def webhook_figures(brand, since, receiver: Receiver, t0: float) -> dict:
-    events = phase_events(brand, since)
-    arrivals = [a for a in receiver.snapshot() if a[1] in events]
+def events_by_phase(brand, phases: dict[str, dict]) -> tuple[dict[str, dict], int]:
+    """The brand's webhook events, by the phase whose reward or payout event they report (their
+    ``source``); and how many belong to none."""
+    owner: dict[str, str] = {}
+    for name, p in phases.items():
+        ids = p["campaign_ids"]
+        for pk in RewardEvent.objects.filter(reward__campaign_id__in=ids).values_list("pk", flat=True):
+            owner[f"reward_event:{pk}"] = name
+        payouts = PayoutEvent.objects.filter(payout__items__reward__campaign_id__in=ids).distinct()
+        for pk in payouts.values_list("pk", flat=True):
+            owner[f"payout_event:{pk}"] = name
+    found: dict[str, dict] = {name: {} for name in phases}
+    stray = 0
+    for e in WebhookEvent.objects.filter(brand=brand):
+        if e.source in owner:
+            found[owner[e.source]][e.public_id] = e
+        else:
+            stray += 1
+    return found, stray
+
+
+def webhook_figures(events: dict, all_arrivals: list, brand, t0: float) -> dict:
+    arrivals = [a for a in all_arrivals if a[1] in events]
     counts = Counter((endpoint, event_id) for endpoint, event_id, _ in arrivals)
     first: dict[tuple[int, str], float] = {}
     for endpoint, event_id, at in arrivals:
         first.setdefault((endpoint, event_id), at)
     index = {pk: i for i, pk in enumerate(sorted(brand.webhook_endpoints.values_list("pk", flat=True)))}
+    deliveries = WebhookDelivery.objects.filter(event__public_id__in=list(events))
     wanted = {
         (index[endpoint_id], public_id)
-        for endpoint_id, public_id in WebhookDelivery.objects.filter(event__public_id__in=list(events)).values_list(
-            "endpoint_id", "event__public_id"
-        )
+        for endpoint_id, public_id in deliveries.values_list("endpoint_id", "event__public_id")
     }
     # The change a webhook reports: the reward or payout event row it was collected from.
     source_at = {}
@@ -562,6 +644,7 @@ def webhook_figures(brand, since, receiver: Receiver, t0: float) -> dict:
         "events": len(events),
         "by_type": dict(Counter(e.type for e in events.values())),
         "deliveries_expected": len(wanted),
+        "deliveries_not_delivered": deliveries.exclude(status="delivered").count(),
         "arrived": len(arrivals),
         "duplicates": sum(c - 1 for c in counts.values()),
         "missing": len(wanted - set(counts)),
@@ -575,12 +658,18 @@ def webhook_figures(brand, since, receiver: Receiver, t0: float) -> dict:
 _TIMED_OUT = re.compile(r"TimeoutException|exceeded maximum timeout", re.IGNORECASE)
 
 
-def task_figures(since, *, people_ids: list[int]) -> dict:
-    """Task runs saved since ``since`` (from the trigger's copy of django_q_task), by function;
-    execute runs per payout of these people and those that found their payout settled."""
+def task_figures(since, until, *, stop_at, people_ids: list[int]) -> dict:
+    """Task runs (the trigger's copy of django_q_task) started in ``[since, until)``, by function;
+    the execute task runs for these people's payouts (wherever they fell, before the stop's copies)
+    and those that found their payout settled. The engine runs a payout inline in the task that
+    created it (``payouts_create_task``, one person) and enqueues an execute task only for
+    payouts created for several people or by the tick: a payout with no execute run that settled
+    was executed once, inline — executions per payout counts both."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT func, args, stopped, success, result FROM bench_viral_task_log WHERE stopped >= %s", [since]
+            "SELECT func, args, started, stopped, success, result FROM bench_viral_task_log "
+            "WHERE (started >= %s AND started < %s) OR (func = %s AND started < %s)",
+            [since, until, EXECUTE, stop_at],
         )
         rows = cursor.fetchall()
     payouts = dict(Payout.objects.filter(person_id__in=people_ids).values_list("pk", "settled_at"))
@@ -588,26 +677,31 @@ def task_figures(since, *, people_ids: list[int]) -> dict:
     failed: Counter = Counter()
     timed_out: Counter = Counter()
     execute_results: Counter = Counter()
-    execute_runs = settled_runs = 0
-    for func, args, stopped, success, result in rows:
+    executed: set[int] = set()
+    runs = execute_runs = settled_runs = 0
+    for func, args, started, stopped, success, result in rows:
+        decoded = dbsafe_decode(result) if result else None
+        if func == EXECUTE:
+            payout_id = dbsafe_decode(args)[0]
+            if payout_id in payouts:
+                execute_runs += 1
+                executed.add(payout_id)
+                execute_results[str(decoded)] += 1
+                settled_at = payouts[payout_id]
+                if decoded == "not_claimed" and settled_at is not None and settled_at < stopped:
+                    settled_runs += 1
+        if not since <= started < until:
+            continue
+        runs += 1
         short = func.rsplit(".", 1)[-1]
         by_func[short] += 1
-        decoded = dbsafe_decode(result) if result else None
         if not success:
             failed[short] += 1
             if _TIMED_OUT.search(str(decoded)):
                 timed_out[short] += 1
-        if func == EXECUTE:
-            payout_id = dbsafe_decode(args)[0]
-            if payout_id not in payouts:
-                continue
-            execute_runs += 1
-            execute_results[str(decoded)] += 1
-            settled_at = payouts[payout_id]
-            if decoded == "not_claimed" and settled_at is not None and settled_at < stopped:
-                settled_runs += 1
+    inline = sum(1 for pk, settled_at in payouts.items() if settled_at is not None and pk not in executed)
     return {
-        "runs": len(rows),
+        "runs": runs,
         "by_func": dict(by_func.most_common()),
         "failed": dict(failed),
         "over_timeout": sum(timed_out.values()),
@@ -615,26 +709,28 @@ def task_figures(since, *, people_ids: list[int]) -> dict:
         "payouts": len(payouts),
         "execute_runs": execute_runs,
         "execute_runs_per_payout": round(execute_runs / len(payouts), 3) if payouts else None,
+        "executed_inline": inline,
+        "executions_per_payout": round((execute_runs + inline) / len(payouts), 3) if payouts else None,
         "execute_results": dict(execute_results),
         "execute_runs_for_settled": settled_runs,
     }
 
 
-def phase_checks(rows, hooks, state, people) -> dict:
+def phase_checks(rows, hooks) -> dict:
     person_ids = [r[1] for r in rows]
     payouts = list(Payout.objects.filter(person_id__in=person_ids).values_list("person_id", "status", "end_to_end_id"))
     per_person = Counter(p for p, _, _ in payouts)
     store = sandbox_store(str(_STORE))
     transfers = [store.transfer_count(e2e) for _, _, e2e in payouts]
     return {
-        "one_reward_per_person": len(rows) == people == len(set(person_ids)),
-        "everyone_fully_paid": sum(1 for r in rows if fully_paid(r)) == people,
-        "one_payout_per_person": len(per_person) == people and all(n == 1 for n in per_person.values()),
+        "one_reward_per_person": len(rows) == len(set(person_ids)),
+        "everyone_fully_paid": all(fully_paid(r) for r in rows),
+        "one_payout_per_person": set(per_person) == set(person_ids) and all(n == 1 for n in per_person.values()),
         "every_payout_settled": all(s == PayoutStatus.SETTLED for _, s, _ in payouts),
         "one_sandbox_transfer_each": all(n == 1 for n in transfers),
         "rewards_paid": Reward.objects.filter(person_id__in=person_ids).exclude(status=RewardStatus.PAID).count() == 0,
         "every_webhook_once": hooks["missing"] == 0 and hooks["duplicates"] == 0 and hooks["unexpected"] == 0,
-        "every_change_a_webhook": state["webhook_events"] == state["webhook_sources"],
+        "every_change_a_webhook": hooks["events"] == hooks["sources"],
     }
 
 
@@ -698,6 +794,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=NODES, help="sets of class clusters (machines)")
     parser.add_argument("--endpoints", type=int, default=ENDPOINTS)
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds a phase may take to drain")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        help="seconds more a phase not drained by its deadline may take before the next starts (--deadline)",
+    )
     args = parser.parse_args(argv)
     if args.people < SPREAD * 2:
         parser.error(f"--people must be at least {SPREAD * 2}")
@@ -724,24 +826,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         for node in range(args.nodes)
         for name in CLASSES
     }
-    phases: dict[str, dict] = {}
+    raw: dict[str, dict] = {}
     stop: dict = {}
     final_stops: dict[str, float | None] = {}
+    stop_at = None
     try:
         time.sleep(5)  # the clusters' start-up is not part of any figure
         for index, (name, campaigns) in enumerate((("hot", hot), ("spread", spread))):
             print(f"phase {name}: {args.people:,} people on {len(campaigns)} campaign(s) …", flush=True)
-            phases[name] = run_phase(
+            raw[name] = run_phase(
                 name,
                 index=index,
                 run=run,
                 brand=brand,
                 campaigns=campaigns,
                 people=args.people,
-                receiver=receiver,
                 sampler=sampler,
                 clusters=list(clusters.values()),
                 deadline_s=args.deadline,
+                settle_s=args.deadline if args.settle is None else args.settle,
             )
         print(f"stop: {DEEP_QUEUE:,} execute tasks queued, SIGTERM to the money clusters …", flush=True)
         settled = list(
@@ -749,6 +852,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pk", flat=True
             )
         )
+        stop_at = timezone.now()
         stop = stop_under_load(clusters, settled)
         final_stops = sigterm_all({f"node{k[0]}-{k[1]}": proc for k, proc in clusters.items() if k[1] != MONEY})
     finally:
@@ -756,8 +860,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampler.close()
         receiver.server.shutdown()
         with connection.cursor() as cursor:
-            for statement in TASK_LOG_DROP:
+            for statement in TASK_LOG_DROP:  # its table stays until the next run: the figures read it
                 cursor.execute(statement)
+    # Every cluster has stopped: every task run is saved, every delivery that will arrive has.
+    stop_at = stop_at or timezone.now()
+    arrivals = receiver.snapshot()
+    events, stray_events = events_by_phase(brand, raw)
+    names = list(raw)
+    phases = {
+        name: phase_figures(
+            p,
+            events=events[name],
+            arrivals=arrivals,
+            brand=brand,
+            until=raw[names[k + 1]]["since"] if k + 1 < len(names) else stop_at,
+            stop_at=stop_at,
+        )
+        for k, (name, p) in enumerate(raw.items())
+    }
+    attributed = {e for found in events.values() for e in found}
+    stray_arrivals = sum(1 for _, event_id, _ in arrivals if event_id not in attributed)
     OrmQ.objects.filter(key=MONEY).delete()  # what is left of the stop's (harmless) execute copies
     ledger_ok = ledger_verify_report().ok
     problems = log_problems()
@@ -774,7 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "drain_ratio_hot": h["drain_ratio"],
         "drain_ratio_spread": s["drain_ratio"],
     }
-    execute_runs = h["tasks"]["execute_runs"] + s["tasks"]["execute_runs"]
+    executions = sum(p["tasks"]["execute_runs"] + p["tasks"]["executed_inline"] for p in (h, s))
     payouts = h["tasks"]["payouts"] + s["tasks"]["payouts"]
     p99s = [p["webhooks"]["change_to_arrival"]["p99_s"] for p in (h, s)]
     targets = [
@@ -786,8 +908,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             target=TARGETS["drain"],
         ),
         target(
-            "execute task runs per payout",
-            round(execute_runs / payouts, 3) if payouts else None,
+            "executions per payout (execute task runs + inline)",
+            round(executions / payouts, 3) if payouts else None,
             unit="runs",
             target=TARGETS["execute"],
             op="<=",
@@ -829,6 +951,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     ]
     checks = {f"{name}_{k}": v for name, p in phases.items() for k, v in p["checks"].items()}
+    checks["webhook_events_all_of_a_phase"] = stray_events == 0 and stray_arrivals == 0
     checks["ledger_verifies"] = ledger_ok
     payload = {
         "meta": meta(
@@ -853,6 +976,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stop_under_load": stop,
         "other_clusters_sigterm_to_exit_s": final_stops,
         "cluster_log_problems": problems,
+        "webhook_events_of_no_phase": stray_events,
+        "arrivals_of_no_phase": stray_arrivals,
         "checks": checks,
         "all_checks_passed": all(checks.values()),
         "targets": targets,
@@ -879,6 +1004,7 @@ def print_report(phases, ratios, stop, final_stops, problems) -> None:
         ["ingest single, 8 procs (events/s)", *both(lambda p: p["ingest"]["single"]["events_per_s"])],
         ["ingest single p99 (ms)", *both(lambda p: p["ingest"]["single"]["per_event"]["p99_ms"])],
         ["ingest bulk (events/s)", *both(lambda p: p["ingest"]["bulk"]["events_per_s"])],
+        ["rewards created (of people)", *both(lambda p: f"{p['rewards']} ({p['people']})")],
         ["people fully paid", *both(lambda p: p["fully_paid"])],
         ["people fully paid/s", *both(lambda p: p["people_fully_paid_per_s"])],
         ["burst → last fully paid (s)", *both(lambda p: p["burst_to_last_fully_paid_s"])],
@@ -892,13 +1018,16 @@ def print_report(phases, ratios, stop, final_stops, problems) -> None:
         ["change → webhook p50 (s)", *both(lambda p: p["webhooks"]["change_to_arrival"]["p50_s"])],
         ["change → webhook p99 (s)", *both(lambda p: p["webhooks"]["change_to_arrival"]["p99_s"])],
         ["change → webhook max (s)", *both(lambda p: p["webhooks"]["change_to_arrival"]["max_s"])],
-        ["execute runs per payout", *both(lambda p: p["tasks"]["execute_runs_per_payout"])],
+        ["execute task runs per payout", *both(lambda p: p["tasks"]["execute_runs_per_payout"])],
+        ["payouts executed inline (no execute task)", *both(lambda p: p["tasks"]["executed_inline"])],
+        ["executions per payout (task + inline)", *both(lambda p: p["tasks"]["executions_per_payout"])],
         ["execute runs for settled payouts", *both(lambda p: p["tasks"]["execute_runs_for_settled"])],
         ["tasks over timeout", *both(lambda p: p["tasks"]["over_timeout"])],
         ["failed task runs", *both(lambda p: sum(p["tasks"]["failed"].values()))],
         ["lock-wait share of active backends", *both(lambda p: p["locks"]["lock_wait_share"])],
         ["active backends (mean)", *both(lambda p: p["locks"]["active_backends_mean"])],
-        ["queue left at the end", *both(lambda p: p["drained"]["queued"])],
+        ["queue left at the deadline", *both(lambda p: p["drained"]["queued"])],
+        ["drained before the next phase", *both(lambda p: p["drained_before_next"])],
     ]
     for key in sorted({k for p in (h, s) for k in p["queue"]["depth"]}):
         rows.append([f"max queue depth {key}", *both(lambda p, k=key: p["queue"]["depth"].get(k))])
@@ -907,6 +1036,9 @@ def print_report(phases, ratios, stop, final_stops, problems) -> None:
     print(format_table(["measure", "hot (1 campaign)", f"spread ({SPREAD})"], rows))
     print(f"\nratios: {ratios}")
     for name, p in phases.items():
+        for kind in ("single", "bulk"):
+            i = p["ingest"][kind]
+            print(f"{name}: ingest {kind} outcomes {i['outcomes']}; error samples {i['error_samples'] or 'none'}")
         print(f"{name}: tasks by function {p['tasks']['by_func']}")
         print(f"{name}: execute results {p['tasks']['execute_results']}; failed {p['tasks']['failed']}")
         print(f"{name}: deepest per function {sorted(p['queue']['func_depth'].items(), key=lambda kv: -kv[1])[:6]}")
