@@ -31,7 +31,8 @@ fully paid and change → webhook arrival (the reward or payout event's commit t
 arrival) p50/p99/max; execute task runs per payout, payouts executed inline (the engine runs a
 payout in the task that created it for one person, and marks its rewards paid there: no
 follow-up task per payout) and executions per payout (both), execute runs that found their
-payout already settled; tasks over their timeout; the deepest queue and its oldest task per class
+payout already settled; task runs by a cluster of another class than their route or
+schedule names; tasks over their timeout; the deepest queue and its oldest task per class
 (``django_q_ormq`` sampled every second, per function every fifth; the interval schedules run on
 the ``ticks`` cluster); lock waits (``pg_stat_activity`` every 0.2 s: the share of active backends
 waiting on a lock, and what they wait on); the **hot ratio** (people fully paid/s hot ÷ spread)
@@ -73,7 +74,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
-from django_q.models import OrmQ, Task  # noqa: E402
+from django_q.models import OrmQ, Schedule, Task  # noqa: E402
 from django_q.signing import SignedPackage  # noqa: E402
 from picklefield.fields import dbsafe_decode  # noqa: E402
 
@@ -109,7 +110,7 @@ from campaigns.services import (  # noqa: E402
     rule_create,
 )
 from campaigns.webhooks import webhook_endpoint_create  # noqa: E402
-from core.queue import enqueue  # noqa: E402
+from core.queue import enqueue, task_class  # noqa: E402
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus  # noqa: E402
 from payouts.rails.sandbox import sandbox_store  # noqa: E402
 from recipients import crypto  # noqa: E402
@@ -667,7 +668,7 @@ def task_figures(since, until, *, stop_at, people_ids: list[int]) -> dict:
     was executed once, inline — executions per payout counts both."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT func, args, started, stopped, success, result FROM bench_viral_task_log "
+            "SELECT func, args, cluster, started, stopped, success, result FROM bench_viral_task_log "
             "WHERE (started >= %s AND started < %s) OR (func = %s AND started < %s)",
             [since, until, EXECUTE, stop_at],
         )
@@ -679,7 +680,11 @@ def task_figures(since, until, *, stop_at, people_ids: list[int]) -> dict:
     execute_results: Counter = Counter()
     executed: set[int] = set()
     runs = execute_runs = settled_runs = 0
-    for func, args, started, stopped, success, result in rows:
+    # Each task's class: its schedule's cluster (interval schedules: ticks; a schedule naming none
+    # runs on whichever cluster's scheduler took it), else its route.
+    scheduled = dict(Schedule.objects.values_list("func", "cluster"))
+    off_class: Counter = Counter()
+    for func, args, cluster, started, stopped, success, result in rows:
         decoded = dbsafe_decode(result) if result else None
         if func == EXECUTE:
             payout_id = dbsafe_decode(args)[0]
@@ -695,6 +700,9 @@ def task_figures(since, until, *, stop_at, people_ids: list[int]) -> dict:
         runs += 1
         short = func.rsplit(".", 1)[-1]
         by_func[short] += 1
+        expected = scheduled[func] if func in scheduled else task_class(func) or MONEY
+        if expected is not None and cluster != expected:  # run by another class's cluster
+            off_class[f"{short} on {cluster}"] += 1
         if not success:
             failed[short] += 1
             if _TIMED_OUT.search(str(decoded)):
@@ -703,6 +711,7 @@ def task_figures(since, until, *, stop_at, people_ids: list[int]) -> dict:
     return {
         "runs": runs,
         "by_func": dict(by_func.most_common()),
+        "off_class": dict(off_class),
         "failed": dict(failed),
         "over_timeout": sum(timed_out.values()),
         "over_timeout_by_func": dict(timed_out),
@@ -922,6 +931,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             op="<=",
         ),
         target(
+            "task runs by another class's cluster (Q_ROUTES)",
+            sum(sum(p["tasks"]["off_class"].values()) for p in (h, s)),
+            unit="tasks",
+            target=0,
+            op="<=",
+        ),
+        target(
             "tasks over their timeout",
             h["tasks"]["over_timeout"] + s["tasks"]["over_timeout"],
             unit="tasks",
@@ -1041,6 +1057,7 @@ def print_report(phases, ratios, stop, final_stops, problems) -> None:
             print(f"{name}: ingest {kind} outcomes {i['outcomes']}; error samples {i['error_samples'] or 'none'}")
         print(f"{name}: tasks by function {p['tasks']['by_func']}")
         print(f"{name}: execute results {p['tasks']['execute_results']}; failed {p['tasks']['failed']}")
+        print(f"{name}: task runs by another class's cluster {p['tasks']['off_class'] or 'none'}")
         print(f"{name}: deepest per function {sorted(p['queue']['func_depth'].items(), key=lambda kv: -kv[1])[:6]}")
         print(f"{name}: lock waits on {p['locks']['top_relations']}")
         print(f"{name}: waiting statements {p['locks']['top_waiting_statements'][:3]}")
