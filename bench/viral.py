@@ -202,7 +202,7 @@ def ingest_figures(results: list[WorkerResult], kind: str) -> dict:
     latencies = [t for r in mine for t in r.latencies]
     outcomes = Counter()
     for r in mine:
-        outcomes.update(r.outcomes)
+        outcomes.update({str(k): n for k, n in r.outcomes.items()})  # plain strings, not the enum
     return {
         "processes": len(mine),
         "events": events,
