@@ -137,7 +137,10 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
     for reward in rewards:
         by_campaign[reward.campaign_id].append(reward)
     entries: dict[int, int] = {}
-    for group in by_campaign.values():
+    # Campaigns in ascending budget account id: each call locks its budget row until the commit,
+    # and two batches spanning the same campaigns in different orders deadlocked (bench-viral's
+    # spread phase: a single ingest waiting on a tally was the victim, its event lost).
+    for group in sorted(by_campaign.values(), key=lambda g: g[0].campaign.budget_account_id):
         budget = group[0].campaign.budget_account
         fees = platform_fees_account(currency=group[0].currency) if any(r.fee_minor for r in group) else None
         results = ledger_holds_commit(
