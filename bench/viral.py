@@ -931,7 +931,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             op="<=",
         ),
         target(
-            "task runs by another class's cluster (Q_ROUTES)",
+            "task runs by another class's cluster (route or schedule)",
             sum(sum(p["tasks"]["off_class"].values()) for p in (h, s)),
             unit="tasks",
             target=0,
