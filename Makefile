@@ -43,7 +43,7 @@ run: demo
 	@echo "  Claim pages (cashback):        http://$(HOST):$(PORT)/c/sole-shoes/cashback/"
 	@echo "  Emails (sign-up, claim links): printed here, in this terminal"
 	@echo "  Workers:                      django-q2 clusters money, ticks, notices, webhooks (ORM broker, same database)"
-	@echo "  Stop both with Ctrl-C."
+	@echo "  Stop them all with Ctrl-C."
 	@echo ""
 	@# Each server runs in its own session, so Ctrl-C reaches only this shell, which asks each to
 	@# stop once (SIGTERM), waits up to 7 s, then kills what is left — no signal storm, and the

@@ -75,7 +75,7 @@ def demo(tmp_path):
     output = log_path.read_text()
     stopped = output[output.rfind("Web server stopped.") - 400 :]
     assert time.monotonic() - started < 10
-    assert "Web server stopped." in output and "Worker stopped." in output, output[-3000:]
+    assert "Web server stopped." in output and "Workers stopped." in output, output[-3000:]
     assert "Traceback" not in stopped and "Segmentation" not in output and "Error" not in stopped, stopped
 
 
