@@ -18,7 +18,6 @@ Ledger flows (DESIGN §4):
 
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,24 +128,28 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
     """held → payable for all of ``rewards`` (each locked by the caller), all or nothing: each
     hold is committed to its person's payable and the platform's fees, with one key per reward
     (``reward:<id>:commit``). The payable accounts are found (or opened) first; then ONE ledger
-    call per campaign commits the holds (``ledger_holds_commit``), so the campaign's budget row is
-    locked once, after everything else is ready, until the commit a few statements later. Each
-    reward keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
+    call commits the holds (``ledger_holds_commit``), so each campaign's budget row is locked
+    once, after everything else is ready, until the commit a few statements later. Each reward
+    keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
     payables = _payable_accounts(rewards)
-    by_campaign: dict[int, list[Reward]] = defaultdict(list)
-    for reward in rewards:
-        by_campaign[reward.campaign_id].append(reward)
-    entries: dict[int, int] = {}
-    # Campaigns in ascending budget account id: each call locks its budget row until the commit,
-    # and two batches spanning the same campaigns in different orders deadlocked (bench-viral's
-    # spread phase: a single ingest waiting on a tally was the victim, its event lost).
-    for group in sorted(by_campaign.values(), key=lambda g: g[0].campaign.budget_account_id):
-        budget = group[0].campaign.budget_account
-        fees = platform_fees_account(currency=group[0].currency) if any(r.fee_minor for r in group) else None
-        results = ledger_holds_commit(
-            commits=[_hold_commit(reward, budget=budget, payable=payables[reward.pk], fees=fees) for reward in group]
-        )
-        entries.update((reward.pk, result.entry.pk) for reward, result in zip(group, results, strict=True))
+    fees = {
+        currency: platform_fees_account(currency=currency) for currency in {r.currency for r in rewards if r.fee_minor}
+    }
+    # ONE ledger call for the whole batch, whatever its campaigns: it locks every hold, then every
+    # account (budgets, payables, fees) once, in ascending id. A call per campaign locked budget B
+    # after campaign A's payable and fee accounts, a cycle with a batch locking B then those.
+    results = ledger_holds_commit(
+        commits=[
+            _hold_commit(
+                reward,
+                budget=reward.campaign.budget_account,
+                payable=payables[reward.pk],
+                fees=fees.get(reward.currency),
+            )
+            for reward in rewards
+        ]
+    )
+    entries = {reward.pk: result.entry.pk for reward, result in zip(rewards, results, strict=True)}
     previous = {reward.pk: reward.status for reward in rewards}
     Reward.objects.filter(pk__in=entries).update(
         status=RewardStatus.PAYABLE,
