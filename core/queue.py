@@ -16,13 +16,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
 # The keyword django-q2 passes every interval schedule's time it was due at (its
-# ``intended_date_kwarg``, set by core migration 0011).
+# ``intended_date_kwarg``, set by payouts migration 0013).
 INTENDED = "intended"
 
 
@@ -52,9 +51,9 @@ def enqueue(func: str, *args, **options) -> str | None:
 
 def tick(func):
     """For a task an interval schedule runs (every N minutes, on the ``ticks`` cluster): a copy
-    that waited in the queue longer than its interval has a newer copy behind it, so it returns
-    at once instead of repeating that copy's work. Copies never stack up work however late the
-    queue is; each one bounds its own work in time, so the queue does not fall behind."""
+    whose schedule has enqueued a newer copy since returns at once instead of repeating that copy's
+    work, so late copies never stack up work; the newest always runs. Each one bounds its own work
+    in time, so the queue does not fall behind. Run by hand (no due time), it simply runs."""
     path = f"{func.__module__}.{func.__qualname__}"
 
     @functools.wraps(func)
@@ -67,9 +66,12 @@ def tick(func):
     return run
 
 
-def tick_superseded(path: str, intended: datetime, *, now: datetime | None = None) -> bool:
-    """Whether the copy of schedule ``path`` due at ``intended`` has started after its next copy
-    was due (the schedule's interval after it)."""
-    minutes = Schedule.objects.filter(func=path, schedule_type=Schedule.MINUTES).values_list("minutes", flat=True)
-    interval = timedelta(minutes=max([m or 1 for m in minutes], default=1))
-    return (now or timezone.now()) >= intended + interval
+def tick_superseded(path: str, intended: datetime) -> bool:
+    """Whether schedule ``path`` has enqueued a newer copy than the one due at ``intended``: when it
+    enqueues a copy, django-q2's scheduler moves ``next_run`` one interval on, so past the next
+    slot means the next copy is in the queue."""
+    row = Schedule.objects.filter(func=path, schedule_type=Schedule.MINUTES).values_list("next_run", "minutes").first()
+    if row is None:
+        return False
+    next_run, minutes = row
+    return next_run > intended + timedelta(minutes=minutes or 1)

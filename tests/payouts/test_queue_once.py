@@ -107,7 +107,7 @@ def test_every_interval_schedule_runs_on_the_ticks_cluster_and_skips_a_late_copy
         assert getattr(func, "__wrapped__", None) is not None, f"{schedule.func} is not a @tick"
 
 
-def test_a_copy_of_a_tick_that_waited_longer_than_its_interval_returns_at_once(db):
+def test_a_copy_of_a_tick_whose_schedule_enqueued_a_newer_one_returns_at_once(db):
     runs = []
 
     @tick
@@ -115,12 +115,17 @@ def test_a_copy_of_a_tick_that_waited_longer_than_its_interval_returns_at_once(d
         runs.append(1)
         return "ran"
 
-    now = timezone.now()
-    path = "payouts.tasks.payouts_tick"  # an every-minute schedule
-    assert not tick_superseded(path, now - timedelta(seconds=50), now=now)
-    assert tick_superseded(path, now - timedelta(seconds=61), now=now)
-    assert sweep(**{INTENDED: (now - timedelta(minutes=3)).isoformat()}) == "superseded by a newer copy"
-    assert sweep(**{INTENDED: now.isoformat()}) == "ran"
+    path = f"{sweep.__module__}.{sweep.__qualname__}"  # what the schedule names
+    due = timezone.now() - timedelta(minutes=3)  # late, however late: what counts is a newer copy
+    schedule, _ = Schedule.objects.update_or_create(
+        name="a sweep", defaults={"func": path, "schedule_type": Schedule.MINUTES, "minutes": 1}
+    )
+    Schedule.objects.filter(pk=schedule.pk).update(next_run=due + timedelta(minutes=1))  # this is the newest copy
+    assert not tick_superseded(path, due)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run=due + timedelta(minutes=2))  # the next one is queued
+    assert tick_superseded(path, due)
+    assert sweep(**{INTENDED: due.isoformat()}) == "superseded by a newer copy"
+    assert sweep(**{INTENDED: (due + timedelta(minutes=1)).isoformat()}) == "ran"
     assert sweep() == "ran"  # run by hand
     assert runs == [1, 1]
 
