@@ -113,19 +113,17 @@ def payouts_settled_followup_task(payout_ids: list[int]) -> None:
 
 @tick
 def payouts_tick() -> dict[str, int]:
-    """Every minute, on the ticks cluster (payouts 0013): recover stale claims first, then recheck
-    payouts waiting for a person whose account changed, create payouts for payable rewards,
-    enqueue due ones, poll rails, and finish settled payouts whose rewards are not yet paid. It is
+    """Every minute, on the ticks cluster (payouts 0013): recover stale claims first, finish settled
+    payouts whose rewards are not yet paid, then recheck payouts waiting for a person whose account
+    changed, create payouts for payable rewards, enqueue due ones, and poll rails. It is
     the safety net of the tasks those changes enqueued, so it leaves them their time
     (``SWEEP_GRACE``) rather than race them, and it starts nothing after ``TICK_BUDGET_SECONDS``:
     the next minute goes on, and no run comes near the task timeout however large the backlog."""
     deadline = time.monotonic() + TICK_BUDGET_SECONDS
     before = timezone.now() - SWEEP_GRACE
     recovered = payouts_recover_stale(deadline=deadline)
-    rechecked = payouts_payee_recheck_moved()
-    created = len(payouts_create_for_payable(payable_before=before, deadline=deadline).created)
-    enqueued = payouts_enqueue_due()
-    polled = payouts_poll(deadline=deadline)
+    # Database work before the rail calls: settled payouts whose rewards are still payable (their
+    # worker died between the two) are finished even when polling would use up the budget.
     unfinished = (
         PayoutItem.objects.filter(
             active=True,
@@ -142,6 +140,10 @@ def payouts_tick() -> dict[str, int]:
             break
         payout_rewards_mark_paid(payout_id=payout_id)
         finished += 1
+    rechecked = payouts_payee_recheck_moved()
+    created = len(payouts_create_for_payable(payable_before=before, deadline=deadline).created)
+    enqueued = payouts_enqueue_due()
+    polled = payouts_poll(deadline=deadline)
     return {
         "recovered": recovered,
         "rechecked": rechecked,

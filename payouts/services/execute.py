@@ -79,6 +79,7 @@ def payout_execute(*, payout_id: int, now: datetime | None = None) -> str:
     if payout is None or payout.status != PayoutStatus.CREATED:
         return "not_claimed"
     if _is_file_rail(payout.rail):
+        Payout.objects.filter(pk=payout_id, queued_at__isnull=False).update(queued_at=None)
         payouts_payee_verify(payout_ids=[payout_id])
         return "waits_for_batch"
     now = now or timezone.now()
