@@ -206,8 +206,8 @@ def _payable_accounts(rewards: list[Reward]) -> dict[int, Account]:
     found = {a.code: a for a in Account.objects.filter(code__in=set(codes.values()), kind=AccountKind.LIABILITY)}
     by_reward = {}
     for reward in rewards:
-        account = found.get(codes[reward.pk])
-        if account is None or account.currency != reward.currency:
+        account = found.get(codes[reward.pk])  # the code names the currency
+        if account is None:
             account = found[codes[reward.pk]] = recipient_payable_account(
                 person_id=reward.person_id, currency=reward.currency
             )
@@ -416,7 +416,7 @@ def rewards_mature(
 ) -> int:
     """Make held rewards whose ``matures_at`` has passed payable — every such reward, or only
     those of ``person_ids`` — in durable transactions of up to ``batch_size`` (``_commit``: one
-    ledger call per campaign, so a hot campaign's budget row is locked briefly, once a batch).
+    ledger call per batch, so a hot campaign's budget row is locked briefly, once a batch).
     Safe to run concurrently and repeatedly (rows are claimed with SKIP LOCKED and re-checked; the
     commit is idempotent by key). A reward the books refuse (an inactive account, say) is logged
     and skipped: its batch falls back to one savepoint per reward, so one bad row never blocks
