@@ -140,7 +140,7 @@ def payouts_tick() -> dict[str, int]:
             break
         payout_rewards_mark_paid(payout_id=payout_id)
         finished += 1
-    rechecked = payouts_payee_recheck_moved()
+    rechecked = payouts_payee_recheck_moved(deadline=deadline)
     created = len(payouts_create_for_payable(payable_before=before, deadline=deadline).created)
     enqueued = payouts_enqueue_due()
     polled = payouts_poll(deadline=deadline)

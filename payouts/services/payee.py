@@ -21,6 +21,7 @@ now, checked again. The money stays the person's throughout: a hold never fails 
 """
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime
 
@@ -249,12 +250,15 @@ def payouts_payee_recheck(*, person: Person) -> CreateResult | None:
     return _recheck(person, moved_only=False, reason="The person corrected their details.")
 
 
-def payouts_payee_recheck_moved(*, person: Person | None = None, limit: int = 500) -> int:
+def payouts_payee_recheck_moved(
+    *, person: Person | None = None, limit: int = 500, deadline: float | None = None
+) -> int:
     """Payouts waiting for their person (of ``person``'s cluster, or anyone's) whose account has
     since been replaced another way (the brand's API, an admin) are rechecked like a correction:
     cancelled and made again to the account as it is now. A waiting payout on the current
     account is left alone, however often this runs. Called by the account-change hook's task and
-    by the every-minute tick, which finds what a lost task missed. Returns how many people had
+    by the every-minute tick, which finds what a lost task missed (none started after ``deadline``,
+    a ``time.monotonic()``). Returns how many people had
     payouts replaced."""
     waiting = payouts_waiting_for_person().select_related("person")
     if person is not None:
@@ -264,9 +268,12 @@ def payouts_payee_recheck_moved(*, person: Person | None = None, limit: int = 50
         # the payout's lock decides.
         waiting = waiting.filter(bank_account__is_current=False)
     people = {p.person_id: p.person for p in waiting.order_by("id")[:limit] if _moved(p)}
-    return sum(
-        1 for who in people.values() if _recheck(who, moved_only=True, reason="The account was replaced.") is not None
-    )
+    rechecked = 0
+    for who in people.values():
+        if deadline is not None and time.monotonic() >= deadline:
+            break  # the next run goes on: each recheck may ask the bank about the payee
+        rechecked += _recheck(who, moved_only=True, reason="The account was replaced.") is not None
+    return rechecked
 
 
 def _moved(payout: Payout) -> bool:
