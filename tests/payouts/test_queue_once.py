@@ -168,3 +168,20 @@ def test_a_payout_settled_elsewhere_still_gets_its_follow_up_task(sandbox, debto
     OrmQ.objects.all().delete()
     assert payout_execute(payout_id=payout_id) == "settled"  # not the task: nobody finishes it here
     assert "payouts.tasks.payout_settled_followup_task" in [func for _, func, _ in queued()]
+
+
+def test_a_worker_lost_between_settling_and_marking_paid_is_finished_by_the_tick(
+    sandbox, debtor, brand, campaign, queue
+):
+    from payouts.services import payout_execute
+
+    reward = payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable().created
+    assert payout_execute(payout_id=payout_id) == "settled"
+    OrmQ.objects.all().delete()  # the follow-up task is lost with its worker
+    assert tasks.payouts_tick()["finished"] == 0  # within the grace: its task's turn
+    assert type(reward).objects.get(pk=reward.pk).status == RewardStatus.PAYABLE
+    Payout.objects.filter(pk=payout_id).update(settled_at=timezone.now() - tasks.SWEEP_GRACE - timedelta(seconds=1))
+    assert tasks.payouts_tick()["finished"] == 1
+    assert type(reward).objects.get(pk=reward.pk).status == RewardStatus.PAID
+    assert tasks.payouts_tick()["finished"] == 0  # once
