@@ -10,6 +10,7 @@ from campaigns import api as campaigns_api
 from campaigns.tiktok import TikTokWebhookView
 from core.api.schema import SchemaView
 from payouts import api as payouts_api
+from payouts.paypal_webhooks import PayPalWebhookView
 from payouts.whatsapp_webhook import WhatsAppWebhookView
 from payouts.wise_webhooks import WiseWebhookView
 from recipients import api as recipients_api
@@ -84,6 +85,7 @@ urlpatterns = [
     path("webhooks/whatsapp/", WhatsAppWebhookView.as_view(), name="webhook-in-whatsapp"),
     path("webhooks/tiktok/", TikTokWebhookView.as_view(), name="webhook-in-tiktok"),
     path("webhooks/wise/", WiseWebhookView.as_view(), name="webhook-in-wise"),
+    path("webhooks/paypal/", PayPalWebhookView.as_view(), name="webhook-in-paypal"),
     path("v1/", include(v1)),
     # Last: any other path under /api/. Not ".*": "." stops at a newline, so an id of "1%0a"
     # matched neither <int:pk> nor the catch-all and got Django's HTML 404 page.

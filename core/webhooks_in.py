@@ -37,11 +37,13 @@ HANDLERS = {
     "whatsapp": "payouts.whatsapp_webhook.handler",
     "tiktok": "campaigns.tiktok.handler",
     "wise": "payouts.wise_webhooks.handler",
+    "paypal": "payouts.paypal_webhooks.handler",
 }
 # Headers worth keeping with the body (signatures, delivery ids, content type); never cookies
 # or authorisation.
 KEPT_HEADERS = ("content-type", "user-agent", "x-hub-signature-256", "tiktok-signature", "x-signature-sha256",
-                "x-delivery-id", "x-test-notification")  # fmt: skip
+                "x-delivery-id", "x-test-notification", "paypal-transmission-id", "paypal-transmission-time",
+                "paypal-transmission-sig", "paypal-cert-url", "paypal-auth-algo")  # fmt: skip
 MAX_ATTEMPTS = 5
 
 

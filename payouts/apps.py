@@ -5,11 +5,14 @@ class PayoutsConfig(AppConfig):
     name = "payouts"
 
     def ready(self) -> None:
+        from django.core import checks
+
         from campaigns.webhooks import webhook_collector_register
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from payouts import hooks
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
+        from payouts.rails import paypal
         from payouts.rails.psp_api import requirements_source
         from payouts.selectors import bank_accounts_paid, bank_postings_ahead, payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
@@ -29,3 +32,4 @@ class PayoutsConfig(AppConfig):
         requirements_source_register(requirements_source)
         notice_renderer_register(notice_render)
         iban_proof_register(bank_accounts_paid)
+        checks.register(paypal.production_checks, checks.Tags.security)

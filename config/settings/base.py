@@ -300,6 +300,19 @@ if os.environ.get("ADYEN_BASE_URL"):
             "fallback": not env_bool("ADYEN_INSTANT_ONLY", False),
         },
     }
+# PayPal Payouts (payouts.rails.paypal): people who choose a PayPal e-mail on a campaign that
+# allows it are paid from the platform's PayPal balance.
+if os.environ.get("PAYPAL_BASE_URL"):
+    PAYOUT_RAILS["paypal"] = {
+        "BACKEND": "payouts.rails.paypal.PayPalPayoutsRail",
+        "OPTIONS": {
+            "base_url": os.environ["PAYPAL_BASE_URL"],
+            "client_id": os.environ.get("PAYPAL_CLIENT_ID", ""),
+            "client_secret": os.environ.get("PAYPAL_CLIENT_SECRET", ""),
+            "webhook_id": os.environ.get("PAYPAL_WEBHOOK_ID", ""),
+            "unclaimed_cancel_after_hours": env_int("PAYPAL_UNCLAIMED_CANCEL_HOURS", 24),
+        },
+    }
 # Verification of Payee for rails without their own check (payouts.rails.vop): an EPC VOP API.
 PAYOUT_VOP = {}
 if os.environ.get("VOP_BASE_URL"):
