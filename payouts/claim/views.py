@@ -67,6 +67,7 @@ from payouts.links import (
     token_make,
     token_read,
 )
+from payouts.services.paypal import paypal_offered
 from payouts.whatsapp_webhook import (
     whatsapp_optin_code_issue,
     whatsapp_optin_hand_over,
@@ -238,6 +239,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
         initial={"name": identity.get("name", "")},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -296,6 +298,7 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
         initial={"name": identity.get("name", "")},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     chosen = request.POST.get("video_id", "")
     if request.method == "POST" and not _limited(request, campaign):
@@ -419,6 +422,7 @@ def payout_form(request, token: str):
         needs_contact=not (event.email or event.whatsapp),
         phone_region=_phone_region(reward.campaign),
         currency=reward.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
