@@ -194,7 +194,7 @@ class FakePayPal(FakeJsonServer):
             return
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
         if token not in self.state.tokens:
-            raise ApiProblem(401, {"error": "invalid_token", "error_description": "Token signature verification failed"})
+            raise ApiProblem(401, {"error": "invalid_token", "error_description": "Token verification failed"})
 
     def _token(self, request: Request):
         expected = base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
