@@ -340,5 +340,3 @@ class FakePayPal(FakeJsonServer):
                 raise _problem(400, "VALIDATION_ERROR", "Only an unclaimed item can be cancelled.")
             self.set_status(item["payout_item"]["sender_item_id"], "RETURNED")
             return 200, dict(item)
-
-

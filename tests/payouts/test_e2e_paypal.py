@@ -14,6 +14,7 @@ from django.utils import timezone
 from campaigns.models import Reward
 from campaigns.services import rewards_mature
 from core.models import InboundWebhook
+from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout, PayoutStatus
 from payouts.rails import get_rail
@@ -22,6 +23,7 @@ from payouts.services import payout_execute, payouts_create_for_payable, payouts
 from payouts.services.execute import rail_payment_for
 from recipients import crypto
 from recipients.models import BankAccount
+from recipients.normalise import paypal_normalise
 from recipients.selectors import person_current_bank_account
 from recipients.services import person_erase
 from reconciliation.models import Account
@@ -228,3 +230,35 @@ def test_a_bad_paypal_address_stores_nothing(campaign, paypal):
     assert page.status_code == 200
     assert page.context["form"].errors["paypal_email"]
     assert not BankAccount.objects.exists()
+
+
+def test_the_paypal_choice_speaks_italian(campaign, paypal):
+    reward = ingest(campaign, email="giulia@example.com").reward
+
+    page = Client().get(link_make(PAYOUT_SALT, reward.pk).path, HTTP_ACCEPT_LANGUAGE="it")
+
+    text = page.content.decode()
+    assert "Il mio conto PayPal" in text and "Indirizzo e-mail PayPal" in text
+    assert "non vale per PayPal" in text
+
+
+def test_caps_count_a_paypal_address_as_they_count_an_iban(paypal, db):
+    brand = BrandFactory(name="Capped", slug="capped")
+    capped = funded_campaign(
+        brand=brand, amount_minor=10_000, rules=[{**LOGIN_500, "iban_count_per_campaign": 1}], slug="capped"
+    )
+
+    def claim_as(uid: str, email: str):
+        details = PayoutDetails(
+            name=f"Person {uid}", email=f"{uid}@example.com", whatsapp="", iban="", account=paypal_normalise(email)
+        )
+        return claim_tiktok_login_submit(campaign=capped, social_uid=uid, details=details, ip="203.0.113.9")
+
+    first = claim_as("tt-one", "shared@example.com")
+    rewards = Reward.objects.count()
+    second = claim_as("tt-two", " Shared@Example.com")  # the same account, typed otherwise
+
+    assert first.reward is not None
+    assert second.reward is None and "iban" in second.reason, second.reason
+    assert Reward.objects.count() == rewards
+    assert claim_as("tt-three", "own@example.com").reward is not None
