@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from core.exceptions import InvalidInput
 from payouts.rails import get_rail
 from payouts.rails.base import FinalRailError, RailStatus, RetryableRailError, SubmitStatus
-from payouts.rails.paypal import PayPalPayoutsRail
+from payouts.rails.paypal import PayPalPayoutsRail, production_checks
 from recipients.normalise import PAYPAL, destination_kind, paypal_normalise
 from tests.payouts.conftest import paypal_options
 from tests.payouts.rail_builders import rail_payment
@@ -226,3 +226,33 @@ def test_the_paypal_rail_is_built_from_settings(paypal):
     assert rail.destination_kinds == frozenset({PAYPAL})
     assert rail.capabilities().supports(currency="EUR", country="", amount_minor=100, account_type=PAYPAL)
     assert not rail.capabilities().supports(currency="EUR", country="IT", amount_minor=100, account_type="iban")
+
+
+def test_production_refuses_a_paypal_rail_without_its_credentials(settings):
+    settings.PRODUCTION_CHECKS = True
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "paypal": {"OPTIONS": {"base_url": "http://api-m.paypal.com", "client_id": "id", "client_secret": ""}},
+    }
+
+    (error,) = production_checks()
+
+    assert error.id == "payouts.E140"
+    assert "PAYPAL_CLIENT_SECRET" in error.hint and "PAYPAL_WEBHOOK_ID" in error.hint and "https" in error.hint
+
+
+def test_production_accepts_a_complete_paypal_rail_and_ignores_an_absent_one(settings):
+    settings.PRODUCTION_CHECKS = True
+    assert production_checks() == []
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "paypal": {
+            "OPTIONS": {
+                "base_url": "https://api-m.paypal.com",
+                "client_id": "id",
+                "client_secret": "secret",
+                "webhook_id": "WH1",
+            }
+        },
+    }
+    assert production_checks() == []
