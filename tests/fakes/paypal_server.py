@@ -340,3 +340,22 @@ class FakePayPal(FakeJsonServer):
                 raise _problem(400, "VALIDATION_ERROR", "Only an unclaimed item can be cancelled.")
             self.set_status(item["payout_item"]["sender_item_id"], "RETURNED")
             return 200, dict(item)
+
+
+def main() -> None:
+    """Serve the fake for the demo (``python -m tests.fakes.paypal_server``): items are paid a
+    few seconds after their batch; prints the settings that point the ``paypal`` rail at it."""
+    fake = FakePayPal(settle_after_seconds=5).start()
+    print(
+        f"PAYPAL_BASE_URL={fake.base_url} PAYPAL_CLIENT_ID={fake.client_id} "
+        f"PAYPAL_CLIENT_SECRET={fake.client_secret} PAYPAL_WEBHOOK_ID={fake.webhook_id}",
+        flush=True,
+    )
+    try:
+        fake.stopping.wait()
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()
