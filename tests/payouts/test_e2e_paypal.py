@@ -16,7 +16,7 @@ from campaigns.services import rewards_mature
 from core.models import InboundWebhook
 from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from payouts.links import PAYOUT_SALT, link_make
-from payouts.models import Payout, PayoutStatus
+from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.selectors import payout_exceptions, rewards_awaiting_payout
 from payouts.services import payout_execute, payouts_create_for_payable, payouts_poll
@@ -30,7 +30,7 @@ from reconciliation.models import Account
 from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import LOGIN_500, ingest
 from tests.campaigns.factories import BrandFactory, funded_campaign
-from tests.payouts.payout_fixtures import sandbox  # noqa: F401 - fixture
+from tests.payouts.payout_fixtures import debtor, iban, sandbox  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False), pytest.mark.usefixtures("sandbox")]
 
@@ -262,3 +262,17 @@ def test_caps_count_a_paypal_address_as_they_count_an_iban(paypal, db):
     assert second.reward is None and "iban" in second.reason, second.reason
     assert Reward.objects.count() == rewards
     assert claim_as("tt-three", "own@example.com").reward is not None
+
+
+@pytest.mark.usefixtures("debtor")
+def test_routing_picks_the_rail_by_the_destination_kind(campaign, paypal):
+    RouteRule.objects.create(priority=1, rail="sepa_file")  # routing written for bank accounts only
+    to_paypal = ingest(campaign, email="giulia@example.com").reward
+    to_bank = ingest(campaign, email="marco@example.com", iban=iban(7)).reward
+    claim_paypal(to_paypal)
+    rewards_mature(now=timezone.now() + timedelta(seconds=1))
+
+    created = payouts_create_for_payable(enqueue=False).created
+
+    rails = dict(Payout.objects.filter(pk__in=created).values_list("person_id", "rail"))
+    assert rails == {to_paypal.person_id: "paypal", to_bank.person_id: "sepa_file"}
