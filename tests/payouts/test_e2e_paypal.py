@@ -276,3 +276,35 @@ def test_routing_picks_the_rail_by_the_destination_kind(campaign, paypal):
 
     rails = dict(Payout.objects.filter(pk__in=created).values_list("person_id", "rail"))
     assert rails == {to_paypal.person_id: "paypal", to_bank.person_id: "sepa_file"}
+
+
+def test_a_lost_answer_is_recovered_by_submitting_again_never_paying_twice(campaign, paypal, settings):
+    settings.PAYOUT_BACKOFF_BASE_SECONDS = 0
+    settings.PAYOUT_BACKOFF_MAX_SECONDS = 0
+    settings.PAYOUT_RAILS["paypal"]["OPTIONS"]["timeout_seconds"] = 1.0
+    reward = ingest(campaign, email="giulia@example.com").reward
+    claim_paypal(reward)
+    paypal.delay_next("POST", "/v1/payments/payouts", seconds=2.0)  # PayPal pays, the answer is lost
+
+    payout = pay()
+    assert (payout.status, payout.rail_reference) == (PayoutStatus.CREATED, "")
+
+    assert payout_execute(payout_id=payout.pk, now=timezone.now() + timedelta(seconds=1)) == "accepted"
+
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SUBMITTED
+    assert payout.rail_reference == paypal.state.by_sender_batch[payout.end_to_end_id]
+    assert paypal.batches_for(payout.end_to_end_id) == 1
+
+
+def test_out_of_attempts_without_a_batch_id_goes_to_staff_not_to_failure(campaign, paypal, settings):
+    settings.PAYOUT_MAX_ATTEMPTS = 1
+    reward = ingest(campaign, email="giulia@example.com").reward
+    claim_paypal(reward)
+    paypal.fail_next("POST", "/v1/payments/payouts", status=503, body={"name": "INTERNAL_SERVICE_ERROR"})
+
+    payout = pay()
+
+    assert (payout.status, payout.needs_review) == (PayoutStatus.CREATED, True)
+    assert not paypal.state.batches
+    assert not rewards_awaiting_payout().exists()  # the money stays with this payout
