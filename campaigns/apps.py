@@ -7,10 +7,12 @@ class CampaignsConfig(AppConfig):
     def ready(self) -> None:
         from campaigns.api_keys import api_key_authenticate
         from campaigns.matchers import BrandTopupMatcher
+        from campaigns.metrics import webhook_metrics
         from campaigns.webhook_kick import audit_rows_written
         from campaigns.webhooks import COLLECTORS, webhook_collector_register
         from core.api.auth import api_key_lookup_register
         from core.hooks import AUDIT_ROWS_WRITTEN, hook_register
+        from core.metrics import metrics_collector_register
         from reconciliation.matching import register
 
         register(BrandTopupMatcher())
@@ -18,3 +20,4 @@ class CampaignsConfig(AppConfig):
             webhook_collector_register(collector)
         api_key_lookup_register(api_key_authenticate)
         hook_register(AUDIT_ROWS_WRITTEN, audit_rows_written)
+        metrics_collector_register("webhooks", webhook_metrics)

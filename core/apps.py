@@ -6,4 +6,4 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self) -> None:
-        from core import checks  # noqa: F401 - registers the production safety checks
+        from core import checks, checks_production, metrics  # noqa: F401 - register the checks and the queue metrics

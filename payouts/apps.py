@@ -7,8 +7,10 @@ class PayoutsConfig(AppConfig):
     def ready(self) -> None:
         from campaigns.webhooks import webhook_collector_register
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
+        from core.metrics import metrics_collector_register
         from payouts import hooks
         from payouts.matchers import MATCHERS
+        from payouts.metrics import payout_metrics
         from payouts.notices import notice_render
         from payouts.rails.psp_api import requirements_source
         from payouts.selectors import bank_accounts_paid, bank_postings_ahead, payout_exceptions
@@ -29,3 +31,4 @@ class PayoutsConfig(AppConfig):
         requirements_source_register(requirements_source)
         notice_renderer_register(notice_render)
         iban_proof_register(bank_accounts_paid)
+        metrics_collector_register("payouts", payout_metrics)

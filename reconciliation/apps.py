@@ -6,7 +6,10 @@ class ReconciliationConfig(AppConfig):
     verbose_name = "Books and reconciliation"
 
     def ready(self) -> None:
+        from core.metrics import metrics_collector_register
         from reconciliation.matchers import ReversalMatcher
         from reconciliation.matching import register
+        from reconciliation.metrics import statement_metrics
 
         register(ReversalMatcher())
+        metrics_collector_register("statements", statement_metrics)
