@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from config.settings.base import database_from_url, url_pooler
 from core.checks_production import pooler_safety
