@@ -100,3 +100,20 @@ def _metrics_addresses() -> list[checks.CheckMessage]:
                 )
             )
     return problems
+
+
+@checks.register(checks.Tags.security, deploy=False)
+def trusted_proxies(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    for value in getattr(settings, "TRUSTED_PROXY_IPS", []):
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            problems.append(
+                checks.Error(
+                    f"TRUSTED_PROXY_IPS has {value!r}, which is no address or network.",
+                    hint="Set TRUSTED_PROXY_IPS to the load balancers' addresses or networks, comma-separated.",
+                    id="core.E144",
+                )
+            )
+    return problems

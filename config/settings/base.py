@@ -55,10 +55,11 @@ INSTALLED_APPS = [
     "payouts",
 ]
 
-# The probes and /metrics are answered first (core.health): before the host check, the https
-# redirect and the session, so a load balancer probing by address gets its answer. HTTP metrics
-# (django-prometheus) wrap everything else.
+# The client's address behind our proxies first (core.proxy), then the probes and /metrics
+# (core.health): before the host check, the https redirect and the session, so a load balancer
+# probing by address gets its answer. HTTP metrics (django-prometheus) wrap everything else.
 MIDDLEWARE = [
+    "core.proxy.TrustedProxyMiddleware",
     "core.health.HealthMiddleware",
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -481,6 +482,9 @@ if CACHE_URL:
 # (core.E141). /readyz turns red when the oldest task waiting in a class's queue has waited longer
 # than READY_QUEUE_MAX_AGE_SECONDS (0: queues are not part of readiness).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# Our own load balancers' addresses or networks: only a request from one of them has its
+# X-Forwarded-For read for the client's address (core.proxy; per-IP rate limits). Empty: none.
+TRUSTED_PROXY_IPS = env_list("TRUSTED_PROXY_IPS", "")
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 READY_QUEUE_MAX_AGE_SECONDS = env_int("READY_QUEUE_MAX_AGE_SECONDS", 300)
 
