@@ -25,6 +25,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from core.chunks import rows_by_key
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
 from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
 from recipients.models import (
@@ -499,14 +500,15 @@ def _payouts_erase(*, cluster: list[int], now, lines_done: set[int]) -> int:
 
 
 def _task_records_erase(needles: list[str]) -> int:
-    """Finished task records (django-q keeps the last ``save_limit``, 250 by default) whose
-    arguments or result name the person: deleted. Their columns are pickles, so read in Python."""
+    """Finished task records (kept ``RETENTION_TASK_RESULT_DAYS``) whose arguments or result name
+    the person: deleted. Their columns are pickles, so read in Python, a chunk at a time (no
+    server-side cursor behind PgBouncer: ``core.chunks``)."""
     if not needles:
         return 0
     Task = apps.get_model("django_q", "Task")
     naming = [
         task.pk
-        for task in Task.objects.only("args", "kwargs", "result").iterator()
+        for task in rows_by_key(Task.objects.only("args", "kwargs", "result"))
         if _mentions(repr((task.args, task.kwargs, task.result)), needles)
     ]
     return Task.objects.filter(pk__in=naming).delete()[0]
