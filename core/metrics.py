@@ -21,14 +21,17 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
 from django.db.models import Count, Min, Q
 from django.utils import timezone
-from django_q.models import OrmQ
+from django_q.models import OrmQ, Schedule, Task
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
+
+from core.tasks import AUDIT_BROKEN
 
 logger = logging.getLogger(__name__)
 
@@ -128,3 +131,38 @@ def queue_metrics() -> Iterable[Metric]:
 
 
 metrics_collector_register("queue", queue_metrics)
+
+
+# The scheduled verifications (the ledger's, the audit trail's): name → (the task its schedule
+# runs, whether a result says the check passed). Each app registers its own.
+_verifications: dict[str, tuple[str, Callable[[Any], bool]]] = {}
+
+
+def verification_register(name: str, *, task: str, ok: Callable[[Any], bool]) -> None:
+    _verifications[name] = (task, ok)
+
+
+def verification_metrics() -> Iterable[Metric]:
+    """The last finished run of each verification's schedule: the schedule keeps the id of the task
+    it last enqueued, so this is two primary-key reads, never a scan of the task results. While
+    that run is in flight (its result not yet saved) the check reports nothing."""
+    now = timezone.now()
+    passed = gauge("verification_ok", "1 when the last scheduled run of the check passed, 0 when it failed.", ["check"])
+    age = gauge("verification_age_seconds", "Seconds since the last scheduled run of the check finished.", ["check"])
+    for name, (task, ok) in sorted(_verifications.items()):
+        task_id = Schedule.objects.filter(func=task).values_list("task", flat=True).first()
+        row = Task.objects.filter(id=task_id).values_list("stopped", "success", "result").first() if task_id else None
+        if row is None:
+            continue
+        stopped, success, result = row
+        passed.add_metric([name], 1 if success and ok(result) else 0)
+        age.add_metric([name], age_seconds(stopped, now))
+    return [passed, age]
+
+
+def audit_verified(result: Any) -> bool:
+    return isinstance(result, str) and not result.startswith(AUDIT_BROKEN)
+
+
+metrics_collector_register("verifications", verification_metrics)
+verification_register("audit", task="core.tasks.audit_verify_task", ok=audit_verified)

@@ -1,6 +1,7 @@
 """The books for Prometheus (``core.metrics``), computed at each scrape: how long ago each
 platform bank account last had a statement imported (since the account was added, before its
-first), so an alert says when the bank's files stop arriving."""
+first), so an alert says when the bank's files stop arriving; and whether the daily
+``ledger_verify`` passed (``core.metrics.verification_register``)."""
 
 from collections.abc import Iterable
 
@@ -25,3 +26,11 @@ def statement_metrics() -> Iterable[Metric]:
     for pk, currency, created_at, last in accounts:
         age.add_metric([str(pk), currency], age_seconds(last or created_at, now))
     return [age]
+
+
+LEDGER_VERIFY_TASK = "reconciliation.tasks.ledger_verify_task"
+
+
+def ledger_verified(result) -> bool:
+    """``ledger_verify_task`` returns True only when the books and the bank side both verify."""
+    return result is True

@@ -477,16 +477,16 @@ if CACHE_URL:
 
 # --- Health and metrics (core.health, core.metrics) ------------------------------------------------
 # /metrics answers a request carrying "Authorization: Bearer <METRICS_TOKEN>", or one from an
-# address in METRICS_ALLOWED_IPS (addresses or networks, compared with the connecting address, not
-# X-Forwarded-For: scrape each node directly). Production refuses to start with neither
-# (core.E141). /readyz turns red when the oldest task waiting in a class's queue has waited longer
-# than READY_QUEUE_MAX_AGE_SECONDS (0: queues are not part of readiness).
+# address in METRICS_ALLOWED_IPS (addresses or networks; scrape each node directly). Production
+# refuses to start with neither (core.E141). /readyz turns red when the oldest task waiting in a
+# class's queue has waited longer than READY_QUEUE_MAX_AGE_SECONDS (0: queues are not part of
+# readiness).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+READY_QUEUE_MAX_AGE_SECONDS = env_int("READY_QUEUE_MAX_AGE_SECONDS", 300)
 # Our own load balancers' addresses or networks: only a request from one of them has its
 # X-Forwarded-For read for the client's address (core.proxy; per-IP rate limits). Empty: none.
 TRUSTED_PROXY_IPS = env_list("TRUSTED_PROXY_IPS", "")
-METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
-READY_QUEUE_MAX_AGE_SECONDS = env_int("READY_QUEUE_MAX_AGE_SECONDS", 300)
 
 # --- Partner API and webhooks (helper F, issue 6) -------------------------------------------------
 # Per-key rate limit (fixed one-minute window in the Django cache, see CACHE_URL above), largest

@@ -1,16 +1,21 @@
 """/healthz, /readyz and /metrics (core.health, core.metrics): probes answer before the host check,
 readiness names what failed, and metrics are scraped only with a token or from an allowed address."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client
 from django.utils import timezone
-from django_q.models import OrmQ
+from django_q.models import OrmQ, Schedule, Task
 from prometheus_client import parser
 
 from core import health, metrics
+from core.tasks import AUDIT_BROKEN
+from reconciliation.metrics import LEDGER_VERIFY_TASK as LEDGER
+
+AUDIT = "core.tasks.audit_verify_task"
 
 TOKEN = "t0k3n-for-the-scraper-only-" + "x" * 8
 
@@ -104,7 +109,7 @@ def test_a_scrape_reports_each_class_queue_and_http_metrics(db):
     assert samples["joyback_queue_oldest_age_seconds"][(("queue", "notices"),)] >= 30
     assert samples["joyback_queue_oldest_age_seconds"][(("queue", "ticks"),)] == 0
     assert all(value == 1 for value in samples["joyback_metrics_collector_up"].values())
-    assert {("collector", name) for name in ("queue", "payouts", "webhooks", "notices", "statements")} == {
+    assert {("collector", n) for n in ("queue", "payouts", "webhooks", "notices", "statements", "verifications")} == {
         labels[0] for labels in samples["joyback_metrics_collector_up"]
     }
     assert "django_http_requests_before_middlewares_total" in samples
@@ -138,3 +143,32 @@ def test_django_prometheus_counts_queries_on_psycopg_3(db):
         wrapper.close()
     # our query, after whatever Django runs when it connects
     assert execute_total.labels("metrics", "postgresql")._value.get() >= before + 1
+
+
+def _last_run(func: str, *, result, success: bool = True, minutes_ago: int = 5) -> None:
+    """The schedule of ``func`` last enqueued a task that has finished with ``result``."""
+    stopped = timezone.now() - timedelta(minutes=minutes_ago)
+    task = Task.objects.create(
+        id=uuid.uuid4().hex, name=func, func=func, started=stopped, stopped=stopped, success=success, result=result
+    )
+    Schedule.objects.filter(func=func).update(task=task.id)
+
+
+def test_the_last_ledger_and_audit_verifications_are_reported(db):
+    # given the daily schedules (created by migrations), whose last runs: the books verified, the audit trail broke
+    assert Schedule.objects.filter(func__in=[LEDGER, AUDIT]).count() == 2
+    _last_run(LEDGER, result=True)
+    _last_run(AUDIT, result=f"{AUDIT_BROKEN}: 2 problem(s)", minutes_ago=30)
+    # when scraped
+    samples = scrape()
+    # then each check says whether it passed and how long ago it ran
+    assert samples["joyback_verification_ok"] == {(("check", "audit"),): 0, (("check", "ledger"),): 1}
+    assert samples["joyback_verification_age_seconds"][(("check", "audit"),)] >= 30 * 60
+    # a run that raised is a failure whatever it returned
+    _last_run(LEDGER, result=None, success=False)
+    assert scrape()["joyback_verification_ok"][(("check", "ledger"),)] == 0
+
+
+def test_a_verification_that_never_finished_reports_nothing(db):
+    Schedule.objects.filter(func=LEDGER).update(task="still-running")
+    assert (("check", "ledger"),) not in scrape().get("joyback_verification_ok", {})
