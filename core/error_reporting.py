@@ -6,12 +6,19 @@ variables of the frames (an IBAN or a phone number may sit in one), and every st
 event or a breadcrumb goes through the same masking as the log lines (``core.logging.redact``).
 """
 
+import logging
 from typing import Any
 
 import sentry_sdk
 from sentry_sdk.integrations.django import DjangoIntegration
 
-from core.logging import redact
+from core.logging import RedactPersonalData, redact
+
+# Importing sentry_sdk puts a stderr handler on its own logger (for its debug mode): it masks
+# too, like every handler (tests/core/test_logging.py).
+for _handler in logging.getLogger("sentry_sdk.errors").handlers:
+    if not any(isinstance(f, RedactPersonalData) for f in _handler.filters):
+        _handler.addFilter(RedactPersonalData())
 
 
 def scrubbed(value: Any) -> Any:
