@@ -1,8 +1,12 @@
 """/healthz, /readyz and /metrics (core.health, core.metrics): probes answer before the host check,
 readiness names what failed, and metrics are scraped only with a token or from an allowed address."""
 
+import os
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db.migrations.recorder import MigrationRecorder
@@ -16,6 +20,7 @@ from core.tasks import AUDIT_BROKEN
 from reconciliation.metrics import LEDGER_VERIFY_TASK as LEDGER
 
 AUDIT = "core.tasks.audit_verify_task"
+ROOT = Path(__file__).resolve().parents[2]
 
 TOKEN = "t0k3n-for-the-scraper-only-" + "x" * 8
 
@@ -172,3 +177,30 @@ def test_the_last_ledger_and_audit_verifications_are_reported(db):
 def test_a_verification_that_never_finished_reports_nothing(db):
     Schedule.objects.filter(func=LEDGER).update(task="still-running")
     assert (("check", "ledger"),) not in scrape().get("joyback_verification_ok", {})
+
+
+def test_gunicorn_workers_metrics_are_summed_across_processes(tmp_path):
+    # given two "workers" (processes) in multiprocess mode, each serving requests
+    script = (
+        "import django, sys; django.setup(); from django.test import Client; "
+        "[Client().get('/favicon.ico') for _ in range(int(sys.argv[1]))]"
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    for requests in (2, 3):
+        subprocess.run([sys.executable, "-c", script, str(requests)], env=env, cwd=ROOT, check=True, timeout=120)
+    # when a third renders the metrics
+    render = (
+        "import django; django.setup(); from core.metrics import metrics_render; "
+        "import sys; sys.stdout.write(metrics_render().decode())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", render], env=env, cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    # then it counts every request of both
+    totals = {
+        s.name: s.value
+        for family in parser.text_string_to_metric_families(out)
+        for s in family.samples
+        if s.name == "django_http_requests_before_middlewares_total"
+    }
+    assert totals == {"django_http_requests_before_middlewares_total": 5}
