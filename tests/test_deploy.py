@@ -4,6 +4,7 @@ both web nodes behind PgBouncer in transaction mode."""
 
 import configparser
 import os
+import re
 import runpy
 import subprocess
 from pathlib import Path
@@ -135,3 +136,15 @@ def test_the_systemd_units_run_web_workers_and_migrate():
     worker = (units / "joyback-worker@.service").read_text()
     assert "Environment=Q_CLUSTER_NAME=%i" in worker and "manage.py qcluster" in worker
     assert "Type=oneshot" in (units / "joyback-migrate.service").read_text()
+
+
+def test_the_example_env_leaves_only_required_secrets_empty(compose):
+    """An empty value counts as set (it would pass a production check that looks for a default), so
+    the example may leave empty only what compose refuses to start without."""
+    required = set(re.findall(r"\$\{(\w+):\?", (ROOT / "compose.yaml").read_text()))
+    lines = (ROOT / "deploy" / "env.example").read_text().splitlines()
+    empty = {line[:-1] for line in lines if line and not line.startswith("#") and line.endswith("=")}
+    assert empty and empty <= required
+    assert all(
+        s["env_file"] == ".env" for s in compose["services"].values() if s.get("command") in (["web"], ["worker"])
+    )
