@@ -556,8 +556,7 @@ def _parse(
             if document.is_xml:
                 raise StatementParseError(
                     "format_mismatch",
-                    f"{document.description or 'the file'} is XML, not a {statement_format.name} CSV export; "
-                    "choose a camt format",
+                    f"{document.description} is XML, not a {statement_format.name} CSV export; choose a camt format",
                 )
             yield parse_csv(
                 document.stream,
