@@ -18,7 +18,7 @@ from django.conf import settings
 
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
-from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest
+from core.webhooks_in import Rejected, Verified, body_digest
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,3 @@ class TikTokHandler:
 
 
 handler = TikTokHandler()
-
-
-class TikTokWebhookView(InboundWebhookView):
-    provider = "tiktok"

@@ -6,7 +6,7 @@ one is stored (``InboundWebhook``: headers, raw body) and acknowledged at once; 
 it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedupe_key)`` is unique,
 so a redelivery is acknowledged without a second processing.
 
-Each provider supplies a handler (``payouts.whatsapp_webhook``, ``campaigns.tiktok``,
+Each provider supplies a handler (``web.whatsapp_webhook``, ``campaigns.tiktok``,
 ``payouts.wise_webhooks``) with ``verify(body=, headers=) -> Verified | Rejected`` and
 ``process(webhook) -> str`` (the final status: processed or ignored).
 """
@@ -34,7 +34,7 @@ security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
 
 HANDLERS = {
-    "whatsapp": "payouts.whatsapp_webhook.handler",
+    "whatsapp": "web.whatsapp_webhook.handler",
     "tiktok": "campaigns.tiktok.handler",
     "wise": "payouts.wise_webhooks.handler",
 }

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "recipients",
     "campaigns",
     "payouts",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -80,7 +81,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "payouts.demo_views.demo_context",
+                "web.demo_views.demo_context",
             ],
         },
     },

@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, TriggerEvent
 from core.models import InboundStatus, InboundWebhook
-from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Identifier
 from tests.campaigns.factories import funded_campaign
+from web.whatsapp_webhook import whatsapp_optin_code_issue
 
 APP_SECRET = "wa-app-secret"
 TIKTOK_SECRET = "tt-client-secret"

@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from campaigns.models import Reward, VideoSubmission
-from payouts.claim.tasks import video_views_poll
+from campaigns.services.videos import video_views_poll
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
 

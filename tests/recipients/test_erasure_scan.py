@@ -26,7 +26,6 @@ from payouts.services import (
     payout_batch_download,
     payouts_create_for_payable,
 )
-from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Person
 from recipients.services import person_erase, person_set_iban
 from recipients.services.notices import notices_send_due
@@ -42,6 +41,7 @@ from tests.core.test_logging import written_by_the_app
 from tests.payouts.payout_fixtures import DEBTOR_IBAN, debtor, iban, sandbox, staff  # noqa: F401 - fixtures
 from tests.payouts.test_e2e_local_accounts import US_ACCOUNT, atlantic, books, claim, pay, reward_in  # noqa: F401
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
+from web.whatsapp_webhook import whatsapp_optin_code_issue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 

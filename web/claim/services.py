@@ -333,7 +333,7 @@ def claim_video_submit(
     *, campaign: Campaign, social_uid: str, access_token: str, video_id: str, details: PayoutDetails, ip: str
 ) -> VideoSubmission:
     """The person picked one of their TikTok videos: remember it (the access token encrypted) and
-    verify it in the background (``payouts.claim.tasks``). One submission per video and
+    verify it in the background (``campaigns.tasks``). One submission per video and
     campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
     person = _person_with_consent(brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid)
     try:
@@ -345,7 +345,7 @@ def claim_video_submit(
                 video_id=video_id,
                 token_ciphertext=crypto.encrypt(access_token),
             )
-            enqueue("payouts.claim.tasks.video_submission_verify_task", submission.pk)
+            enqueue("campaigns.tasks.video_submission_verify_task", submission.pk)
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
     return submission

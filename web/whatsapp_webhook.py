@@ -20,13 +20,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.http import HttpResponse
 from django.utils import timezone
 
 from campaigns.services import EventInput, event_ingest
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
-from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest, security_logger
+from core.webhooks_in import Rejected, Verified, body_digest
 from payouts.links import PAYOUT_SALT, Link, link_make
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.services import IdentityInput, person_resolve
@@ -189,21 +188,7 @@ class WhatsAppHandler:
 handler = WhatsAppHandler()
 
 
-class WhatsAppWebhookView(InboundWebhookView):
-    provider = "whatsapp"
-
-    def get(self, request):
-        """Meta's subscription check: echo ``hub.challenge`` when the verify token matches."""
-        token = settings.WHATSAPP_VERIFY_TOKEN
-        mode, given = request.GET.get("hub.mode", ""), request.GET.get("hub.verify_token", "")
-        if token and mode == "subscribe" and hmac.compare_digest(given.encode(), token.encode()):
-            return HttpResponse(request.GET.get("hub.challenge", ""), content_type="text/plain")
-        security_logger.warning("WhatsApp subscription check refused (mode %r)", mode)
-        return HttpResponse(status=403)
-
-
 __all__ = [
-    "WhatsAppWebhookView",
     "handler",
     "whatsapp_optin_code_issue",
     "whatsapp_optin_hand_over",
