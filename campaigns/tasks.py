@@ -16,7 +16,9 @@ def rewards_mature_task() -> int:
 
 
 def video_submission_verify_task(submission_id: int) -> str:
-    """Enqueued by a claim page's video submission (``web.claim.services``)."""
+    """Enqueued by a claim page's video submission (``web.claim.services``). A copy that is lost (its
+    attempts spent, or queued under the path it had before it moved here) is made good by the
+    views poll, which verifies submissions still pending after ``VERIFY_LOST_AFTER``."""
     return video_submission_verify(submission_id=submission_id)
 
 

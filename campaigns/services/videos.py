@@ -2,7 +2,8 @@
 
 * ``video_submission_verify``: is the picked video the person's own and does it carry the
   hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
-* ``video_views_poll``: scheduled; re-reads the views of verified videos still below a threshold.
+* ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
+  the views of verified videos still below a threshold.
 
 TikTok is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
@@ -27,6 +28,10 @@ from recipients import crypto
 
 logger = logging.getLogger(__name__)
 WATCH_DAYS = 30
+# A submission still pending this long after it was made lost its verify task: the task's attempts
+# (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while TikTok was down, or a copy queued before a deploy
+# named a path that no longer imports. Verifying it again is safe: the events have fixed ids.
+VERIFY_LOST_AFTER = timedelta(minutes=15)
 
 
 def _rules(campaign_id: int) -> dict[str, RewardRule]:
@@ -105,10 +110,29 @@ def video_submission_verify(*, submission_id: int) -> str:
     return "verified"
 
 
+def _verify_lost(*, since, limit: int) -> None:
+    lost = (
+        VideoSubmission.objects.filter(
+            status=VideoStatus.PENDING, created_at__gte=since, created_at__lt=timezone.now() - VERIFY_LOST_AFTER
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for submission_id in lost:
+        video_submission_verify(submission_id=submission_id)
+
+
 def video_views_poll(*, limit: int = 200) -> int:
-    """Re-check the views of verified videos still below a threshold (oldest check first), for
-    campaigns still running. Returns how many passed their threshold."""
+    """Verify submissions still pending ``VERIFY_LOST_AFTER`` after they were made (oldest first),
+    then re-check the views of verified videos still below a threshold (oldest check first), for
+    campaigns still running. Returns how many passed their threshold. Stops at the first
+    TikTokUnavailable: the next run goes on."""
     since = timezone.now() - timedelta(days=WATCH_DAYS)
+    try:
+        _verify_lost(since=since, limit=limit)
+    except TikTokUnavailable as exc:
+        logger.warning("TikTok unavailable while verifying lost submissions: %s", exc)
+        return 0
     watching = (
         VideoSubmission.objects.filter(
             status=VideoStatus.VERIFIED,
