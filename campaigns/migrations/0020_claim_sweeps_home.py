@@ -24,7 +24,7 @@ def backward(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("campaigns", "0017_campaign_vop_policy"),
+        ("campaigns", "0019_plans_seed"),
         ("payouts", "0005_claim_tasks_moved"),
     ]
 
