@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import translation
@@ -209,3 +210,12 @@ def test_unknown_address_gets_the_friendly_404(path, language):
     assert f'<html lang="{language}">' in html
     assert '<meta name="robots" content="noindex">' in html
     assert f'href="{url("home", language)}"' in html
+
+
+def test_the_link_preview_image_and_stylesheet_are_served_from_our_static_files():
+    assert finders.find("site/og-image.jpg")
+    assert finders.find("site/site.css")
+    html = Client().get("/").content.decode()
+    assert f'content="{HOST}/static/site/og-image.jpg"' in html
+    # No request leaves the site: no external stylesheet, font or script.
+    assert not re.search(r'(src|href)="https?://(?!testserver/)', html)

@@ -57,7 +57,7 @@ def page_meta(request: HttpRequest, page: Page) -> dict:
         "x_default": urls[settings.LANGUAGE_CODE],
         "og_locale": OG_LOCALES.get(language, OG_LOCALES["en"]),
         "og_locale_alternates": [OG_LOCALES[code] for code, _url in alternates if code != language],
-        "og_image": request.build_absolute_uri(static("site/og-image.png")),
+        "og_image": request.build_absolute_uri(static("site/og-image.jpg")),
         "site_pages": PAGES,
     }
 
