@@ -4,6 +4,7 @@ robots.txt, the language switch, and the friendly 404 of production settings."""
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -219,3 +220,16 @@ def test_the_link_preview_image_and_stylesheet_are_served_from_our_static_files(
     assert f'content="{HOST}/static/site/og-image.jpg"' in html
     # No request leaves the site: no external stylesheet, font or script.
     assert not re.search(r'(src|href)="https?://(?!testserver/)', html)
+
+
+def test_pages_answer_head_requests_as_monitors_and_crawlers_send_them():
+    assert Client().head("/").status_code == 200
+    assert Client().head("/it/pricing/").status_code == 200
+    assert Client().post("/").status_code == 405
+
+
+def test_the_500_page_has_no_template_logic_to_fail_in_turn():
+    html = (Path(settings.BASE_DIR) / "templates" / "500.html").read_text()
+
+    assert "{%" not in html
+    assert "{{" not in html

@@ -8,7 +8,7 @@ from django.templatetags.static import static
 from django.urls import reverse, translate_url
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from campaigns.selectors import plans_for_sale
 from web.site.pages import BY_NAME, PAGES, Page
@@ -18,7 +18,7 @@ from web.site.pricing import plan_cards
 OG_LOCALES = {"en": "en_GB", "it": "it_IT"}
 
 
-@require_GET
+@require_safe
 def page_view(request: HttpRequest, page_name: str) -> HttpResponse:
     page = BY_NAME[page_name]
     language = translation.get_language()
@@ -62,7 +62,7 @@ def page_meta(request: HttpRequest, page: Page) -> dict:
     }
 
 
-@require_GET
+@require_safe
 def robots_txt(request: HttpRequest) -> HttpResponse:
     """Everything public may be crawled; the portal, the claim links, the API and the back office
     are nobody's search result."""
