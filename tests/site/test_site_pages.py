@@ -143,6 +143,7 @@ def test_robots_txt_allows_the_site_and_names_the_sitemap():
     body = response.content.decode()
     assert "Disallow: /admin/" in body
     assert "Disallow: /portal/" in body
+    assert "Allow: /api/docs/" in body
     assert f"Sitemap: {HOST}/sitemap.xml" in body
 
 
@@ -233,3 +234,11 @@ def test_the_500_page_has_no_template_logic_to_fail_in_turn():
 
     assert "{%" not in html
     assert "{{" not in html
+
+
+def test_joyback_page_says_which_actions_are_verified_and_which_are_only_attested():
+    html = Client().get("/joyback/").content.decode()
+
+    assert html.count("Verified first-party</p>") == 4
+    assert html.count("Partner-attested or reviewed</p>") == 1
+    assert "TikTok does not let anyone verify likes and comments first-party" in html

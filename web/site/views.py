@@ -72,6 +72,7 @@ def robots_txt(request: HttpRequest) -> HttpResponse:
         "Disallow: /portal/",
         "Disallow: /accounts/",
         "Disallow: /c/",
+        "Allow: /api/docs/",
         "Disallow: /api/",
         "Disallow: /fake/",
         "Allow: /",
