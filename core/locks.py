@@ -23,7 +23,7 @@ transactions can wait on each other in a cycle:
 6. bank statement lines — the matching engine, a chunk's lines before its matchers run
    (``reconciliation.services.matching``), and erasure;
 7. a payout batch row, then payout rows in ascending id — payouts (``payouts.services.states``),
-   pain.002, the batch matcher, and erasure through ``core.payment_files.payouts_lock``;
+   pain.002, the batch matcher, and erasure through ``payouts.payment_files.payouts_lock``;
 8. holds, then ledger account rows in ascending id — the ledger
    (``reconciliation.services.accounts``); postings are inserted sorted by account, since the
    posting trigger locks each account as its posting goes in;

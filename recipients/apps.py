@@ -5,4 +5,8 @@ class RecipientsConfig(AppConfig):
     name = "recipients"
 
     def ready(self) -> None:
+        from core.audit_sql import audit_table_register
         from recipients import checks  # noqa: F401  (registers the start-up check)
+        from recipients.audit import PERSON_EVENTS
+
+        audit_table_register(PERSON_EVENTS)

@@ -6,7 +6,10 @@ class ReconciliationConfig(AppConfig):
     verbose_name = "Books and reconciliation"
 
     def ready(self) -> None:
+        from core.audit_sql import audit_table_register
+        from reconciliation.audit import RECONCILIATION_ACTIONS
         from reconciliation.matchers import ReversalMatcher
         from reconciliation.matching import register
 
         register(ReversalMatcher())
+        audit_table_register(RECONCILIATION_ACTIONS)
