@@ -10,12 +10,14 @@ class CampaignsConfig(AppConfig):
         from campaigns.audit import CAMPAIGN_EVENTS, REWARD_EVENTS
         from campaigns.matchers import BrandTopupMatcher
         from campaigns.privacy import PERSONAL_DATA
+        from campaigns.roles import GRANTS
         from campaigns.webhook_kick import audit_rows_written
         from campaigns.webhooks import COLLECTORS, webhook_collector_register
         from core.api.auth import api_key_lookup_register
         from core.audit_sql import audit_table_register
         from core.hooks import AUDIT_ROWS_WRITTEN, hook_register
         from core.personal_data import personal_data_register
+        from core.roles import role_permissions_grant
         from core.webhooks_in import inbound_webhook_handler_register
         from reconciliation.matching import register
 
@@ -29,3 +31,4 @@ class CampaignsConfig(AppConfig):
         audit_table_register(REWARD_EVENTS)
         audit_table_register(CAMPAIGN_EVENTS)
         inbound_webhook_handler_register(provider="tiktok", handler=tiktok.handler)
+        role_permissions_grant(GRANTS)

@@ -9,12 +9,14 @@ class PayoutsConfig(AppConfig):
         from core.audit_sql import audit_table_register
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from core.personal_data import personal_data_register
+        from core.roles import role_permissions_grant
         from core.webhooks_in import inbound_webhook_handler_register
         from payouts import audit, hooks, whatsapp_webhook, wise_webhooks
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
         from payouts.privacy import PERSONAL_DATA
         from payouts.rails.psp_api import requirements_source
+        from payouts.roles import GRANTS
         from payouts.selectors import bank_accounts_paid, bank_postings_ahead, payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
@@ -39,3 +41,4 @@ class PayoutsConfig(AppConfig):
         audit_table_register(audit.PAYOUT_BATCH_EVENTS)
         inbound_webhook_handler_register(provider="wise", handler=wise_webhooks.handler)
         inbound_webhook_handler_register(provider="whatsapp", handler=whatsapp_webhook.handler)
+        role_permissions_grant(GRANTS)

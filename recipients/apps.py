@@ -6,7 +6,10 @@ class RecipientsConfig(AppConfig):
 
     def ready(self) -> None:
         from core.audit_sql import audit_table_register
+        from core.roles import role_permissions_grant
         from recipients import checks  # noqa: F401  (registers the start-up check)
         from recipients.audit import PERSON_EVENTS
+        from recipients.roles import GRANTS
 
         audit_table_register(PERSON_EVENTS)
+        role_permissions_grant(GRANTS)
