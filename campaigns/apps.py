@@ -18,7 +18,7 @@ class CampaignsConfig(AppConfig):
         from core.hooks import AUDIT_ROWS_WRITTEN, hook_register
         from core.personal_data import personal_data_register
         from core.roles import role_permissions_grant
-        from core.webhooks_in import inbound_webhook_handler_register
+        from core.webhooks_in import inbound_handler_register
         from reconciliation.matching import register
 
         register(BrandTopupMatcher())
@@ -30,5 +30,5 @@ class CampaignsConfig(AppConfig):
             personal_data_register(entry)
         audit_table_register(REWARD_EVENTS)
         audit_table_register(CAMPAIGN_EVENTS)
-        inbound_webhook_handler_register(provider="tiktok", handler=tiktok.handler)
+        inbound_handler_register("tiktok", tiktok.handler)
         role_permissions_grant(GRANTS)

@@ -7,7 +7,7 @@ it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedup
 so a redelivery is acknowledged without a second processing.
 
 The handler registry. Each provider's app registers its handler in its ``AppConfig.ready``
-(``inbound_webhook_handler_register``: WhatsApp and Wise by payouts, TikTok by campaigns), an
+(``inbound_handler_register``: WhatsApp and Wise by payouts, TikTok by campaigns), an
 object with ``verify(body=, headers=) -> Verified | Rejected`` and ``process(webhook) -> str``
 (the final status: processed or ignored); the view of a provider and the processing task look it
 up by the provider's name.
@@ -61,7 +61,7 @@ class WebhookHandler(Protocol):
 _HANDLERS: dict[str, WebhookHandler] = {}
 
 
-def inbound_webhook_handler_register(*, provider: str, handler: WebhookHandler) -> None:
+def inbound_handler_register(provider: str, handler: WebhookHandler) -> None:
     """Route ``provider``'s deliveries to ``handler`` (its app's ``AppConfig.ready``)."""
     _HANDLERS[provider] = handler
 

@@ -10,7 +10,7 @@ class PayoutsConfig(AppConfig):
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from core.personal_data import personal_data_register
         from core.roles import role_permissions_grant
-        from core.webhooks_in import inbound_webhook_handler_register
+        from core.webhooks_in import inbound_handler_register
         from payouts import audit, hooks, whatsapp_webhook, wise_webhooks
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
@@ -39,6 +39,6 @@ class PayoutsConfig(AppConfig):
             personal_data_register(entry)
         audit_table_register(audit.PAYOUT_EVENTS)
         audit_table_register(audit.PAYOUT_BATCH_EVENTS)
-        inbound_webhook_handler_register(provider="wise", handler=wise_webhooks.handler)
-        inbound_webhook_handler_register(provider="whatsapp", handler=whatsapp_webhook.handler)
+        inbound_handler_register("wise", wise_webhooks.handler)
+        inbound_handler_register("whatsapp", whatsapp_webhook.handler)
         role_permissions_grant(GRANTS)
