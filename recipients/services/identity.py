@@ -12,10 +12,11 @@ Who may change where a person is paid — the rule every resolution follows:
   younger merged into the oldest), and a new IBAN becomes the current account.
 * A public page vouches only for what the person proved (``proven``: the TikTok account of an
   OAuth login, the WhatsApp number that sent the opt-in code) or for the person behind their own
-  claim link (the resolution's ``anchor``, whose given account becomes the current one). Only proven identifiers find or link existing people; an unproven one
-  attaches to the person found only where no other person of the brand holds it, otherwise the
-  link is refused and audited (``link_refused``). Typing someone's e-mail with your own IBAN
-  therefore reaches nobody else's person, account or money.
+  claim link (the resolution's ``anchor``, whose given account becomes the current one). Only
+  proven identifiers find or link existing people; an unproven one attaches to the person found
+  only where no other person of the brand holds it, otherwise the link is refused and audited
+  (``link_refused``). Typing someone's e-mail with your own IBAN therefore reaches nobody else's
+  person, account or money.
 * Every change of an existing person's current account is an ``iban_set`` event with the
   previous account and an ``account_changed`` notice to the person, in the same transaction.
 
