@@ -33,6 +33,7 @@ from campaigns.platforms.allauth_adapter import claim_identity, claim_login_evid
 from campaigns.platforms.tiktok import TikTokUnavailable, tiktok_videos_list
 from campaigns.selectors import campaign_budget
 from campaigns.services import smallest_reservation_minor
+from campaigns.triggers import trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.claim.forms import PayoutForm
@@ -78,8 +79,6 @@ from recipients.normalise import iban_normalise
 from recipients.selectors import person_cluster_ids
 from recipients.whatsapp_link import click_to_chat_url
 
-TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)
-VIDEO_TRIGGERS = (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
 LANGUAGES = {"en", "it"}
 # The session key of the secret that ties WhatsApp codes to the browser that asked for them.
 WHATSAPP_STARTER = "claim_whatsapp_starter"
@@ -206,7 +205,7 @@ def campaign_page(request, brand_slug: str, campaign_slug: str):
     offers = [
         {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency)}
         for t, r in rules.items()
-        if t in (*TIKTOK_TRIGGERS, *VIDEO_TRIGGERS, Trigger.WHATSAPP_OPTIN, Trigger.PURCHASE)
+        if t in trigger_values(claim_page=True)
     ]
     here = reverse("claim:campaign", kwargs={"brand_slug": brand_slug, "campaign_slug": campaign_slug})
     return render(
