@@ -11,6 +11,7 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import EventInput, event_ingest, rewards_mature
 from payouts.claim.forms import PayoutForm
 from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
@@ -19,7 +20,6 @@ from payouts.claim.views import _phone_region
 from payouts.links import STATUS_SALT, token_make, token_read
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
-from payouts.whatsapp_webhook import whatsapp_optin_redeem
 from recipients import crypto
 from recipients.models import Consent
 from recipients.models_claims import ClaimLink, WhatsAppOptInCode
