@@ -11,9 +11,10 @@ What the engine asks of a platform:
   claim page (allauth) leaves the proven account in the session, read back with
   ``identity_from_session``. ``inbound_code``: the person sends a one-time code from the account,
   and the signed inbound webhook redeems it.
-- **Action verification and re-checking** (``verifies_content``): ``content_list`` shows the
-  person's own recent items to pick from; ``content_query`` fetches given items again — still
-  there, still theirs (another person's item comes back missing), how many views now.
+- **Action verification and re-checking**, for a platform that reads people's content:
+  ``content_list`` shows the person's own recent items to pick from; ``content_query`` fetches
+  given items again — still there, still theirs (another person's item comes back missing), how
+  many views now.
 - **Inbound webhooks**: ``webhook_verify`` checks the signature over the raw body before anything
   is stored; ``webhook_events`` parses a stored body into ``InboundEvent`` values;
   ``webhook_handle`` acts on them and says whether the delivery was processed or ignored.
@@ -93,7 +94,6 @@ class Platform(ABC):
     name: ClassVar[str]  # registry key, event source and social provider ("tiktok")
     label: ClassVar[str]
     proof: ClassVar[str]  # "oauth" | "inbound_code"
-    verifies_content: ClassVar[bool] = False
 
     # --- identity proof ---------------------------------------------------------------------
 

@@ -209,7 +209,6 @@ class TikTokPlatform(Platform):
     name = "tiktok"
     label = "TikTok"
     proof = "oauth"
-    verifies_content = True
 
     def identity_from_session(self, request) -> ProvenIdentity | None:
         login = claim_login(request, provider=self.name)
