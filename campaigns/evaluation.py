@@ -261,13 +261,20 @@ def approval_verdict(*, rule: RewardRule, amount_minor: int, fraud: list[str]) -
     return Verdict(needs_review=bool(reasons), review_reasons=reasons)
 
 
+def counter_periods(day_key: str) -> tuple[str, str]:
+    """The periods a rule's campaign-wide counters (``RuleCounter.period``) count by: the whole
+    campaign ("all") and the local day of ``day_key`` (``periods_for``)."""
+    return ("all", day_key)
+
+
 def campaign_cap_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
     """The rule's campaign-wide count caps as (limit, counter period, reason)."""
+    whole, day = counter_periods(day_key)
     return [
         (limit, period, reason)
         for limit, period, reason in (
-            (rule.campaign_count, "all", "cap_campaign_count"),
-            (rule.campaign_count_per_day, day_key, "cap_campaign_day_count"),
+            (rule.campaign_count, whole, "cap_campaign_count"),
+            (rule.campaign_count_per_day, day, "cap_campaign_day_count"),
         )
         if limit is not None
     ]

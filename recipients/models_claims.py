@@ -2,7 +2,7 @@
 that complete a WhatsApp opt-in (the claim page shows the code, the person sends it to the
 brand's WhatsApp number, and the signed inbound message proves they own that number:
 ``campaigns.platforms.whatsapp``), links sent to a person (``payouts.links``), and account changes
-waiting for the code sent to a contact the person already had (``payouts.claim.services``)."""
+waiting for the code sent to a contact the person already had (``web.claim.services``)."""
 
 from django.db import models
 from django.db.models import Q

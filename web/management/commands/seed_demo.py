@@ -21,9 +21,9 @@ from campaigns.services import (
     rule_create,
 )
 from core.roles import ROLES
-from payouts.demo_bank import PLATFORM_IBAN, demo_funding_import
 from reconciliation.models import JournalEntry
 from reconciliation.services.statements import platform_bank_account_create
+from web.demo_bank import PLATFORM_IBAN, demo_funding_import
 
 DEMO_USERS = [
     # username, password, superuser, roles (None: every role)

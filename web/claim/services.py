@@ -41,7 +41,7 @@ from recipients.services import (
     person_resolve,
     person_root_lock,
 )
-from recipients.services.identity import Identity, identity_normalise, resolve_once, run_with_retries
+from recipients.services.identity import Identity, identity_normalise
 from recipients.services.notices import NoticeNew, notices_record
 
 CHANNEL = "claim_page"
@@ -83,9 +83,7 @@ def _person_apply(
 ) -> Person:
     """In the caller's transaction: the person behind ``anchor`` takes these details, the account
     (an IBAN or a local one) becoming their current account, and their consent is recorded."""
-    person, _ = run_with_retries(
-        lambda: resolve_once(normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True)
-    )
+    person = person_resolve(brand_id=brand_id, identity=_identity(details), source=CHANNEL, anchor=anchor)
     consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
     # The form asks for the name "as on your bank account": the account is held under it.
     bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
@@ -333,7 +331,7 @@ def claim_video_submit(
     *, campaign: Campaign, social_uid: str, access_token: str, video_id: str, details: PayoutDetails, ip: str
 ) -> VideoSubmission:
     """The person picked one of their TikTok videos: remember it (the access token encrypted) and
-    verify it in the background (``payouts.claim.tasks``). One submission per video and
+    verify it in the background (``campaigns.tasks``). One submission per video and
     campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
     person = _person_with_consent(brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid)
     try:
@@ -345,7 +343,7 @@ def claim_video_submit(
                 video_id=video_id,
                 token_ciphertext=crypto.encrypt(access_token),
             )
-            enqueue("payouts.claim.tasks.video_submission_verify_task", submission.pk)
+            enqueue("campaigns.tasks.video_submission_verify_task", submission.pk)
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc
     return submission

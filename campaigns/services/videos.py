@@ -1,10 +1,9 @@
-"""Background work of the claim flow (django-q2, at-least-once, idempotent):
+"""Videos a person submitted on a claim page (run by ``campaigns.tasks``, at-least-once, idempotent):
 
-* ``video_submission_verify_task``: is the picked video the person's own and does it carry the
+* ``video_submission_verify``: is the picked video the person's own and does it carry the
   hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
-* ``video_views_poll``: scheduled; re-reads the views of verified videos still below a threshold.
-* ``claim_links_send_due``: scheduled; tells people whose reward came from a partner's event and
-  who have not given an IBAN yet where to give it (a ``claim_link`` notice with the payout form).
+* ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
+  the views of verified videos still below a threshold.
 
 TikTok is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
@@ -13,18 +12,12 @@ the events carry deterministic external ids, so a task run twice ingests nothing
 import logging
 from datetime import timedelta
 
-from django.conf import settings
-from django.db import transaction
-from django.db.models import Exists, OuterRef
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from campaigns.models import (
     CampaignStatus,
     EventSource,
-    Reward,
     RewardRule,
-    RewardStatus,
     Trigger,
     VideoStatus,
     VideoSubmission,
@@ -32,14 +25,14 @@ from campaigns.models import (
 from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
 from campaigns.triggers import trigger_evidence
-from core.queue import tick
 from recipients import crypto
-from recipients.models import BankAccount, NoticeKind
-from recipients.selectors import person_current_bank_account
-from recipients.services.notices import NoticeNew, notices_record
 
 logger = logging.getLogger(__name__)
 WATCH_DAYS = 30
+# A submission still pending this long after it was made lost its verify task: the task's attempts
+# (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while TikTok was down, or a copy queued before a deploy
+# named a path that no longer imports. Verifying it again is safe: the events have fixed ids.
+VERIFY_LOST_AFTER = timedelta(minutes=15)
 
 
 def _rules(campaign_id: int) -> dict[str, RewardRule]:
@@ -94,7 +87,12 @@ def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, R
     return True
 
 
-def video_submission_verify_task(submission_id: int) -> str:
+def video_submission_verify(*, submission_id: int) -> str:
+    """Verify a pending video submission against TikTok: rejected when the video is not among the
+    person's own or lacks the campaign's hashtag, else verified and its ``ugc_share`` event (and a
+    first view-threshold check) ingested. Returns the outcome; a submission no longer pending is
+    left as it is. Raises TikTokUnavailable (retryable): the submission stays pending. TikTok is
+    called outside any transaction; each outcome is one short write."""
     submission = VideoSubmission.objects.select_related("campaign__brand").get(pk=submission_id)
     if submission.status != VideoStatus.PENDING:
         return submission.status
@@ -115,10 +113,29 @@ def video_submission_verify_task(submission_id: int) -> str:
     return "verified"
 
 
+def _verify_lost(*, since, limit: int) -> None:
+    lost = (
+        VideoSubmission.objects.filter(
+            status=VideoStatus.PENDING, created_at__gte=since, created_at__lt=timezone.now() - VERIFY_LOST_AFTER
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for submission_id in lost:
+        video_submission_verify(submission_id=submission_id)
+
+
 def video_views_poll(*, limit: int = 200) -> int:
-    """Re-check the views of verified videos still below a threshold (oldest check first), for
-    campaigns still running. Returns how many passed their threshold."""
+    """Verify submissions still pending ``VERIFY_LOST_AFTER`` after they were made (oldest first),
+    then re-check the views of verified videos still below a threshold (oldest check first), for
+    campaigns still running. Returns how many passed their threshold. Stops at the first
+    PlatformUnavailable: the next run goes on."""
     since = timezone.now() - timedelta(days=WATCH_DAYS)
+    try:
+        _verify_lost(since=since, limit=limit)
+    except PlatformUnavailable as exc:
+        logger.warning("TikTok unavailable while verifying lost submissions: %s", exc)
+        return 0
     watching = (
         VideoSubmission.objects.filter(
             status=VideoStatus.VERIFIED,
@@ -143,49 +160,3 @@ def video_views_poll(*, limit: int = 200) -> int:
         passed += done
         _record(submission, view_count=video.view_count, threshold_done=done)
     return passed
-
-
-@tick
-def video_views_poll_task() -> int:
-    return video_views_poll()
-
-
-def claim_links_send_due(*, limit: int = 500) -> int:
-    """Record the payout-form link notice (``claim_link``) once per reward earned through a
-    partner's event (purchases and custom triggers) whose person has no bank account yet; the
-    notice outbox sends it. Returns how many were recorded."""
-    people_with_account = (
-        BankAccount.objects.filter(is_current=True)
-        .annotate(root=Coalesce("person__merged_into_id", "person_id"))
-        .filter(root=OuterRef("root"))
-    )
-    rewards = (
-        Reward.objects.filter(
-            status__in=[RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE],
-            event__source__in=[EventSource.API, EventSource.ADMIN],
-            created_at__gte=timezone.now() - timedelta(days=settings.CLAIM_LINK_MAX_AGE_DAYS),
-        )
-        .exclude(notices__kind=NoticeKind.CLAIM_LINK)
-        .annotate(root=Coalesce("person__merged_into_id", "person_id"))
-        .exclude(Exists(people_with_account))
-        .select_related("person")
-        .order_by("id")[:limit]
-    )
-    notices = [
-        NoticeNew(
-            person_id=reward.person_id,
-            kind=NoticeKind.CLAIM_LINK,
-            key=f"reward:{reward.pk}:claim_link",
-            reward_id=reward.pk,
-        )
-        for reward in rewards
-        if person_current_bank_account(person=reward.person) is None
-    ]
-    with transaction.atomic():
-        notices_record(notices=notices)
-    return len(notices)
-
-
-@tick
-def claim_links_send_due_task() -> int:
-    return claim_links_send_due()

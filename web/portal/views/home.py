@@ -11,9 +11,9 @@ from django.views.decorators.http import require_http_methods
 
 from campaigns.models import BrandInvitation, BrandMembership, InvitationStatus
 from core.exceptions import ApplicationError
-from payouts.portal.forms import BrandForm
-from payouts.portal.services import brand_register, invitation_accept
-from payouts.portal.views.common import report
+from web.portal.forms import BrandForm
+from web.portal.services import brand_register, invitation_accept
+from web.portal.views.common import report
 
 
 @login_required

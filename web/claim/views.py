@@ -1,8 +1,8 @@
-"""Claim pages: thin views over ``payouts.claim.services``. Mobile first, no JavaScript needed
+"""Claim pages: thin views over ``web.claim.services``. Mobile first, no JavaScript needed
 (waiting pages have a "check again" button; ``static/js/claim.js`` adds the live IBAN check and
 auto-refresh). Every form is CSRF-protected, rate limited and carries a honeypot; every page that
 takes a secret (a link's token, a code) is rate limited per client, GETs included
-(``payouts.claim.ratelimit``)."""
+(``web.claim.ratelimit``)."""
 
 import secrets
 from functools import wraps
@@ -36,26 +36,6 @@ from campaigns.services import smallest_reservation_minor
 from campaigns.triggers import trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
-from payouts.claim.forms import PayoutForm
-from payouts.claim.ratelimit import (
-    campaign_busy,
-    campaign_work_count,
-    client_ip,
-    client_limited,
-    iban_check_limited,
-    secret_limited,
-)
-from payouts.claim.services import (
-    PayoutDetails,
-    claim_account_change_confirm,
-    claim_details_submit,
-    claim_payee_confirm,
-    claim_tiktok_login_submit,
-    claim_video_submit,
-    payout_link_renew,
-)
-from payouts.claim.status import reward_claim_status
-from payouts.claim.texts import reason_text
 from payouts.links import (
     CHANGE_SALT,
     PAYOUT_SALT,
@@ -68,11 +48,31 @@ from payouts.links import (
     token_make,
     token_read,
 )
-from payouts.whatsapp_webhook import whatsapp_optin_hand_over
 from recipients.models_claims import AccountChange, AccountChangeStatus, WhatsAppOptInCode
 from recipients.normalise import iban_normalise
 from recipients.selectors import person_cluster_ids
 from recipients.whatsapp_link import click_to_chat_url
+from web.claim.forms import PayoutForm
+from web.claim.ratelimit import (
+    campaign_busy,
+    campaign_work_count,
+    client_ip,
+    client_limited,
+    iban_check_limited,
+    secret_limited,
+)
+from web.claim.services import (
+    PayoutDetails,
+    claim_account_change_confirm,
+    claim_details_submit,
+    claim_payee_confirm,
+    claim_tiktok_login_submit,
+    claim_video_submit,
+    payout_link_renew,
+)
+from web.claim.status import reward_claim_status
+from web.claim.texts import reason_text
+from web.whatsapp_webhook import whatsapp_optin_hand_over
 
 LANGUAGES = {"en", "it"}
 # The session key of the secret that ties WhatsApp codes to the browser that asked for them.

@@ -20,8 +20,8 @@ from campaigns.webhooks import (
     webhook_endpoint_rotate_secret,
 )
 from core.exceptions import ApplicationError
-from payouts.portal.access import brand_view
-from payouts.portal.views.common import report
+from web.portal.access import brand_view
+from web.portal.views.common import report
 
 
 class ApiKeyForm(forms.Form):

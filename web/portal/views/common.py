@@ -17,7 +17,7 @@ def _campaign_cannot_move(exc: ApplicationError) -> str | None:
 
 # Services outside the portal speak English (the API returns their message as it is); the codes a
 # brand meets in the portal get words in the active language here. The portal's own services
-# (payouts.portal.services) raise translated messages already.
+# (web.portal.services) raise translated messages already.
 PORTAL_MESSAGES = {
     "no_rules": lambda exc: _("Add a reward rule before launching."),
     "budget_insufficient": lambda exc: _(

@@ -9,7 +9,7 @@ send them, so a new user has something real to reconcile (issue 16).
   unknown sender) — matched at once, so the dashboard shows matched payouts and two exceptions.
 
 Demo code: it knows the demo's account and stitches several apps together, like ``seed_demo``;
-it lives in payouts, the app that may import every other one (core imports none).
+it lives in the front door (``web``), above every app it stitches.
 """
 
 import io

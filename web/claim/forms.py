@@ -117,7 +117,7 @@ class PayoutForm(forms.Form):
         try:
             return iban_normalise(self.cleaned_data["iban"]).normalised
         except InvalidInput as exc:
-            # The checker's fixed messages are in the catalogue (payouts.claim.texts).
+            # The checker's fixed messages are in the catalogue (web.claim.texts).
             raise forms.ValidationError(gettext(exc.message)) from exc
 
     def _account_clean(self, data: dict) -> None:

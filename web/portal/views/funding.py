@@ -3,10 +3,10 @@ from django.shortcuts import render
 
 from core.exceptions import InvalidInput
 from core.money import to_minor
-from payouts.portal.access import brand_view
-from payouts.portal.forms import FundingForm
-from payouts.portal.qr import epc_payload, epc_qr_svg
-from payouts.portal.selectors import brand_unallocated_minor
+from web.portal.access import brand_view
+from web.portal.forms import FundingForm
+from web.portal.qr import epc_payload, epc_qr_svg
+from web.portal.selectors import brand_unallocated_minor
 
 
 @brand_view()

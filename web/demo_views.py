@@ -1,4 +1,4 @@
-"""The demo's own pages: import the demo statement (``payouts.demo_bank``) and a webhook receiver
+"""The demo's own pages: import the demo statement (``web.demo_bank``) and a webhook receiver
 to try the portal's webhooks with. Off unless ``DEMO_BANK_ENABLED`` (the ``local`` settings of
 ``make run``)."""
 
@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from payouts.demo_bank import demo_statement_import
+from web.demo_bank import demo_statement_import
 
 
 @require_POST

@@ -2,9 +2,9 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from core.money import format_minor
-from payouts.portal.access import brand_view
-from payouts.portal.charts import bar_chart_svg
-from payouts.portal.selectors import brand_dashboard
+from web.portal.access import brand_view
+from web.portal.charts import bar_chart_svg
+from web.portal.selectors import brand_dashboard
 
 
 @brand_view()

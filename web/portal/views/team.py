@@ -6,10 +6,10 @@ from django.views.decorators.http import require_POST
 
 from campaigns.models import BrandInvitation, BrandMembership, BrandRole, InvitationStatus
 from core.exceptions import ApplicationError
-from payouts.portal.access import brand_view
-from payouts.portal.forms import InviteForm, RoleForm
-from payouts.portal.services import invitation_create, invitation_revoke, membership_change
-from payouts.portal.views.common import report
+from web.portal.access import brand_view
+from web.portal.forms import InviteForm, RoleForm
+from web.portal.services import invitation_create, invitation_revoke, membership_change
+from web.portal.views.common import report
 
 
 @brand_view()

@@ -23,13 +23,13 @@ from campaigns.services import (
 )
 from core.exceptions import ApplicationError
 from core.money import to_minor
-from payouts.portal.access import brand_view
-from payouts.portal.forms import AllocateForm, CampaignForm, RuleForm, aware
-from payouts.portal.history import campaign_history
-from payouts.portal.preview import rule_preview
-from payouts.portal.selectors import brand_campaigns, brand_unallocated_minor, cost_per_action_minor
-from payouts.portal.services import campaign_update, rule_replace, rule_retire
-from payouts.portal.views.common import report
+from web.portal.access import brand_view
+from web.portal.forms import AllocateForm, CampaignForm, RuleForm, aware
+from web.portal.history import campaign_history
+from web.portal.preview import rule_preview
+from web.portal.selectors import brand_campaigns, brand_unallocated_minor, cost_per_action_minor
+from web.portal.services import campaign_update, rule_replace, rule_retire
+from web.portal.views.common import report
 
 TRANSITIONS = {
     "launch": (campaign_launch, gettext_lazy("Campaign launched: the claim page is live.")),

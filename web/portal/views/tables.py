@@ -11,9 +11,9 @@ from django.shortcuts import render
 from campaigns.models import RewardStatus, Trigger
 from core.money import minor_to_decimal
 from payouts.models import PayoutStatus
-from payouts.portal.access import brand_view
-from payouts.portal.forms import TableFilterForm
-from payouts.portal.selectors import brand_payout_items, brand_rewards
+from web.portal.access import brand_view
+from web.portal.forms import TableFilterForm
+from web.portal.selectors import brand_payout_items, brand_rewards
 
 PAGE_SIZE = 50
 
