@@ -14,10 +14,12 @@ from decimal import Decimal
 
 from campaigns.models import AmountType, ApprovalPolicy, Brand, CampaignStatus, RewardRule, Trigger, Verification
 from campaigns.models.events import EventSource
+from campaigns.triggers import first_party_platforms
 from core.money import currency_exponent, round_to_minor
 
-# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API).
-FIRST_PARTY_SOURCES = frozenset({EventSource.TIKTOK, EventSource.WHATSAPP, EventSource.CLAIM_PAGE})
+# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API):
+# the platforms of the first-party triggers (``campaigns.triggers``), and the claim page.
+FIRST_PARTY_SOURCES = frozenset({*map(EventSource, first_party_platforms()), EventSource.CLAIM_PAGE})
 # A partner's authenticated API call attests; an admin entering an event is a manual decision.
 PARTNER_SOURCES = FIRST_PARTY_SOURCES | {EventSource.API, EventSource.ADMIN}
 

@@ -6,9 +6,9 @@ one is stored (``InboundWebhook``: headers, raw body) and acknowledged at once; 
 it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedupe_key)`` is unique,
 so a redelivery is acknowledged without a second processing.
 
-Each provider supplies a handler (``web.whatsapp_webhook``, ``campaigns.tiktok``,
-``payouts.wise_webhooks``) with ``verify(body=, headers=) -> Verified | Rejected`` and
-``process(webhook) -> str`` (the final status: processed or ignored).
+Each provider supplies a handler with ``verify(body=, headers=) -> Verified | Rejected`` and
+``process(webhook) -> str`` (the final status: processed or ignored): the social platforms register
+theirs (``inbound_handler_register``, from ``campaigns``), the PSP's is named in ``HANDLERS``.
 """
 
 import hashlib
@@ -34,10 +34,9 @@ security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
 
 HANDLERS = {
-    "whatsapp": "web.whatsapp_webhook.handler",
-    "tiktok": "campaigns.tiktok.handler",
     "wise": "payouts.wise_webhooks.handler",
 }
+_REGISTERED: dict[str, object] = {}
 # Headers worth keeping with the body (signatures, delivery ids, content type); never cookies
 # or authorisation.
 KEPT_HEADERS = ("content-type", "user-agent", "x-hub-signature-256", "tiktok-signature", "x-signature-sha256",
@@ -59,8 +58,14 @@ def body_digest(body: bytes) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
 
+def inbound_handler_register(provider: str, handler) -> None:
+    """Let ``provider``'s deliveries be verified and processed by ``handler`` (from a higher app's
+    ``AppConfig.ready``)."""
+    _REGISTERED[provider] = handler
+
+
 def _handler(provider: str):
-    return import_string(HANDLERS[provider])
+    return _REGISTERED.get(provider) or import_string(HANDLERS[provider])
 
 
 def _problem(status: int, code: str, detail: str) -> JsonResponse:
