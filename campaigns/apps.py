@@ -5,16 +5,17 @@ class CampaignsConfig(AppConfig):
     name = "campaigns"
 
     def ready(self) -> None:
-        from campaigns import tiktok
         from campaigns.api_keys import api_key_authenticate
         from campaigns.audit import CAMPAIGN_EVENTS, REWARD_EVENTS
         from campaigns.matchers import BrandTopupMatcher
+        from campaigns.platforms import PlatformWebhooks, platform_names, platforms_production_checks
         from campaigns.privacy import PERSONAL_DATA
         from campaigns.roles import GRANTS
         from campaigns.webhook_kick import audit_rows_written
         from campaigns.webhooks import COLLECTORS, webhook_collector_register
         from core.api.auth import api_key_lookup_register
         from core.audit_sql import audit_table_register
+        from core.checks import integration_checks_register
         from core.hooks import AUDIT_ROWS_WRITTEN, hook_register
         from core.personal_data import personal_data_register
         from core.roles import role_permissions_grant
@@ -30,5 +31,7 @@ class CampaignsConfig(AppConfig):
             personal_data_register(entry)
         audit_table_register(REWARD_EVENTS)
         audit_table_register(CAMPAIGN_EVENTS)
-        inbound_handler_register("tiktok", tiktok.handler)
+        for name in platform_names():
+            inbound_handler_register(name, PlatformWebhooks(name))
+        integration_checks_register(platforms_production_checks)
         role_permissions_grant(GRANTS)

@@ -3,8 +3,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from payouts.demo_views import demo_statement_import_view, demo_webhook_receiver
 from reconciliation.admin.bank import dashboard_view
+from web.demo_views import demo_statement_import_view, demo_webhook_receiver
 
 urlpatterns = [
     # The reconciliation dashboard is an admin page; it sits before the admin's catch-all routes.
@@ -15,7 +15,7 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("portal/", include("config.portal_urls")),
     path("c/", include("config.claim_urls")),
-    path("fake/tiktok/", include("campaigns.platforms.fake_urls")),
+    path("fake/tiktok/", include("web.fake_tiktok")),
     path("fake/webhooks/", demo_webhook_receiver, name="demo_webhook_receiver"),
     # Browsers ask for /favicon.ico whatever the page says.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

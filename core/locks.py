@@ -7,8 +7,10 @@ transactions can wait on each other in a cycle:
 
 0. the statement import lock (advisory, ``STATEMENT_IMPORT_CLASS``, one key), first thing in an
    import's transaction (``reconciliation.services.statements``): imports take turns;
-1. person root rows, ascending id — the person resolver (``recipients.services.people`` and
-   ``identity``) and erasure (``recipients.services.privacy``);
+1. person root rows, ascending id, always through ``recipients.services.roots.person_roots_lock``
+   — the person resolver (``recipients.services.people``), erasure
+   (``recipients.services.privacy``), and ``person_root_lock`` for the claim pages and
+   ``reward_expire``;
 2. identifier values, through their unique index, inserted in ascending (kind, value) —
    the resolver;
 3. IBAN fingerprints, advisory locks ascending (``IBAN_CLASS``) — ingestion

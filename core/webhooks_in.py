@@ -7,10 +7,10 @@ it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedup
 so a redelivery is acknowledged without a second processing.
 
 The handler registry. Each provider's app registers its handler in its ``AppConfig.ready``
-(``inbound_handler_register``: WhatsApp and Wise by payouts, TikTok by campaigns), an
-object with ``verify(body=, headers=) -> Verified | Rejected`` and ``process(webhook) -> str``
-(the final status: processed or ignored); the view of a provider and the processing task look it
-up by the provider's name.
+(``inbound_handler_register``: the social platforms, TikTok and WhatsApp, by campaigns; Wise by
+payouts), an object with ``verify(body=, headers=) -> Verified | Rejected`` and
+``process(webhook) -> str`` (the final status: processed or ignored); the view of a provider and
+the processing task look it up by the provider's name.
 """
 
 import hashlib

@@ -11,7 +11,7 @@ class PayoutsConfig(AppConfig):
         from core.personal_data import personal_data_register
         from core.roles import role_permissions_grant
         from core.webhooks_in import inbound_handler_register
-        from payouts import audit, hooks, whatsapp_webhook, wise_webhooks
+        from payouts import audit, hooks, wise_webhooks
         from payouts.matchers import MATCHERS
         from payouts.notices import notice_render
         from payouts.privacy import PERSONAL_DATA
@@ -40,5 +40,4 @@ class PayoutsConfig(AppConfig):
         audit_table_register(audit.PAYOUT_EVENTS)
         audit_table_register(audit.PAYOUT_BATCH_EVENTS)
         inbound_handler_register("wise", wise_webhooks.handler)
-        inbound_handler_register("whatsapp", whatsapp_webhook.handler)
         role_permissions_grant(GRANTS)

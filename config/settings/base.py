@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "recipients",
     "campaigns",
     "payouts",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -80,7 +81,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "payouts.demo_views.demo_context",
+                "web.demo_views.demo_context",
             ],
         },
     },
@@ -258,6 +259,8 @@ PAYOUT_RAILS = {
         },
     },
 }
+# The package a new brand starts on (campaigns.models.plans; ops edit the packages in the admin).
+PLAN_DEFAULT_SLUG = os.environ.get("PLAN_DEFAULT_SLUG", "all-in-one")
 # Payout execution; ``payouts.conf`` says what each one does.
 PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
 PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)

@@ -40,7 +40,8 @@ from recipients.models import (
 )
 from recipients.models_claims import AccountChangeStatus, WhatsAppOptInCode
 from recipients.normalise import IBAN
-from recipients.services.identity import Retry, cluster_ids, run_with_retries
+from recipients.selectors import person_cluster_ids
+from recipients.services.roots import Retry, person_root_lock, run_with_retries
 
 # A local account's fields shared by strangers — a kind, a branch's sort code or routing number,
 # a city or post code: searching other rows for them would erase strangers' data. They go with
@@ -95,7 +96,7 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
     is in the audit trail. Video access tokens are never exported. Raises Person.DoesNotExist."""
     root = Person.objects.select_related("merged_into").get(pk=person.pk)
     root = root.merged_into or root
-    cluster = cluster_ids(root)
+    cluster = person_cluster_ids(person=root)
     people = Person.objects.filter(id__in=cluster).order_by("id")
     export = {
         "person_id": root.pk,
@@ -241,12 +242,11 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     (``erasure_contended``, nothing erased: try again) when every attempt lost to another writer."""
 
     def erase_once() -> Person:
-        row = Person.objects.filter(pk=person.pk).values("merged_into_id").get()
-        (root,) = _lock_roots_allow_erased(row["merged_into_id"] or person.pk)
+        root = person_root_lock(person=person)
         if root.erased_at:
             return root
         now = timezone.now()
-        cluster = cluster_ids(root)
+        cluster = person_cluster_ids(person=root)
         values = _personal_values(cluster)
         elsewhere = _erase_beyond_recipients(brand_id=root.brand_id, cluster=cluster, values=values, now=now)
         Person.objects.filter(id__in=cluster).update(display_name="", preferred_language="", erased_at=now)
@@ -287,13 +287,6 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
             "The erasure kept colliding with other writers and was rolled back: nothing was erased. Try again.",
             code="erasure_contended",
         ) from exc
-
-
-def _lock_roots_allow_erased(root_id: int) -> list[Person]:
-    roots = list(Person.objects.select_for_update().filter(id=root_id))
-    if not roots or roots[0].merged_into_id:
-        raise Retry
-    return roots
 
 
 def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
