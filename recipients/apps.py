@@ -5,4 +5,11 @@ class RecipientsConfig(AppConfig):
     name = "recipients"
 
     def ready(self) -> None:
+        from core.audit_sql import audit_table_register
+        from core.roles import role_permissions_grant
         from recipients import checks  # noqa: F401  (registers the start-up check)
+        from recipients.audit import PERSON_EVENTS
+        from recipients.roles import GRANTS
+
+        audit_table_register(PERSON_EVENTS)
+        role_permissions_grant(GRANTS)

@@ -6,7 +6,13 @@ class ReconciliationConfig(AppConfig):
     verbose_name = "Books and reconciliation"
 
     def ready(self) -> None:
+        from core.audit_sql import audit_table_register
+        from core.roles import role_permissions_grant
+        from reconciliation.audit import RECONCILIATION_ACTIONS
         from reconciliation.matchers import ReversalMatcher
         from reconciliation.matching import register
+        from reconciliation.roles import GRANTS
 
         register(ReversalMatcher())
+        audit_table_register(RECONCILIATION_ACTIONS)
+        role_permissions_grant(GRANTS)

@@ -29,10 +29,11 @@ from campaigns.models import (
     VideoStatus,
     VideoSubmission,
 )
-from campaigns.platforms.allauth_adapter import claim_identity, claim_login_evidence
-from campaigns.platforms.tiktok import TikTokUnavailable, tiktok_videos_list
+from campaigns.platforms import PlatformUnavailable, platform_get
+from campaigns.platforms.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem, whatsapp_optin_started_by
 from campaigns.selectors import campaign_budget
 from campaigns.services import smallest_reservation_minor
+from campaigns.triggers import trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.links import (
@@ -71,15 +72,8 @@ from web.claim.services import (
 )
 from web.claim.status import reward_claim_status
 from web.claim.texts import reason_text
-from web.whatsapp_webhook import (
-    whatsapp_optin_code_issue,
-    whatsapp_optin_hand_over,
-    whatsapp_optin_redeem,
-    whatsapp_optin_started_by,
-)
+from web.whatsapp_webhook import whatsapp_optin_hand_over
 
-TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)
-VIDEO_TRIGGERS = (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
 LANGUAGES = {"en", "it"}
 # The session key of the secret that ties WhatsApp codes to the browser that asked for them.
 WHATSAPP_STARTER = "claim_whatsapp_starter"
@@ -206,7 +200,7 @@ def campaign_page(request, brand_slug: str, campaign_slug: str):
     offers = [
         {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency)}
         for t, r in rules.items()
-        if t in (*TIKTOK_TRIGGERS, *VIDEO_TRIGGERS, Trigger.WHATSAPP_OPTIN, Trigger.PURCHASE)
+        if t in trigger_values(claim_page=True)
     ]
     here = reverse("claim:campaign", kwargs={"brand_slug": brand_slug, "campaign_slug": campaign_slug})
     return render(
@@ -229,13 +223,13 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
     """After the TikTok login: the payout form, then one ``tiktok_login`` event."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
-    identity = claim_identity(request)
+    identity = platform_get("tiktok").identity_from_session(request)
     if identity is None:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     form = PayoutForm(
         request.POST or None,
-        initial={"name": identity.get("name", "")},
+        initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
     )
@@ -247,10 +241,10 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
             try:
                 outcome = claim_tiktok_login_submit(
                     campaign=campaign,
-                    social_uid=identity["uid"],
+                    social_uid=identity.uid,
                     details=_details(form, request.LANGUAGE_CODE),
                     ip=client_ip(request),
-                    evidence=claim_login_evidence(identity),
+                    evidence=dict(identity.evidence),
                 )
             except ApplicationError as exc:
                 messages.error(request, exc.message)
@@ -268,7 +262,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
             campaign,
             form=form,
             step="details",
-            tiktok_name=identity.get("name", ""),
+            tiktok_name=identity.name,
             closed=_closed_reason(campaign),
         ),
     )
@@ -280,20 +274,21 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
     details; a job verifies the video and sends the event(s)."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
-    identity = claim_identity(request)
-    if identity is None or not identity.get("token"):
+    tiktok = platform_get("tiktok")
+    identity = tiktok.identity_from_session(request)
+    if identity is None or not identity.token:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     rules = _rules(campaign)
     tag = next((r.required_code for r in rules.values() if r.required_code), "")
     try:
-        videos = tiktok_videos_list(access_token=identity["token"])
-    except TikTokUnavailable:
+        videos = tiktok.content_list(identity=identity)
+    except PlatformUnavailable:
         videos = []
         messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
     form = PayoutForm(
         request.POST or None,
-        initial={"name": identity.get("name", "")},
+        initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
     )
@@ -308,8 +303,8 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
             try:
                 submission = claim_video_submit(
                     campaign=campaign,
-                    social_uid=identity["uid"],
-                    access_token=identity["token"],
+                    social_uid=identity.uid,
+                    access_token=identity.token,
                     video_id=chosen,
                     details=_details(form, request.LANGUAGE_CODE),
                     ip=client_ip(request),
