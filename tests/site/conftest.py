@@ -1,16 +1,14 @@
-import importlib
-
 import pytest
 
 from campaigns.models import Plan
+from campaigns.selectors import plans_for_sale
 
 
 @pytest.fixture
 def packages() -> list[Plan]:
-    """The four packages as migration 0019 seeds them. Seeded rows do not survive a transactional
-    test (its flush empties every table), so the site's tests put them back themselves."""
-    seed = importlib.import_module("campaigns.migrations.0019_plans_seed")
-    return [Plan.objects.update_or_create(slug=fields["slug"], defaults=fields)[0] for fields in seed.PLANS]
+    """The packages on sale, as migration 0019 seeds them (tests/conftest.py puts them back after
+    a transactional test's flush)."""
+    return list(plans_for_sale())
 
 
 @pytest.fixture(autouse=True)
