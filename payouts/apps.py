@@ -6,13 +6,19 @@ class PayoutsConfig(AppConfig):
 
     def ready(self) -> None:
         from campaigns.webhooks import webhook_collector_register
+        from core.audit_sql import audit_table_register
         from core.hooks import BANK_ACCOUNT_CHANGED, REWARD_CHANGED, hook_register
         from core.metrics import metrics_collector_register
-        from payouts import hooks
+        from core.personal_data import personal_data_register
+        from core.roles import role_permissions_grant
+        from core.webhooks_in import inbound_handler_register
+        from payouts import audit, hooks, wise_webhooks
         from payouts.matchers import MATCHERS
         from payouts.metrics import payout_metrics
         from payouts.notices import notice_render
+        from payouts.privacy import PERSONAL_DATA
         from payouts.rails.psp_api import requirements_source
+        from payouts.roles import GRANTS
         from payouts.selectors import bank_accounts_paid, bank_postings_ahead, payout_exceptions
         from payouts.webhook_sources import PAYOUT_EVENTS
         from recipients.accounts import requirements_source_register
@@ -32,3 +38,9 @@ class PayoutsConfig(AppConfig):
         notice_renderer_register(notice_render)
         iban_proof_register(bank_accounts_paid)
         metrics_collector_register("payouts", payout_metrics)
+        for entry in PERSONAL_DATA:
+            personal_data_register(entry)
+        audit_table_register(audit.PAYOUT_EVENTS)
+        audit_table_register(audit.PAYOUT_BATCH_EVENTS)
+        inbound_handler_register("wise", wise_webhooks.handler)
+        role_permissions_grant(GRANTS)

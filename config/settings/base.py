@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.contrib.sitemaps",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "recipients",
     "campaigns",
     "payouts",
+    "web",
 ]
 
 # The client's address behind our proxies first (core.proxy), then the probes and /metrics
@@ -65,7 +67,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    # Django's, with the public site's /it/ prefix kept to the site's own pages (web.site.middleware).
+    "web.site.middleware.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -88,7 +91,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
-                "payouts.demo_views.demo_context",
+                "web.demo_views.demo_context",
             ],
         },
     },
@@ -302,6 +305,8 @@ PAYOUT_RAILS = {
         },
     },
 }
+# The package a new brand starts on (campaigns.models.plans; ops edit the packages in the admin).
+PLAN_DEFAULT_SLUG = os.environ.get("PLAN_DEFAULT_SLUG", "all-in-one")
 # Payout execution; ``payouts.conf`` says what each one does.
 PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
 PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)

@@ -32,8 +32,8 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 
 # Staff reach the admin only through allauth's login (which asks for the second factor) and only
-# once they have TOTP set up (payouts.portal.middleware).
-MIDDLEWARE = [*MIDDLEWARE, "payouts.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
+# once they have TOTP set up (web.portal.middleware).
+MIDDLEWARE = [*MIDDLEWARE, "web.portal.middleware.StaffTwoFactorMiddleware"]  # noqa: F405
 ADMIN_REQUIRES_TWO_FACTOR = True
 
 # Webhooks leave only over https and only for public addresses (campaigns.webhook_targets); the
