@@ -12,8 +12,10 @@ from campaigns.models import (
     ENGAGEMENT_TRIGGERS,
     Brand,
     BrandMembership,
+    BrandPlan,
     Campaign,
     CampaignEvent,
+    Plan,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -43,13 +45,49 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class PlanPeriodInline(admin.TabularInline):
+    """The brand's plan history; changes go through ``brand_plan_change`` (read-only here)."""
+
+    model = BrandPlan
+    extra = 0
+    fields = ["plan", "started_at", "ended_at", "changed_by", "reason"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    """The packages on sale: ops edit them here, the pricing page and the entitlement checks read them."""
+
+    list_display = ["name", "slug", "monthly_fee", "fee", "is_public", "position"]
+    list_editable = ["is_public", "position"]
+    ordering = ["position", "id"]
+
+    @admin.display(description="monthly fee")
+    def monthly_fee(self, obj: Plan) -> str:
+        return format_minor(obj.monthly_fee_minor, obj.currency)
+
+    @admin.display(description="fee per reward")
+    def fee(self, obj: Plan) -> str:
+        parts = [format_minor(obj.fee_fixed_minor, obj.currency)] if obj.fee_fixed_minor else []
+        if obj.fee_bps:
+            parts.append(f"{obj.fee_bps / 100:g}%")
+        return " + ".join(parts) or "no fee"
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # brands' history points at it (PROTECT); retire a plan by hiding it
+
+
 @admin.register(Brand)
 class BrandAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "funding_reference", "default_currency", "fee", "status"]
     list_filter = ["status", "default_currency"]
     search_fields = ["name", "slug", "funding_reference"]
     readonly_fields = ["funding_reference", "created_at"]
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, PlanPeriodInline]
 
     @admin.display(description="fee per reward")
     def fee(self, obj: Brand) -> str:

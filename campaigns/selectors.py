@@ -3,9 +3,11 @@ balances (one row each), so a list of campaigns with their budgets is one query.
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import F, QuerySet
 
-from campaigns.models import BrandMembership, Campaign, Reward, RewardStatus
+from campaigns.models import Brand, BrandMembership, BrandPlan, Campaign, Plan, Reward, RewardStatus
+from core.exceptions import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -60,3 +62,24 @@ def review_queue(*, brand=None) -> QuerySet[Reward]:
 def brands_for_user(*, user) -> list[tuple[int, str]]:
     """(brand id, role) of every brand the user belongs to."""
     return list(BrandMembership.objects.filter(user=user).values_list("brand_id", "role"))
+
+
+def brand_plan_current(*, brand: Brand) -> Plan | None:
+    """The plan the brand is on now (None only for a brand made before its default plan existed)."""
+    period = BrandPlan.objects.select_related("plan").filter(brand=brand, ended_at__isnull=True).first()
+    return period.plan if period else None
+
+
+def plans_for_sale() -> QuerySet[Plan]:
+    """The packages shown on the public pricing page, in their order."""
+    return Plan.objects.filter(is_public=True).order_by("position", "id")
+
+
+def plan_default() -> Plan:
+    """The plan a new brand starts on (``settings.PLAN_DEFAULT_SLUG``). Raises InvalidInput when
+    ops removed it."""
+    slug = settings.PLAN_DEFAULT_SLUG
+    plan = Plan.objects.filter(slug=slug).first()
+    if plan is None:
+        raise InvalidInput(f"The default plan {slug!r} does not exist.", code="no_default_plan")
+    return plan

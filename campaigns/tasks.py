@@ -1,6 +1,8 @@
 """django-q2 tasks. Thin: each calls one service; all are idempotent (at-least-once delivery)."""
 
 from campaigns.services import rewards_mature
+from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
 
 MATURE_SCHEDULE_NAME = "campaigns.rewards_mature"
@@ -11,3 +13,20 @@ def rewards_mature_task() -> int:
     """Scheduled every minute (migration 0002): held rewards whose hold period is over become
     payable. Bounded by ``MATURE_BUDGET_SECONDS``; the next run takes what is left."""
     return rewards_mature()
+
+
+def video_submission_verify_task(submission_id: int) -> str:
+    """Enqueued by a claim page's video submission (``web.claim.services``). A copy that is lost (its
+    attempts spent, or queued under the path it had before it moved here) is made good by the
+    views poll, which verifies submissions still pending after ``VERIFY_LOST_AFTER``."""
+    return video_submission_verify(submission_id=submission_id)
+
+
+@tick
+def video_views_poll_task() -> int:
+    return video_views_poll()
+
+
+@tick
+def claim_links_send_due_task() -> int:
+    return claim_links_send_due()

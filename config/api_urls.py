@@ -7,14 +7,11 @@ from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularSwaggerView
 
 from campaigns import api as campaigns_api
-from campaigns.tiktok import TikTokWebhookView
 from core.api.schema import SchemaView
 from payouts import api as payouts_api
-from payouts.paypal_webhooks import PayPalWebhookView
-from payouts.whatsapp_webhook import WhatsAppWebhookView
-from payouts.wise_webhooks import WiseWebhookView
 from recipients import api as recipients_api
 from reconciliation import api as reconciliation_api
+from web.webhooks import PayPalWebhookView, TikTokWebhookView, WhatsAppWebhookView, WiseWebhookView
 
 
 @csrf_exempt

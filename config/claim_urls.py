@@ -4,7 +4,7 @@ pattern; signed tokens contain ':' and never match a slug."""
 from django.urls import include, path
 
 import campaigns.platforms.tiktok  # noqa: F401 - points allauth's TikTok adapter at the configured hosts
-from payouts.claim import views
+from web.claim import views
 
 app_name = "claim"
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from payouts.portal.views import campaigns, dashboard, funding, home, integrations, tables, team
+from web.portal.views import campaigns, dashboard, funding, home, integrations, tables, team
 
 app_name = "portal"
 

@@ -193,8 +193,9 @@ class Payout(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
-    # When its execute task was enqueued; cleared by the claim. A payout has one execute task in
-    # the queue at a time: the sweep enqueues only those with none (payouts_enqueue_due).
+    # When its execute task was enqueued (or its creator took it to run itself); cleared by the
+    # claim. A payout has one executor waiting at a time: the sweep enqueues only those with none
+    # (payouts_enqueue_due).
     queued_at = models.DateTimeField(null=True, blank=True)
     # Four-eyes.
     requires_approval = models.BooleanField(default=False)

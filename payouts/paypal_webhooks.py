@@ -1,7 +1,7 @@
 """PayPal's payout item webhooks (``PAYMENT.PAYOUTS-ITEM.SUCCEEDED``, ``.UNCLAIMED``,
 ``.RETURNED``, ``.FAILED``, ``.BLOCKED``, ``.REFUNDED``, ``.REVERSED``, ``.CANCELED``, ``.HELD``
-…): move the payout the item belongs to. A thin door the front-door app may take over: the work
-is ``payouts.services.paypal_item_event_apply``.
+…): move the payout the item belongs to (the door is ``web.webhooks.PayPalWebhookView``; the
+work is ``payouts.services.paypal_item_event_apply``).
 
 Verified before anything is stored with PayPal's offline signature check
 (``PayPalPayoutsRail.webhook_verify``: RSA-SHA256 over the transmission id and time, our webhook
@@ -13,7 +13,7 @@ import json
 
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
-from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest
+from core.webhooks_in import Rejected, Verified, body_digest
 from payouts.rails.paypal import PAYPAL_RAIL
 from payouts.services.paypal import paypal_item_event_apply, paypal_rail
 
@@ -49,7 +49,3 @@ class PayPalHandler:
 
 
 handler = PayPalHandler()
-
-
-class PayPalWebhookView(InboundWebhookView):
-    provider = "paypal"

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from core.exceptions import InvalidInput, InvalidTransition
 from core.models import InboundStatus
-from core.webhooks_in import InboundWebhookView, Rejected, Verified, body_digest
+from core.webhooks_in import Rejected, Verified, body_digest
 from payouts.models import Payout, PayoutStatus
 from payouts.rails.base import RailStatus, StatusResult
 from payouts.rails.psp_api import WiseRail, verify_webhook_signature
@@ -88,7 +88,3 @@ class WiseHandler:
 
 
 handler = WiseHandler()
-
-
-class WiseWebhookView(InboundWebhookView):
-    provider = "wise"

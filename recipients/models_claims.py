@@ -1,8 +1,8 @@
 """What a claim page takes as proof, kept in the database so each is spent once: one-time codes
 that complete a WhatsApp opt-in (the claim page shows the code, the person sends it to the
 brand's WhatsApp number, and the signed inbound message proves they own that number:
-``payouts.whatsapp_webhook``), links sent to a person (``payouts.links``), and account changes
-waiting for the code sent to a contact the person already had (``payouts.claim.services``)."""
+``campaigns.platforms.whatsapp``), links sent to a person (``payouts.links``), and account changes
+waiting for the code sent to a contact the person already had (``web.claim.services``)."""
 
 from django.db import models
 from django.db.models import Q

@@ -1,5 +1,5 @@
-"""Staff API: import a bank statement file (camt.053 / camt.054) — the same service as the admin
-upload and the ``statement_import`` command.
+"""Staff API: import a bank statement file (camt.053 / camt.054, or a bank's CSV export in a
+registered format) — the same service as the admin upload and the ``statement_import`` command.
 
 For ops tooling, not partners: it authenticates the Django session of a staff user (so in
 production the admin's two-factor login), with CSRF, and needs ``reconciliation.reconcile_statement``.
@@ -67,7 +67,22 @@ class StatementImportView(APIView):
         operation_id="staff_statement_import",
         tags=["staff"],
         summary="Import a bank statement file (staff)",
-        request={"multipart/form-data": inline_serializer("StatementUpload", {"file": serializers.FileField()})},
+        request={
+            "multipart/form-data": inline_serializer(
+                "StatementUpload",
+                {
+                    "file": serializers.FileField(),
+                    "format": serializers.CharField(
+                        required=False,
+                        help_text="A registered statement format (camt.053, camt.054, csv:wise, "
+                        "csv:revolut-business …); default: the account's, else camt as the file says.",
+                    ),
+                    "bank_account": serializers.IntegerField(
+                        required=False, help_text="The platform bank account's id; needed for a CSV export."
+                    ),
+                },
+            )
+        },
         responses={201: _Result, 200: _Result},
         examples=[
             OpenApiExample(
@@ -90,7 +105,9 @@ class StatementImportView(APIView):
     def post(self, request):
         """201 with what was imported (matching runs in the background), 200 for a file imported
         before. 400 ``file_missing`` / a parse code (``malformed_xml``, ``dtd_forbidden``,
-        ``file_too_large`` …) / ``unknown_bank_account``; 403 ``login_required`` (no staff session),
+        ``file_too_large``, ``invalid_row`` with its line, ``format_mismatch`` …) /
+        ``unknown_statement_format`` / ``bank_account_required`` / ``account_mismatch`` /
+        ``unknown_bank_account``; 403 ``login_required`` (no staff session),
         ``csrf_failed``, ``permission_denied`` or ``mfa_required``; 409 ``import_conflict`` when the
         same statement is being imported at this moment (upload again)."""
         user = request.user
@@ -106,7 +123,17 @@ class StatementImportView(APIView):
             raise StatementParseError(
                 "file_too_large", f"the file has {upload.size} bytes; the limit is {settings.STATEMENT_MAX_BYTES} bytes"
             )
-        result = statement_import(source=upload, filename=upload.name, origin="api", actor=user)
+        account = str(request.data.get("bank_account", "")).strip()
+        if account and not account.isdigit():
+            raise InvalidInput("bank_account is the platform bank account's id.", code="invalid_bank_account")
+        result = statement_import(
+            source=upload,
+            filename=upload.name,
+            origin="api",
+            actor=user,
+            statement_format=str(request.data.get("format", "")),
+            bank_account_id=int(account) if account else None,
+        )
         body = {
             "import_id": result.statement_import.pk,
             "replayed": result.replayed,

@@ -99,3 +99,8 @@ from campaigns.models.portal import (  # noqa: E402
 )
 
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
+
+# Packages as entitlements (issue 28).
+from campaigns.models.plans import BrandPlan, Channel, Plan  # noqa: E402
+
+__all__ += ["BrandPlan", "Channel", "Plan"]

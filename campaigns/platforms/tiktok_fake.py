@@ -6,7 +6,7 @@ sharing memory. Each fake person has two videos: one whose caption they typed on
 page (put the campaign's hashtag there) and one unrelated. Views grow with time since the login
 (``FAKE_TIKTOK_VIEWS_PER_MINUTE``) so a view-threshold campaign can be shown passing its mark.
 
-One implementation, two hosts: ``fake_urls`` mounts it in Django under /fake/tiktok/ (demo), and
+One implementation, two hosts: ``web.fake_tiktok`` mounts it in Django under /fake/tiktok/ (demo), and
 ``wsgi_app`` serves it from a plain ``wsgiref`` server (tests: a real HTTP hop on 127.0.0.1).
 """
 

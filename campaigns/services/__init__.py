@@ -21,6 +21,7 @@ from campaigns.services.campaigns import (
 )
 from campaigns.services.ingest import event_ingest, event_ingest_bulk
 from campaigns.services.ingest_types import EventInput, IngestResult
+from campaigns.services.plans import brand_plan_change
 from campaigns.services.rewards import (
     BulkOutcome,
     reward_approve,
@@ -41,6 +42,7 @@ __all__ = [
     "brand_create",
     "brand_funds_account",
     "brand_membership_set",
+    "brand_plan_change",
     "brand_topup_record",
     "campaign_allocate",
     "campaign_close",

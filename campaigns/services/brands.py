@@ -5,6 +5,8 @@ from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
 from campaigns.models import Brand, BrandMembership, BrandRole
+from campaigns.selectors import plan_default
+from campaigns.services.plans import brand_plan_change
 from core.exceptions import InvalidInput
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
@@ -16,14 +18,15 @@ def brand_create(
     *, name: str, slug: str = "", default_currency: str = "EUR", fee_fixed_minor: int = 0, fee_bps: int = 0
 ) -> Brand:
     """Create a brand with a fresh funding reference (a collision, 1 in 33 million per existing
-    brand, simply draws again). Raises InvalidInput for a bad currency or fee."""
+    brand, simply draws again), on the default plan (``plan_default``). Raises InvalidInput for a bad
+    currency or fee, or when the default plan is missing."""
     currency = validate_currency(default_currency)
     if fee_fixed_minor < 0 or not 0 <= fee_bps <= 10000:
         raise InvalidInput("Fees are a non-negative fixed amount and 0 to 10000 basis points.", code="invalid_fee")
     for _ in range(5):
         try:
             with transaction.atomic():
-                return Brand.objects.create(
+                brand = Brand.objects.create(
                     name=name,
                     slug=slug or slugify(name),
                     default_currency=currency,
@@ -31,8 +34,12 @@ def brand_create(
                     fee_bps=fee_bps,
                     funding_reference=funding_reference_generate(),
                 )
+                brand_plan_change(brand=brand, plan=plan_default(), reason="Signed up")
+                return brand
         except IntegrityError as exc:
-            if "funding_reference" not in str(exc):
+            # Which unique column refused is read from the table, not from the error's text: the
+            # slug taken is the caller's mistake; otherwise the drawn reference collided.
+            if Brand.objects.filter(slug=slug or slugify(name)).exists():
                 raise InvalidInput(
                     f"A brand with slug {slug or slugify(name)!r} exists.", code="duplicate_slug"
                 ) from exc

@@ -22,6 +22,7 @@ from campaigns.models import (
 )
 from campaigns.models.events import RESERVED_STATUSES
 from campaigns.services.brands import brand_funds_account
+from campaigns.triggers import trigger_spec
 from core.exceptions import InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
@@ -89,9 +90,11 @@ def campaign_provision(*, campaign: Campaign) -> Campaign:
 
 
 def rule_create(*, campaign: Campaign, **fields) -> RewardRule:
-    """Add a rule, validated with ``full_clean`` (the CHECK constraints are the backstop). Likes
-    and comments default to partner-attested, since TikTok cannot verify them first-party."""
-    if fields.get("trigger") in ("like", "comment"):
+    """Add a rule, validated with ``full_clean`` (the CHECK constraints are the backstop). A
+    trigger its platform cannot show (likes, comments: ``TriggerSpec.unverifiable``) defaults to
+    partner-attested."""
+    spec = trigger_spec(fields.get("trigger") or "")
+    if spec is not None and spec.unverifiable:
         fields.setdefault("verification", "partner_attested")
     rule = RewardRule(campaign=campaign, **fields)
     try:

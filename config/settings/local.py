@@ -25,7 +25,7 @@ WHITENOISE_AUTOREFRESH = True
 SANDBOX_STORE_PATH = SANDBOX_STORE_PATH or str(BASE_DIR / "sandbox-bank.sqlite3")  # noqa: F405
 # The demo's TikTok is the local fake mounted at /fake/tiktok/ (campaigns.platforms.tiktok_fake).
 FAKE_TIKTOK_ENABLED = True
-# The reconciliation dashboard offers a statement of the demo bank (payouts.demo_bank).
+# The reconciliation dashboard offers a statement of the demo bank (web.demo_bank).
 DEMO_BANK_ENABLED = True
 FAKE_WHATSAPP_ENABLED = True
 TIKTOK_AUTH_BASE_URL = os.environ.get("TIKTOK_AUTH_BASE_URL", "/fake/tiktok")

@@ -164,7 +164,8 @@ def payouts_create_for_payable(
     transaction with its rewards locked and re-checked; the partial unique constraint on live
     items is the backstop. Execution is enqueued in the same transaction. Raises nothing for a
     person who cannot be paid yet; they are reported in the result. ``enqueue=False`` leaves
-    execution to the caller (a task that runs the new payouts itself, saving a queue hop).
+    execution to the caller (a task that runs the new payouts itself, saving a queue hop): the
+    payouts are marked queued for it, so the sweep does not enqueue a second executor.
 
     The sweep passes ``payable_before`` (rewards whose last change is older: what the task the
     change enqueued should have done by then, not what it is about to do) and ``deadline`` (a
@@ -246,6 +247,7 @@ def _payout_create(
             if debtor_code is None:
                 logger.warning("No platform bank account to pay %s from; payouts wait", currency)
                 return None
+            needs_approval = amount >= conf.approval_threshold_minor()
             payout = Payout.objects.create(
                 person=person,
                 amount_minor=amount,
@@ -259,7 +261,11 @@ def _payout_create(
                 creditor_iban_fingerprint=bank.iban_fingerprint,
                 creditor_country=bank.country,
                 debtor_account_code=debtor_code,
-                requires_approval=amount >= conf.approval_threshold_minor(),
+                requires_approval=needs_approval,
+                # A caller that runs the payout itself (``enqueue=False``) is its executor, as a
+                # queued task would be: the sweep adds no task for it unless that caller dies
+                # before its claim (``payouts_enqueue_due``'s requeue delay).
+                queued_at=None if enqueue or needs_approval else now,
                 created_by=actor,
                 created_at=now,
                 updated_at=now,

@@ -26,7 +26,7 @@ Locks (classes 6 to 8 of the engine's order, ``core.locks``): statement lines (t
 engine locks a chunk's lines before its matchers run), then a payout batch row, then payout rows
 in ascending id, then ledger accounts (ascending id). Applying a pain.002
 (``batches``), the batch matcher and the download lock the batch, then its payouts; erasure and
-the retention purge, which cannot import payouts, lock through ``core.payment_files.payouts_lock``
+the retention purge, declared by payouts (``payouts.privacy``), lock through ``payouts.payment_files.payouts_lock``
 in the same order, after the person's root row (a payout path never takes a person's lock) and
 the person's statement lines. Code holding a payout never asks for its batch or a line.
 """

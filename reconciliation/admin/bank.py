@@ -42,6 +42,7 @@ from reconciliation.services.matching import (
     write_off_request,
 )
 from reconciliation.services.statements import platform_bank_account_create, statement_import
+from reconciliation.statements.formats import statement_format_choices, statement_format_get
 
 RECONCILE = "reconciliation.reconcile_statement"
 
@@ -51,18 +52,38 @@ def _require(request: HttpRequest, perm: str) -> None:
         raise PermissionDenied
 
 
+def _account_format_choices() -> list[tuple[str, str]]:
+    return [("", "camt.053 or camt.054, as the file says"), *statement_format_choices()]
+
+
+def _upload_format_choices() -> list[tuple[str, str]]:
+    return [("", "The account's format (without one: camt, as the file says)"), *statement_format_choices()]
+
+
 class PlatformBankAccountForm(forms.ModelForm):
+    statement_format = forms.ChoiceField(
+        choices=_account_format_choices,
+        required=False,
+        help_text="How its statement uploads are read unless the upload says otherwise; a bank that sends "
+        "only a CSV export needs its layout here.",
+    )
+
     class Meta:
         model = PlatformBankAccount
-        fields = ["name", "iban", "other_id", "other_scheme", "bic", "currency", "time_zone"]
+        fields = ["name", "iban", "other_id", "other_scheme", "bic", "currency", "time_zone", "statement_format"]
         help_texts = {"other_id": "Only for an account without IBAN (camt Acct/Id/Othr/Id), e.g. a USD account."}
 
 
 @admin.register(PlatformBankAccount)
 class PlatformBankAccountAdmin(admin.ModelAdmin):
-    list_display = ["name", "identifier", "currency", "ledger_account", "is_active"]
+    list_display = ["name", "identifier", "currency", "statement_format", "upload_link", "ledger_account", "is_active"]
     list_select_related = ["ledger_account"]
     form = PlatformBankAccountForm
+
+    @admin.display(description="Statements")
+    def upload_link(self, obj: PlatformBankAccount) -> str:
+        url = reverse("admin:reconciliation_statement_upload")
+        return format_html('<a href="{}?bank_account={}">Upload</a>', url, obj.pk)
 
     def get_readonly_fields(self, request, obj=None):
         return ["iban", "other_id", "other_scheme", "currency"] if obj else []
@@ -79,6 +100,7 @@ class PlatformBankAccountAdmin(admin.ModelAdmin):
             currency=obj.currency,
             bic=obj.bic,
             time_zone=obj.time_zone,
+            statement_format=obj.statement_format,
         )
         obj.pk = created.pk
 
@@ -87,7 +109,26 @@ class PlatformBankAccountAdmin(admin.ModelAdmin):
 
 
 class UploadForm(forms.Form):
-    file = forms.FileField(help_text="camt.053 or camt.054 XML as the bank sent it.")
+    file = forms.FileField(help_text="camt.053 / camt.054 XML, or a bank's CSV export, as the bank sent it.")
+    bank_account = forms.ModelChoiceField(
+        queryset=PlatformBankAccount.objects.filter(is_active=True).order_by("name", "currency"),
+        required=False,
+        empty_label="The one the file names (camt)",
+        help_text="Needed for a CSV export, which names no account.",
+    )
+    statement_format = forms.ChoiceField(
+        choices=_upload_format_choices,
+        required=False,
+        label="Format",
+        error_messages={"invalid_choice": "%(value)s is not a statement format this platform reads."},
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        account, name = cleaned.get("bank_account"), cleaned.get("statement_format")
+        if name and statement_format_get(name).is_csv and account is None:
+            self.add_error("bank_account", "A CSV export names no account: choose the one it is from.")
+        return cleaned
 
 
 @admin.register(StatementImport)
@@ -115,11 +156,18 @@ class StatementImportAdmin(ReadOnlyAdmin):
 
     def upload_view(self, request: HttpRequest):
         _require(request, RECONCILE)
-        form = UploadForm(request.POST or None, request.FILES or None)
+        form = UploadForm(request.POST or None, request.FILES or None, initial=self._upload_initial(request))
         if request.method == "POST" and form.is_valid():
-            upload = form.cleaned_data["file"]
+            upload, account = form.cleaned_data["file"], form.cleaned_data["bank_account"]
             try:
-                result = statement_import(source=upload, filename=upload.name, origin="admin", actor=request.user)
+                result = statement_import(
+                    source=upload,
+                    filename=upload.name,
+                    origin="admin",
+                    actor=request.user,
+                    statement_format=form.cleaned_data["statement_format"],
+                    bank_account_id=account.pk if account is not None else None,
+                )
             except ApplicationError as exc:
                 messages.error(request, f"{upload.name} was not imported ({exc.code}): {exc.message}")
             else:
@@ -156,6 +204,15 @@ class StatementImportAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/reconciliation/upload.html", context)
+
+    @staticmethod
+    def _upload_initial(request: HttpRequest) -> dict:
+        """``?bank_account=<id>`` (the link on an account's page) preselects it and its format."""
+        account_id = request.GET.get("bank_account", "")
+        account = PlatformBankAccount.objects.filter(pk=account_id).first() if account_id.isdigit() else None
+        if account is None:
+            return {}
+        return {"bank_account": account.pk, "statement_format": account.statement_format}
 
 
 class BalanceMismatchFilter(admin.SimpleListFilter):

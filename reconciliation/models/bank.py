@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from reconciliation.models.ledger import Account, JournalEntry
+from reconciliation.statements.formats import statement_format_validate
 
 
 class PlatformBankAccount(models.Model):
@@ -20,6 +21,7 @@ class PlatformBankAccount(models.Model):
     The account is identified by its IBAN or, where the bank gives none (a USD account), by
     ``other_id`` in ``other_scheme`` (camt ``Acct/Id/Othr``). An account held in several currencies
     is one row per currency sharing the identifier, so each currency has its own ledger account.
+    A bank that sends only a CSV export names its layout in ``statement_format``.
     """
 
     name = models.CharField(max_length=120)
@@ -31,6 +33,10 @@ class PlatformBankAccount(models.Model):
     ledger_account = models.OneToOneField(Account, on_delete=models.PROTECT, related_name="bank_account")
     # Where the bank's clock runs: a booking at 2014-01-04T23:00Z is booked on the 5th in Amsterdam.
     time_zone = models.CharField(max_length=64, default="Europe/Amsterdam")
+    # How its uploads are read unless the upload says otherwise: a name from the statement format
+    # registry (``reconciliation.statements.formats``; no ``choices`` here, so a new bank layout
+    # needs no migration). Blank: camt.053 or camt.054, whichever the file is.
+    statement_format = models.CharField(max_length=40, blank=True, default="", validators=[statement_format_validate])
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

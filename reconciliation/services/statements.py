@@ -1,4 +1,5 @@
-"""Importing bank statements: camt.053 / camt.054 (streamed) and CSV with a per-bank mapping.
+"""Importing bank statements: camt.053 / camt.054 (streamed) and bank CSV exports, each read in a
+registered ``StatementFormat`` (the upload's, else its account's; ``statements.formats``).
 
 An import is all or nothing: the whole file is parsed inside one transaction and any error (a
 malformed file, an unknown account, a currency that is not the account's) rolls it back, so a bad
@@ -8,9 +9,11 @@ commit (see ``services.matching``).
 Nothing a bank booked is lost, and nothing is counted twice:
 
 - The identity of a booking is its account, status, the bank's reference (AcctSvcrRef, else
-  NtryRef), direction (with the reversal flag), amount and booking date. A reference alone is not
+  NtryRef; of a CSV line the column its mapping names ``reference``, the bank's transaction id),
+  direction (with the reversal flag), amount and booking date. A reference alone is not
   enough: banks reuse one for the several bookings of one order. A booking without a reference
-  can only be told by its position: statement id, page, part and sequence, with the same values.
+  can only be told by its position: statement id, page, part and sequence, with the same values
+  (a CSV's statement id is a hash of the file, so only the same bytes share it).
 - A second booking with the same identity inside one file is stored with ``possible_duplicate``
   set, for a person to confirm. Across files (a camt.054 notification, then the camt.053
   statement, or the other way round) ``bank_reports`` decides: a later report of a booking is
@@ -61,6 +64,7 @@ from reconciliation.statements.camt import iter_camt_statements
 from reconciliation.statements.containers import describe, documents
 from reconciliation.statements.csv_import import parse_csv
 from reconciliation.statements.errors import StatementParseError
+from reconciliation.statements.formats import StatementFormat, statement_format_get, statement_formats
 from reconciliation.statements.types import ParsedEntry, ParsedStatement
 
 LINE_CHUNK = 2000
@@ -91,6 +95,7 @@ def platform_bank_account_create(
     other_scheme: str = "",
     bic: str = "",
     time_zone: str = "",
+    statement_format: str = "",
 ) -> PlatformBankAccount:
     """One currency of a platform bank account, and the ledger asset account that mirrors it.
 
@@ -98,8 +103,12 @@ def platform_bank_account_create(
     ``Acct/Id/Othr/Id``) in ``other_scheme``. The same identifier in another currency is a second
     account with its own ledger account. Idempotent by (identifier, currency). Raises InvalidInput
     (``invalid_iban``, ``account_identifier``, ``invalid_time_zone``). ``time_zone`` is where the
-    bank books (default ``TIME_ZONE``): booking days and times without offset are read there."""
+    bank books (default ``TIME_ZONE``): booking days and times without offset are read there.
+    ``statement_format`` names how its uploads are read by default (a registered format; blank:
+    camt, kind from the file); InvalidInput ``unknown_statement_format`` otherwise."""
     currency = validate_currency(currency)
+    if statement_format:
+        statement_format = statement_format_get(statement_format).name
     if bool(iban.strip()) == bool(other_id.strip()):
         raise InvalidInput("Give the account's IBAN or its other identifier, one of them.", code="account_identifier")
     if iban.strip():
@@ -135,13 +144,20 @@ def platform_bank_account_create(
             bic=bic,
             currency=currency,
             time_zone=time_zone,
+            statement_format=statement_format,
             ledger_account=ledger_account,
         )
 
 
-def _account_for(accounts: dict[tuple[str, str], PlatformBankAccount], parsed: ParsedStatement) -> PlatformBankAccount:
+def _account_for(
+    accounts: dict[tuple[str, str], PlatformBankAccount], parsed: ParsedStatement, chosen: PlatformBankAccount | None
+) -> PlatformBankAccount:
     """The registered account (identifier and currency) a statement is for. A statement that names
-    no currency is for the identifier's only account; with several it must say which."""
+    no currency is for the identifier's only account; with several it must say which. A CSV names
+    none: it is the account the upload was for (``chosen``); a camt statement for another account
+    than the one chosen is refused."""
+    if chosen is not None and parsed.kind == "csv":
+        return chosen
     identifiers = [i for i in (parsed.account_iban, parsed.account_other_id) if i]
     held = [a for (identifier, _), a in accounts.items() if identifier in identifiers]
     if not held:
@@ -164,6 +180,12 @@ def _account_for(accounts: dict[tuple[str, str], PlatformBankAccount], parsed: P
             f"Statement {parsed.statement_id} is in {currency}; account {parsed.account_id} is kept in "
             f"{', '.join(sorted(a.currency for a in held))}.",
             code="currency_mismatch",
+        )
+    if chosen is not None and matching[0].pk != chosen.pk:
+        raise InvalidInput(
+            f"Statement {parsed.statement_id} is for account {parsed.account_id} {matching[0].currency}, not "
+            f"{chosen.identifier} {chosen.currency} the upload was for.",
+            code="account_mismatch",
         )
     return matching[0]
 
@@ -524,20 +546,62 @@ _DECISIONS = "reconciliation_statementline_reports"
 _STAGING = "reconciliation_statementline_incoming"
 
 
-def _parse(source, *, csv_mapping, csv_account_iban: str, max_bytes: int) -> Iterator[ParsedStatement]:
-    """Every statement of the upload: a plain file, UTF-16/32 with a BOM, gzip, or a zip of many."""
+def _parse(
+    source, *, statement_format: StatementFormat | None, account: PlatformBankAccount | None, max_bytes: int
+) -> Iterator[ParsedStatement]:
+    """Every statement of the upload (a plain file, UTF-16/32 with a BOM, gzip, or a zip of many),
+    read in ``statement_format``; without one an XML file is read as camt, whichever kind it is."""
     for document in documents(source, max_bytes=max_bytes):
-        if document.is_xml:
-            yield from iter_camt_statements(document.stream, max_bytes=max_bytes)
-        elif csv_mapping is not None:
-            yield parse_csv(document.stream, mapping=csv_mapping, account_iban=csv_account_iban, max_bytes=max_bytes)
+        if statement_format is not None and statement_format.is_csv:
+            if document.is_xml:
+                raise StatementParseError(
+                    "format_mismatch",
+                    f"{document.description} is XML, not a {statement_format.name} CSV export; choose a camt format",
+                )
+            yield parse_csv(
+                document.stream,
+                mapping=statement_format.csv,
+                account_iban=account.identifier,
+                currency=account.currency,
+                max_bytes=max_bytes,
+            )
+        elif document.is_xml:
+            for parsed in iter_camt_statements(document.stream, max_bytes=max_bytes):
+                if statement_format is not None and parsed.kind != statement_format.camt_kind:
+                    raise StatementParseError(
+                        "format_mismatch",
+                        f"statement {parsed.statement_id} is a {parsed.kind[:4]}.{parsed.kind[4:]}, not the "
+                        f"{statement_format.name} the upload was declared as",
+                        parsed.line,
+                    )
+                yield parsed
         else:
             head = document.stream.read(512)
+            csv_names = ", ".join(f.name for f in statement_formats() if f.is_csv)
             raise StatementParseError(
                 "unsupported_document",
-                f"{document.description} is {describe(head)}, not a camt.053/054 XML statement; a CSV file "
-                "needs a bank column mapping",
+                f"{document.description} is {describe(head)}, not a camt.053/054 XML statement; a CSV export "
+                f"is read in its bank's format ({csv_names}): choose the account and its format",
             )
+
+
+def _format_and_account(
+    statement_format: str, bank_account_id: int | None
+) -> tuple[StatementFormat | None, PlatformBankAccount | None]:
+    """The format an upload is read in and the account it was for, checked before anything is read."""
+    account = None
+    if bank_account_id is not None:
+        account = PlatformBankAccount.objects.select_related("ledger_account").filter(pk=bank_account_id).first()
+        if account is None:
+            raise InvalidInput(f"No platform bank account {bank_account_id}.", code="unknown_bank_account")
+    name = statement_format.strip() or (account.statement_format if account is not None else "")
+    chosen = statement_format_get(name) if name else None
+    if chosen is not None and chosen.is_csv and account is None:
+        raise InvalidInput(
+            f"A {chosen.name} export names no account: say which platform bank account it is from.",
+            code="bank_account_required",
+        )
+    return chosen, account
 
 
 def statement_import(
@@ -546,12 +610,16 @@ def statement_import(
     filename: str,
     origin: str,
     actor=None,
-    csv_mapping=None,
-    csv_account_iban: str = "",
+    statement_format: str = "",
+    bank_account_id: int | None = None,
     max_bytes: int | None = None,
     match: bool = True,
 ) -> ImportResult:
     """Import a bank file (bytes, a path or an open binary file; plain, UTF-16/32, gzip or zip).
+
+    ``statement_format`` names a registered format (``statements.formats``); blank: the format of
+    the account ``bank_account_id``, else camt.053/054 as the file says. A CSV export needs the
+    account (it names none); a camt file for another account than ``bank_account_id`` is refused.
 
     Preconditions: every statement's account is a registered PlatformBankAccount.
     Guarantees: all or nothing (one durable transaction); the same file twice → ``replayed=True``
@@ -561,10 +629,13 @@ def statement_import(
     any difference stored on the statement. When ``match``, the new lines are matched after the
     commit (task, at least once; the periodic sweep catches a crash in between).
     Raises StatementParseError (malformed, hostile, oversize or unreadable file: codes in its and
-    ``containers.documents``' docstrings), InvalidInput (``unknown_bank_account``,
-    ``currency_mismatch``, ``currency_ambiguous``) and Conflict (``statement_conflict``: a page
-    imported before with other content; ``import_conflict``: a concurrent import of it).
+    ``containers.documents``' docstrings; ``format_mismatch``: not the declared format),
+    InvalidInput (``unknown_statement_format``, ``bank_account_required``, ``account_mismatch``,
+    ``unknown_bank_account``, ``currency_mismatch``, ``currency_ambiguous``) and Conflict
+    (``statement_conflict``: a page imported before with other content; ``import_conflict``: a
+    concurrent import of it).
     """
+    chosen_format, account = _format_and_account(statement_format, bank_account_id)
     max_bytes = max_bytes or settings.STATEMENT_MAX_BYTES
     sha, size = _sha256(source)
     if size > max_bytes:
@@ -579,8 +650,8 @@ def statement_import(
             filename=filename,
             origin=origin,
             actor=actor,
-            csv_mapping=csv_mapping,
-            csv_account_iban=csv_account_iban,
+            statement_format=chosen_format,
+            chosen=account,
             max_bytes=max_bytes,
             match=match,
             sha=sha,
@@ -645,7 +716,7 @@ class _FileBookings:
 
 
 def _import_once(
-    *, source, filename, origin, actor, csv_mapping, csv_account_iban, max_bytes, match, sha, size
+    *, source, filename, origin, actor, statement_format, chosen, max_bytes, match, sha, size
 ) -> ImportResult:
     accounts = {(a.identifier, a.currency): a for a in PlatformBankAccount.objects.select_related("ledger_account")}
     with transaction.atomic(durable=True):
@@ -656,9 +727,9 @@ def _import_once(
         result = ImportResult(statement_import=record, replayed=False)
         seen = _FileBookings()
         total_entries = 0
-        for parsed in _parse(source, csv_mapping=csv_mapping, csv_account_iban=csv_account_iban, max_bytes=max_bytes):
+        for parsed in _parse(source, statement_format=statement_format, account=chosen, max_bytes=max_bytes):
             record.kind = parsed.kind
-            account = _account_for(accounts, parsed)
+            account = _account_for(accounts, parsed, chosen)
             page = parsed.page_number or 1
             part = seen.part(account.pk, parsed.statement_id, page)
             known = BankStatement.objects.filter(

@@ -2,7 +2,9 @@
 
 A CSV export has no statement id, no balances and usually no entry reference: the statement id
 defaults to a hash of the file (so re-importing the same file is recognisable), balances are what the
-caller passes, and ``entry_reference`` is ``None`` unless the mapping names a reference column.
+caller passes, and ``entry_reference`` is ``None`` unless the mapping names a reference column. Map
+the bank's own transaction id there whenever the export has one: it is what tells a booking in two
+overlapping exports apart from two bookings (``services.statements`` module docstring).
 """
 
 import csv
@@ -12,15 +14,20 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from .errors import StatementParseError
 from .source import DEFAULT_MAX_BYTES, StatementSource, open_limited
 from .types import CREDIT, DEBIT, CreditDebit, ParsedEntry, ParsedParty, ParsedStatement, ParsedTxDetail
 
 Column = str | int  # a header name, or a 0-based index when the file has no header row
+# A tuple names alternatives: the first of them the header has and the row fills (a payer column for
+# money in, a payee column for money out; a column only newer exports carry).
+Columns = Column | tuple[Column, ...]
 
 _NUMBER = re.compile(r"^(\d+)(?:\.(\d{1,5}))?$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
+_IBAN_SHAPE = re.compile(r"^[A-Z]{2}\d{2}[A-Z0-9]{11,30}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +37,13 @@ class CsvMapping:
     The amount comes from exactly one of: ``amount`` (signed, negative = money out), ``debit`` and/or
     ``credit`` (separate columns, one filled per row), or ``amount`` plus ``direction`` (an unsigned
     amount and a column holding a credit/debit marker).
+
+    ``status`` names a column saying whether the bank booked the row: a value in ``booked_statuses``
+    is a booking (camt ``BOOK``), one in ``pending_statuses`` is ``PDNG``, any other (declined,
+    failed) is ``INFO``; only a booking needs a booking date. Without it every row is a booking.
+    ``date_format`` may list several formats, tried in order (a date with or without its time); a
+    value with a time is an instant in ``time_zone`` when the mapping gives one, so its booking day
+    is the account's (a "completed (UTC)" column), else it is taken as written.
     """
 
     name: str
@@ -40,20 +54,26 @@ class CsvMapping:
     direction: Column | None = None
     credit_markers: tuple[str, ...] = ("C", "CR", "CRDT", "H")
     debit_markers: tuple[str, ...] = ("D", "DR", "DBIT", "S")
-    value_date: Column | None = None
+    value_date: Columns | None = None
     currency: Column | None = None
     default_currency: str | None = None
     reference: Column | None = None
-    counterparty_name: Column | None = None
-    counterparty_iban: Column | None = None
-    counterparty_bic: Column | None = None
+    counterparty_name: Columns | None = None
+    payer_name: Columns | None = None  # the other party of money in, when the export has its own column
+    payee_name: Columns | None = None  # … and of money out
+    counterparty_iban: Columns | None = None
+    counterparty_bic: Columns | None = None
     remittance: tuple[Column, ...] = ()  # several columns are joined with a space
     end_to_end_id: Column | None = None
+    status: Column | None = None
+    booked_statuses: tuple[str, ...] = ()
+    pending_statuses: tuple[str, ...] = ()
     delimiter: str = ","
     quotechar: str = '"'
     decimal_separator: str = "."
     thousands_separator: str = ""
-    date_format: str = "%Y-%m-%d"
+    date_format: str | tuple[str, ...] = "%Y-%m-%d"
+    time_zone: str | None = None
     encoding: str = "utf-8-sig"
     fallback_encoding: str | None = None  # e.g. "latin-1" for banks that export in their own code page
     skip_lines: int = 0  # preamble lines before the header
@@ -65,6 +85,14 @@ class CsvMapping:
             raise ValueError(f"mapping {self.name!r}: give amount, amount+direction, or debit/credit columns")
         if self.decimal_separator == self.thousands_separator:
             raise ValueError(f"mapping {self.name!r}: decimal and thousands separators must differ")
+        if self.status is not None and not self.booked_statuses:
+            raise ValueError(f"mapping {self.name!r}: a status column needs the values that mean booked")
+        if self.time_zone is not None:
+            ZoneInfo(self.time_zone)  # an unknown zone fails here, when the mapping is defined
+
+    @property
+    def date_formats(self) -> tuple[str, ...]:
+        return (self.date_format,) if isinstance(self.date_format, str) else self.date_format
 
 
 def parse_csv(
@@ -143,22 +171,25 @@ class _Row:
     def __init__(self, cells: list[str], index: dict[Column, int], line: int):
         self.cells, self.index, self.line = cells, index, line
 
-    def get(self, column: Column | None) -> str | None:
+    def get(self, column: Columns | None) -> str | None:
         if column is None:
             return None
-        position = self.index[column]
-        value = self.cells[position].strip() if position < len(self.cells) else ""
-        return value or None
+        for alternative in column if isinstance(column, tuple) else (column,):
+            position = self.index.get(alternative)
+            value = self.cells[position].strip() if position is not None and position < len(self.cells) else ""
+            if value:
+                return value
+        return None
 
     def error(self, message: str) -> StatementParseError:
         return StatementParseError("invalid_row", message, self.line)
 
 
-def _mapped_columns(mapping: CsvMapping) -> list[Column]:
+def _mapped_columns(mapping: CsvMapping) -> list[Columns]:
     single = [
         mapping.booking_date, mapping.amount, mapping.debit, mapping.credit, mapping.direction, mapping.value_date,
-        mapping.currency, mapping.reference, mapping.counterparty_name, mapping.counterparty_iban,
-        mapping.counterparty_bic, mapping.end_to_end_id,
+        mapping.currency, mapping.reference, mapping.counterparty_name, mapping.payer_name, mapping.payee_name,
+        mapping.counterparty_iban, mapping.counterparty_bic, mapping.end_to_end_id, mapping.status,
     ]  # fmt: skip
     return [c for c in single if c is not None] + list(mapping.remittance)
 
@@ -174,15 +205,18 @@ def _rows(reader, mapping: CsvMapping, currency: str | None, account_iban: str):
         names = {name.strip().casefold(): position for position, name in enumerate(header)}
         index: dict[Column, int] = {}
         for column in columns:
-            key = column.casefold() if isinstance(column, str) else column
-            if key not in names:
+            alternatives = column if isinstance(column, tuple) else (column,)
+            found = {c: names[c.casefold()] for c in alternatives if isinstance(c, str) and c.casefold() in names}
+            if not found:
+                shown = " or ".join(repr(c) for c in alternatives)
                 raise StatementParseError(
-                    "missing_column", f"column {column!r} is not in the header {header!r}", reader.line_num
+                    "missing_column", f"column {shown} is not in the header {header!r}", reader.line_num
                 )
-            index[column] = names[key]
+            index.update(found)
     else:
-        index = {column: column for column in columns if isinstance(column, int)}
-        if len(index) != len(columns):
+        flat = [c for column in columns for c in (column if isinstance(column, tuple) else (column,))]
+        index = {column: column for column in flat if isinstance(column, int)}
+        if len(index) != len(set(flat)):
             raise ValueError(f"mapping {mapping.name!r}: without a header row, columns are 0-based indexes")
 
     sequence = 0
@@ -199,14 +233,18 @@ def _entry(row: _Row, mapping: CsvMapping, sequence: int, currency: str | None, 
     entry_currency = (row.get(mapping.currency) or mapping.default_currency or currency or "").upper()
     if not _CURRENCY.match(entry_currency):
         raise row.error(f"currency {entry_currency or None!r} is not a 3-letter code")
-    booking_date = _date(row, mapping.booking_date, mapping, required=True)
+    status = _status(row, mapping)
+    booking_date, booking_datetime = _date(row, mapping.booking_date, mapping, required=status == "BOOK")
+    value_date, value_datetime = _date(row, mapping.value_date, mapping, required=False)
     end_to_end = row.get(mapping.end_to_end_id)
     if end_to_end is not None and end_to_end.upper() == "NOTPROVIDED":
         end_to_end = None
-    iban = row.get(mapping.counterparty_iban)
-    iban = iban.replace(" ", "").upper() if iban else None
+    iban = (row.get(mapping.counterparty_iban) or "").replace(" ", "").upper()
+    # Exports put any account number in that column (a UK sort code and number): only an IBAN is one.
+    iban = iban if _IBAN_SHAPE.match(iban) else None
+    name = row.get(mapping.payer_name if direction == CREDIT else mapping.payee_name)
     counterparty = ParsedParty(
-        name=row.get(mapping.counterparty_name), iban=iban, bic=row.get(mapping.counterparty_bic)
+        name=name or row.get(mapping.counterparty_name), iban=iban, bic=row.get(mapping.counterparty_bic)
     )
     ours = ParsedParty(iban=own_iban)
     remittance = " ".join(v for v in (row.get(c) for c in mapping.remittance) if v) or None
@@ -242,11 +280,11 @@ def _entry(row: _Row, mapping: CsvMapping, sequence: int, currency: str | None, 
         amount=amount,
         currency=entry_currency,
         credit_debit=direction,
-        status="BOOK",
+        status=status,
         booking_date=booking_date,
-        booking_datetime=None,
-        value_date=_date(row, mapping.value_date, mapping, required=False) or booking_date,
-        value_datetime=None,
+        booking_datetime=booking_datetime,
+        value_date=value_date or booking_date,
+        value_datetime=value_datetime if value_date else booking_datetime,
         reversal=False,
         bank_tx_code=None,
         bank_tx_code_proprietary=None,
@@ -256,16 +294,36 @@ def _entry(row: _Row, mapping: CsvMapping, sequence: int, currency: str | None, 
     )
 
 
-def _date(row: _Row, column: Column | None, mapping: CsvMapping, *, required: bool) -> date | None:
+def _status(row: _Row, mapping: CsvMapping) -> str:
+    if mapping.status is None:
+        return "BOOK"
+    value = (row.get(mapping.status) or "").upper()
+    if value in (s.upper() for s in mapping.booked_statuses):
+        return "BOOK"
+    return "PDNG" if value in (s.upper() for s in mapping.pending_statuses) else "INFO"
+
+
+def _date(
+    row: _Row, column: Columns | None, mapping: CsvMapping, *, required: bool
+) -> tuple[date | None, datetime | None]:
+    """The day as written and, for a value with a time in a mapping with a ``time_zone``, the
+    instant (the importer takes its day where the account is kept)."""
     raw = row.get(column)
     if raw is None:
         if required:
             raise row.error(f"column {column!r} (date) is empty")
-        return None
-    try:
-        return datetime.strptime(raw, mapping.date_format).date()
-    except ValueError:
-        raise row.error(f"{raw!r} in column {column!r} is not a date in the format {mapping.date_format!r}")
+        return None, None
+    for date_format in mapping.date_formats:
+        try:
+            moment = datetime.strptime(raw, date_format)
+        except ValueError:
+            continue
+        timed = any(code in date_format for code in ("%H", "%I", "%M", "%S"))
+        if timed and mapping.time_zone is not None:
+            return moment.date(), moment.replace(tzinfo=ZoneInfo(mapping.time_zone))
+        return moment.date(), None
+    shown = " or ".join(repr(f) for f in mapping.date_formats)
+    raise row.error(f"{raw!r} in column {column!r} is not a date in the format {shown}")
 
 
 def _amount_and_direction(row: _Row, mapping: CsvMapping) -> tuple[Decimal, CreditDebit]:

@@ -6,12 +6,12 @@ import pytest
 from django.utils import timezone
 
 from core.models import InboundWebhook
-from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from recipients.accounts import account_normalise
 from recipients.models import BankAccount, Person, PersonEvent, PersonEventKind
 from recipients.selectors import person_current_bank_account
 from recipients.services import person_erase
 from tests.api.conftest import assert_problem
+from web.claim.services import PayoutDetails, claim_tiktok_login_submit
 
 pytestmark = pytest.mark.django_db
 

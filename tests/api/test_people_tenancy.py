@@ -8,13 +8,13 @@ from django.core import mail
 from django.db import IntegrityError, connection, transaction
 
 from campaigns.models import TriggerEvent
-from payouts.claim.services import PayoutDetails, claim_details_submit, claim_tiktok_login_submit
 from payouts.links import payout_link_find, payout_link_issue
 from recipients.models import BankAccount, Identifier, Person, PersonEvent, PersonEventKind
 from recipients.selectors import people_sharing_iban_count, person_current_bank_account
 from recipients.whatsapp_cloud import FakeWhatsAppSender
 from tests.api.conftest import assert_problem, ingest
 from tests.recipients.factories import iban
+from web.claim.services import PayoutDetails, claim_details_submit, claim_tiktok_login_submit
 
 pytestmark = pytest.mark.django_db
 

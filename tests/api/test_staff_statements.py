@@ -2,6 +2,7 @@
 service, the API's error format, and nothing half-written."""
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -130,3 +131,45 @@ def test_refusals_say_what_the_staff_endpoint_needs(api, camt_file):
     body = assert_problem(upload(staff_client(csrf=True), camt_file), 403, "csrf_failed")
     assert "X-CSRFToken" in body["detail"]
     assert not StatementImport.objects.exists()
+
+
+WISE_CSV = Path(__file__).resolve().parent.parent / "fixtures" / "statements" / "wise_business_eur.csv"
+WISE_IBAN = "BE68539007547034"
+
+
+@pytest.fixture
+def wise_account():
+    return platform_bank_account_create(name="Wise", iban=WISE_IBAN, currency="EUR")
+
+
+def test_a_csv_export_is_imported_in_the_format_sent(wise_account):
+    client = staff_client()
+    data = {"file": SimpleUploadedFile("wise.csv", WISE_CSV.read_bytes()), "format": "csv:wise"}
+
+    response = client.post(URL, {**data, "bank_account": wise_account.pk})
+
+    assert response.status_code == 201, response.content
+    assert response.json()["new_lines"] == 4
+    assert StatementImport.objects.get().kind == "csv"
+    assert StatementLine.objects.filter(bank_account=wise_account).count() == 4
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"format": "csv:nobank", "bank_account": "account"}, "unknown_statement_format"),
+        ({"format": "csv:wise"}, "bank_account_required"),
+        ({"format": "csv:wise", "bank_account": "IBAN"}, "invalid_bank_account"),
+        ({"format": "csv:wise", "bank_account": "999999"}, "unknown_bank_account"),
+        ({"bank_account": "account"}, "unsupported_document"),  # the account has no format: camt only
+    ],
+)
+def test_a_format_or_account_that_cannot_be_used_is_a_400_and_nothing_is_written(wise_account, fields, code):
+    fields = {k: str(wise_account.pk) if v == "account" else v for k, v in fields.items()}
+
+    response = staff_client().post(URL, {"file": SimpleUploadedFile("wise.csv", WISE_CSV.read_bytes()), **fields})
+
+    body = assert_problem(response, 400, code)
+    assert not StatementImport.objects.exists() and not StatementLine.objects.exists()
+    if code == "unknown_statement_format":
+        assert "csv:wise" in body["detail"]

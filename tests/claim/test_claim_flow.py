@@ -11,15 +11,12 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import EventInput, event_ingest, rewards_mature
-from payouts.claim.forms import PayoutForm
-from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
-from payouts.claim.tasks import claim_links_send_due
-from payouts.claim.views import _phone_region
+from campaigns.services.claim_links import claim_links_send_due
 from payouts.links import STATUS_SALT, token_make, token_read
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
-from payouts.whatsapp_webhook import whatsapp_optin_redeem
 from recipients import crypto
 from recipients.models import Consent
 from recipients.models_claims import ClaimLink, WhatsAppOptInCode
@@ -28,6 +25,9 @@ from reconciliation.models import Hold
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
+from web.claim.forms import PayoutForm
+from web.claim.services import PayoutDetails, claim_tiktok_login_submit
+from web.claim.views import _phone_region
 
 pytestmark = pytest.mark.django_db
 

@@ -13,18 +13,18 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import Reward
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import event_ingest, rewards_mature
-from payouts.claim.services import ACCOUNT_CHANGES_PER_DAY
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout
 from payouts.services import payouts_create_for_payable
-from payouts.whatsapp_webhook import whatsapp_optin_redeem
 from recipients.models import BankAccount, Identifier, PersonEvent
 from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink, WhatsAppOptInCode
 from recipients.selectors import person_current_bank_account
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.test_claim_flow import GOOD_IBAN, pay_everything
+from web.claim.services import ACCOUNT_CHANGES_PER_DAY
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

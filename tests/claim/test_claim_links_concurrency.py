@@ -8,13 +8,13 @@ from django.db import connection
 
 from campaigns.services import event_ingest
 from core.exceptions import InvalidInput, InvalidTransition
-from payouts.claim.services import PayoutDetails, _code_hash, claim_account_change_confirm, claim_details_submit
 from payouts.links import payout_link_find, payout_link_issue
 from recipients.models import BankAccount
 from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink
 from recipients.selectors import person_current_bank_account
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
+from web.claim.services import PayoutDetails, _code_hash, claim_account_change_confirm, claim_details_submit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

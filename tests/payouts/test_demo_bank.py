@@ -12,13 +12,13 @@ from django.core.management import call_command
 
 from campaigns.models import Brand, Campaign
 from campaigns.services import EventInput, event_ingest, rewards_mature
-from payouts.demo_bank import FUNDING_STATEMENT, PLATFORM_IBAN
 from payouts.models import Payout
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from reconciliation.models import BankStatement, PlatformBankAccount, StatementLine
 from reconciliation.selectors import account_balance, ledger_verify_report
 from tests.payouts.payout_fixtures import sandbox  # noqa: F401 - fixture
+from web.demo_bank import FUNDING_STATEMENT, PLATFORM_IBAN
 
 pytestmark = pytest.mark.django_db
 

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
+from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 
 from campaigns.models import Reward
 from campaigns.services import rewards_mature
 from core.models import InboundWebhook
-from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.rails import get_rail

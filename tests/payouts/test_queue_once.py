@@ -84,6 +84,29 @@ def test_a_task_lost_before_its_claim_is_enqueued_again_after_the_requeue_time(
     assert execute_tasks() == [payout_id]
 
 
+def test_a_payout_its_creator_runs_itself_gets_no_second_executor_from_the_sweep(
+    sandbox, debtor, brand, campaign, queue, settings
+):
+    # bench-viral: the tick's sweep enqueued a task for a payout that the ready task had just
+    # created to run inline; the task then found it settled (1 execute run for a settled payout).
+    settings.PAYOUT_REQUEUE_AFTER_SECONDS = 600
+    payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable(enqueue=False).created
+    assert payouts_enqueue_due() == 0 and execute_tasks() == []
+    assert payout_execute(payout_id=payout_id) == "settled"
+    assert payouts_enqueue_due() == 0 and execute_tasks() == []
+
+
+def test_a_creator_that_died_before_running_its_payout_leaves_it_to_the_sweep_after_the_requeue_time(
+    sandbox, debtor, brand, campaign, queue, settings
+):
+    settings.PAYOUT_REQUEUE_AFTER_SECONDS = 600
+    payable_reward(brand, account_iban=iban())
+    [payout_id] = payouts_create_for_payable(enqueue=False).created
+    assert payouts_enqueue_due(now=timezone.now() + timedelta(seconds=601)) == 1
+    assert execute_tasks() == [payout_id]
+
+
 def test_each_task_goes_to_the_queue_of_its_class_whichever_cluster_enqueues_it(queue, monkeypatch):
     monkeypatch.setattr(Conf, "CLUSTER_NAME", "ticks")  # as inside a tick
     enqueue("payouts.tasks.payout_execute_task", 1)

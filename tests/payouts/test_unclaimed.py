@@ -23,8 +23,6 @@ from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from core.exceptions import InvalidTransition
 from payouts.links import STATUS_SALT, token_make
 from payouts.models import Payout, PayoutStatus
-from payouts.portal.forms import CampaignForm
-from payouts.portal.services import campaign_update
 from payouts.services import payout_execute, payout_mark_returned, payouts_create_for_payable
 from payouts.services.unclaimed import rewards_unclaimed_process
 from payouts.tasks import payout_settled_followup_task
@@ -37,6 +35,8 @@ from reconciliation.selectors import account_balance_by_code
 from tests.api.conftest import ALL_SCOPES
 from tests.payouts.payout_fixtures import *  # noqa: F403 - fixtures
 from tests.payouts.payout_fixtures import assert_books_ok, iban, payable_minor, payable_reward
+from web.portal.forms import CampaignForm
+from web.portal.services import campaign_update
 
 WINDOW = 30
 

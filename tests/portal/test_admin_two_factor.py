@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def production_admin(settings):
     settings.ADMIN_REQUIRES_TWO_FACTOR = True
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "payouts.portal.middleware.StaffTwoFactorMiddleware"]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "web.portal.middleware.StaffTwoFactorMiddleware"]
 
 
 def test_anonymous_admin_visit_goes_through_allauth_login(production_admin):

@@ -8,8 +8,8 @@ from django.utils import timezone
 from campaigns.api_keys import api_key_create
 from campaigns.models import ApiKey, BrandInvitation, BrandMembership, Campaign, RewardRule, WebhookEndpoint
 from campaigns.webhooks import webhook_endpoint_create
-from payouts.portal.services import invitation_create
 from tests.portal.conftest import make_user
+from web.portal.services import invitation_create
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from campaigns.services import event_ingest
 from payouts.models import Payout, PayoutItem, PayoutStatus
-from payouts.portal.services import invitation_create
 from tests.campaigns.conftest import event
+from web.portal.services import invitation_create
 
 pytestmark = pytest.mark.django_db
 

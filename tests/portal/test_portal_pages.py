@@ -11,10 +11,10 @@ from django.test import Client
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
 from campaigns.services import brand_topup_record, campaign_allocate, event_ingest
-from payouts.portal.charts import axis_top, bar_chart_svg
-from payouts.portal.qr import epc_payload
 from tests.campaigns.conftest import event
 from tests.portal.conftest import make_user
+from web.portal.charts import axis_top, bar_chart_svg
+from web.portal.qr import epc_payload
 
 pytestmark = pytest.mark.django_db
 

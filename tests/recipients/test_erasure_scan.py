@@ -18,6 +18,7 @@ from django.test import Client
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from campaigns.models import Campaign, Reward, TriggerEvent, VopAction
+from campaigns.platforms.whatsapp import whatsapp_optin_code_issue
 from campaigns.services import event_ingest
 from core.audit import audit_verify
 from payouts.models import Payout, PayoutEvent, PayoutStatus, RouteRule
@@ -26,7 +27,6 @@ from payouts.services import (
     payout_batch_download,
     payouts_create_for_payable,
 )
-from payouts.whatsapp_webhook import whatsapp_optin_code_issue
 from recipients.models import Person
 from recipients.services import person_erase, person_set_iban
 from recipients.services.notices import notices_send_due

@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from payouts.claim.tasks import claim_links_send_due
+from campaigns.services.claim_links import claim_links_send_due
 from payouts.services import payouts_create_for_payable
 from recipients.models import Notice, NoticeDelivery
 from tests.campaigns.factories import funded_campaign

@@ -7,13 +7,13 @@ from django.db.migrations.executor import MigrationExecutor
 
 from campaigns.models import Reward, TriggerEvent
 from core.exceptions import NotFound
-from payouts.claim.services import PayoutDetails, claim_details_submit
 from payouts.links import payout_link_find, payout_link_issue
 from recipients.brand_people import brand_person_get
 from recipients.models import Identifier, Person
 from recipients.selectors import person_current_bank_account
 from tests.api.conftest import LOGIN_500, ingest
 from tests.campaigns.factories import BrandFactory, funded_campaign
+from web.claim.services import PayoutDetails, claim_details_submit
 
 IBAN = "DE89370400440532013000"
 BEFORE = [("recipients", "0003_lean_indexes")]

@@ -1,0 +1,90 @@
+"""Packages a brand buys (issue 28): what each allows and costs, and which one a brand is on.
+
+A ``Plan`` is sold on the public site (``is_public``) and edited by ops in the admin, never in
+code: the triggers and channels it allows, its monthly allowances (None = no limit), its fees per
+reward (fixed + basis points, booked by the ledger to ``platform:fees``) and its monthly fee. The
+four packages are seeded by migration 0018. A brand is on exactly one plan at a time: its
+``BrandPlan`` rows are the history, the one with no ``ended_at`` the current one (a partial unique
+constraint), changed only through ``brand_plan_change``.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from campaigns.models.brands import Brand
+
+
+class Channel(models.TextChoices):
+    """How a plan's actions reach the engine."""
+
+    CLAIM_PAGE = "claim_page", _("Public claim pages")
+    API = "api", _("Partner API")
+
+
+class Plan(models.Model):
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=80)
+    name_it = models.CharField(max_length=80, blank=True, help_text="Italian name; the English one when empty.")
+    tagline = models.CharField(max_length=200, blank=True)
+    tagline_it = models.CharField(max_length=200, blank=True)
+    # One highlight per line, shown on the pricing page.
+    highlights = models.TextField(blank=True)
+    highlights_it = models.TextField(blank=True)
+    triggers = models.JSONField(default=list, help_text="Trigger codes this plan allows (campaigns.models.Trigger).")
+    channels = models.JSONField(default=list, help_text="Channels this plan allows: claim_page, api.")
+    monthly_actions = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Rewarded actions per calendar month; empty = no limit."
+    )
+    monthly_payouts_minor = models.BigIntegerField(
+        null=True, blank=True, help_text="Money paid to people per calendar month, minor units; empty = no limit."
+    )
+    fee_fixed_minor = models.BigIntegerField(default=0, help_text="Fee per reward, minor units.")
+    fee_bps = models.PositiveIntegerField(default=0, help_text="Fee per reward in basis points (100 = 1%).")
+    monthly_fee_minor = models.BigIntegerField(default=0, help_text="Monthly fee, minor units.")
+    currency = models.CharField(max_length=3, default="EUR")
+    is_public = models.BooleanField(default=True, help_text="Shown on the public pricing page.")
+    position = models.PositiveSmallIntegerField(default=0, help_text="Order on the pricing page.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(fee_fixed_minor__gte=0), name="plan_fee_fixed_not_negative"),
+            models.CheckConstraint(condition=Q(fee_bps__lte=10000), name="plan_fee_bps_at_most_100pct"),
+            models.CheckConstraint(condition=Q(monthly_fee_minor__gte=0), name="plan_monthly_fee_not_negative"),
+            models.CheckConstraint(
+                condition=Q(monthly_payouts_minor__isnull=True) | Q(monthly_payouts_minor__gte=0),
+                name="plan_monthly_payouts_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class BrandPlan(models.Model):
+    """One period of a brand on a plan; the current one has no ``ended_at``."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="plan_periods")
+    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="brand_periods")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["brand"], condition=Q(ended_at__isnull=True), name="brandplan_one_current_per_brand"
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                name="brandplan_ends_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brand} on {self.plan}"

@@ -1,0 +1,162 @@
+"""Videos a person submitted on a claim page (run by ``campaigns.tasks``, at-least-once, idempotent):
+
+* ``video_submission_verify``: is the picked video the person's own and does it carry the
+  hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
+* ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
+  the views of verified videos still below a threshold.
+
+TikTok is called outside any transaction; each result is recorded in one short transaction, and
+the events carry deterministic external ids, so a task run twice ingests nothing twice.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
+
+from campaigns.models import (
+    CampaignStatus,
+    EventSource,
+    RewardRule,
+    Trigger,
+    VideoStatus,
+    VideoSubmission,
+)
+from campaigns.platforms import Content, PlatformUnavailable, platform_get
+from campaigns.services import EventInput, event_ingest
+from campaigns.triggers import trigger_evidence
+from recipients import crypto
+
+logger = logging.getLogger(__name__)
+WATCH_DAYS = 30
+# A submission still pending this long after it was made lost its verify task: the task's attempts
+# (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while TikTok was down, or a copy queued before a deploy
+# named a path that no longer imports. Verifying it again is safe: the events have fixed ids.
+VERIFY_LOST_AFTER = timedelta(minutes=15)
+
+
+def _rules(campaign_id: int) -> dict[str, RewardRule]:
+    return {r.trigger: r for r in RewardRule.objects.filter(campaign_id=campaign_id, is_active=True)}
+
+
+def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: str) -> str:
+    campaign = submission.campaign
+    result = event_ingest(
+        brand=campaign.brand,
+        payload=EventInput(
+            external_id=f"claim:{campaign.pk}:{trigger}:{submission.video_id}",
+            campaign=campaign.slug,
+            type=trigger,
+            source=EventSource.TIKTOK,
+            social_provider="tiktok",
+            social_uid=submission.social_uid,
+            code=code,
+            view_count=video.view_count if trigger == Trigger.VIEW_THRESHOLD else None,
+            evidence=trigger_evidence(
+                trigger, video_id=video.id, description=video.description[:500], share_url=video.share_url
+            ),
+        ),
+    )
+    return result.reason
+
+
+def _fetch(submission: VideoSubmission) -> Content | None:
+    """The video as TikTok sees it now (None: not among this person's videos)."""
+    token = crypto.decrypt(submission.token_ciphertext) if submission.token_ciphertext else ""
+    if not token:
+        return None
+    videos = platform_get("tiktok").content_query(token=token, ids=[submission.video_id])
+    return next((v for v in videos if v.id == submission.video_id), None)
+
+
+def _record(submission: VideoSubmission, **fields) -> None:
+    fields["checked_at"] = timezone.now()
+    if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
+        fields["token_ciphertext"] = ""  # no more reading needed: drop the key to their videos
+    VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
+
+
+def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, RewardRule]) -> bool:
+    """Ingest the view-threshold event once the video passed it. True when nothing more to watch."""
+    rule = rules.get(Trigger.VIEW_THRESHOLD)
+    if rule is None:
+        return True
+    if video.view_count < (rule.view_threshold or 0):
+        return False
+    _ingest(submission, trigger=Trigger.VIEW_THRESHOLD, video=video, code=rule.required_code)
+    return True
+
+
+def video_submission_verify(*, submission_id: int) -> str:
+    """Verify a pending video submission against TikTok: rejected when the video is not among the
+    person's own or lacks the campaign's hashtag, else verified and its ``ugc_share`` event (and a
+    first view-threshold check) ingested. Returns the outcome; a submission no longer pending is
+    left as it is. Raises TikTokUnavailable (retryable): the submission stays pending. TikTok is
+    called outside any transaction; each outcome is one short write."""
+    submission = VideoSubmission.objects.select_related("campaign__brand").get(pk=submission_id)
+    if submission.status != VideoStatus.PENDING:
+        return submission.status
+    rules = _rules(submission.campaign_id)
+    tag = next((r.required_code for r in rules.values() if r.required_code), "")
+    # PlatformUnavailable propagates: the queue retries and the submission stays pending.
+    video = _fetch(submission)
+    if video is None:
+        _record(submission, status=VideoStatus.REJECTED, reason="video_not_found")
+        return "rejected"
+    if tag and not video.has_tag(tag):
+        _record(submission, status=VideoStatus.REJECTED, reason="required_code_missing", view_count=video.view_count)
+        return "rejected"
+    if Trigger.UGC_SHARE in rules:
+        _ingest(submission, trigger=Trigger.UGC_SHARE, video=video, code=tag)
+    done = _check_views(submission, video, rules)
+    _record(submission, status=VideoStatus.VERIFIED, view_count=video.view_count, threshold_done=done)
+    return "verified"
+
+
+def _verify_lost(*, since, limit: int) -> None:
+    lost = (
+        VideoSubmission.objects.filter(
+            status=VideoStatus.PENDING, created_at__gte=since, created_at__lt=timezone.now() - VERIFY_LOST_AFTER
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for submission_id in lost:
+        video_submission_verify(submission_id=submission_id)
+
+
+def video_views_poll(*, limit: int = 200) -> int:
+    """Verify submissions still pending ``VERIFY_LOST_AFTER`` after they were made (oldest first),
+    then re-check the views of verified videos still below a threshold (oldest check first), for
+    campaigns still running. Returns how many passed their threshold. Stops at the first
+    PlatformUnavailable: the next run goes on."""
+    since = timezone.now() - timedelta(days=WATCH_DAYS)
+    try:
+        _verify_lost(since=since, limit=limit)
+    except PlatformUnavailable as exc:
+        logger.warning("TikTok unavailable while verifying lost submissions: %s", exc)
+        return 0
+    watching = (
+        VideoSubmission.objects.filter(
+            status=VideoStatus.VERIFIED,
+            threshold_done=False,
+            created_at__gte=since,
+            campaign__status=CampaignStatus.ACTIVE,
+        )
+        .select_related("campaign__brand")
+        .order_by("checked_at")[:limit]
+    )
+    passed = 0
+    for submission in watching:
+        try:
+            video = _fetch(submission)
+        except PlatformUnavailable as exc:
+            logger.warning("TikTok unavailable while polling views: %s", exc)
+            break
+        if video is None:
+            _record(submission, threshold_done=True, reason="video_gone")
+            continue
+        done = _check_views(submission, video, _rules(submission.campaign_id))
+        passed += done
+        _record(submission, view_count=video.view_count, threshold_done=done)
+    return passed

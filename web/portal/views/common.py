@@ -1,0 +1,38 @@
+from django.contrib import messages
+from django.utils.translation import gettext as _
+
+from campaigns.models import CampaignStatus
+from core.exceptions import ApplicationError
+
+
+def _campaign_cannot_move(exc: ApplicationError) -> str | None:
+    status, to = exc.details.get("status"), exc.details.get("to")
+    if status not in CampaignStatus.values or to not in CampaignStatus.values:
+        return None
+    return _("The campaign is %(status)s: it cannot become %(to)s.") % {
+        "status": CampaignStatus(status).label,
+        "to": CampaignStatus(to).label,
+    }
+
+
+# Services outside the portal speak English (the API returns their message as it is); the codes a
+# brand meets in the portal get words in the active language here. The portal's own services
+# (web.portal.services) raise translated messages already.
+PORTAL_MESSAGES = {
+    "no_rules": lambda exc: _("Add a reward rule before launching."),
+    "budget_insufficient": lambda exc: _(
+        "The budget cannot cover the smallest reward; allocate money to the campaign first."
+    ),
+    "insufficient_funds": lambda exc: _("Your unallocated funds are insufficient for this amount."),
+    "invalid_amount": lambda exc: _("Enter a positive amount."),
+    "invalid_transition": _campaign_cannot_move,
+    "webhook_endpoint_deleted": lambda exc: _(
+        "A deleted endpoint cannot be enabled again; register the URL as a new endpoint."
+    ),
+}
+
+
+def report(request, exc: ApplicationError) -> None:
+    """The one place the portal turns a service error into words for the brand."""
+    words = PORTAL_MESSAGES.get(exc.code)
+    messages.error(request, (words and words(exc)) or exc.message)
