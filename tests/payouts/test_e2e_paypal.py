@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
-from payouts.claim.services import PayoutDetails, claim_tiktok_login_submit
 
 from campaigns.models import Reward
 from campaigns.services import rewards_mature
@@ -31,6 +30,7 @@ from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import LOGIN_500, ingest
 from tests.campaigns.factories import BrandFactory, funded_campaign
 from tests.payouts.payout_fixtures import debtor, iban, sandbox  # noqa: F401 - fixtures
+from web.claim.services import PayoutDetails, claim_tiktok_login_submit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False), pytest.mark.usefixtures("sandbox")]
 
