@@ -40,6 +40,15 @@ class TriggerSpec:
         return bool(self.platform) and not self.first_party
 
 
+# Every platform a trigger happens on, in the order ``EventSource`` lists them: its name (a
+# ``campaigns.platforms`` name, the event source of its first-party events) and how the event
+# lists name that source. ``EventSource`` is built from it; a platform is declared here beside its
+# triggers.
+PLATFORM_SOURCES: tuple[tuple[str, str], ...] = (
+    ("whatsapp", "WhatsApp webhook"),
+    ("tiktok", "TikTok"),
+)
+
 VIDEO_EVIDENCE = ("video_id", "description", "share_url")
 
 TRIGGERS: tuple[TriggerSpec, ...] = (
@@ -108,6 +117,9 @@ TRIGGERS: tuple[TriggerSpec, ...] = (
 )
 
 _BY_VALUE = {spec.value: spec for spec in TRIGGERS}
+_undeclared = {s.platform for s in TRIGGERS if s.platform} - {name for name, _label in PLATFORM_SOURCES}
+if _undeclared:
+    raise ImportError(f"Triggers on platforms missing from PLATFORM_SOURCES: {sorted(_undeclared)}")
 
 
 def trigger_spec(value: str) -> TriggerSpec | None:

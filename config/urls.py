@@ -19,8 +19,9 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("portal/", include("config.portal_urls")),
     path("c/", include("config.claim_urls")),
-    path("fake/tiktok/", include("web.fake_tiktok")),
     path("fake/webhooks/", demo_webhook_receiver, name="demo_webhook_receiver"),
+    # Every platform's fake for the demo (web.fakes: 404 unless its FAKE_<NAME>_ENABLED is on).
+    path("fake/<slug:platform>/", include("web.fakes")),
     # Browsers ask for /favicon.ico whatever the page says.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     # The public site (web.site): sitemap, robots.txt, the language switch, and its pages in

@@ -6,14 +6,19 @@ from django.utils.translation import gettext_lazy as _
 from campaigns.models.brands import Brand
 from campaigns.models.campaigns import Campaign
 from campaigns.models.rules import RewardRule
+from campaigns.triggers import PLATFORM_SOURCES
 
-
-class EventSource(models.TextChoices):
-    API = "api", "Partner API"
-    WHATSAPP = "whatsapp", "WhatsApp webhook"
-    TIKTOK = "tiktok", "TikTok"
-    CLAIM_PAGE = "claim_page", "Claim page"
-    ADMIN = "admin", "Admin"
+# Where an event came from: the partner API, each platform of ``campaigns.triggers.PLATFORM_SOURCES``
+# (its first-party events; the member is its name in upper case), the claim page, the admin.
+EventSource = models.TextChoices(
+    "EventSource",
+    [
+        ("API", ("api", "Partner API")),
+        *((name.upper(), (name, label)) for name, label in PLATFORM_SOURCES),
+        ("CLAIM_PAGE", ("claim_page", "Claim page")),
+        ("ADMIN", ("admin", "Admin")),
+    ],
+)
 
 
 class EventOutcome(models.TextChoices):

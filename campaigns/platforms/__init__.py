@@ -11,7 +11,15 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from campaigns.platforms.base import Content, InboundEvent, Platform, PlatformUnavailable, ProvenIdentity
+from campaigns.platforms.base import (
+    Content,
+    FakeRequest,
+    FakeResponse,
+    InboundEvent,
+    Platform,
+    PlatformUnavailable,
+    ProvenIdentity,
+)
 from core.exceptions import InvalidInput
 from core.webhooks_in import Rejected, Verified
 
@@ -60,6 +68,8 @@ class PlatformWebhooks:
 __all__ = [
     "BUILTIN_PLATFORMS",
     "Content",
+    "FakeRequest",
+    "FakeResponse",
     "InboundEvent",
     "Platform",
     "PlatformUnavailable",

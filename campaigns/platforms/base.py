@@ -19,6 +19,9 @@ What the engine asks of a platform:
   is stored; ``webhook_events`` parses a stored body into ``InboundEvent`` values;
   ``webhook_handle`` acts on them and says whether the delivery was processed or ignored.
   ``core.webhooks_in`` stores, deduplicates and retries; the HTTP view is only the door.
+- **The demo's fake**: ``fake`` hands back the function that answers as the provider would
+  (``FakeRequest`` in, ``FakeResponse`` out) while its ``FAKE_<NAME>_ENABLED`` setting is on;
+  ``web.fakes`` serves every platform's under /fake/<name>/.
 - **Production checks**: ``production_checks`` says what a real deployment must set (the fake off,
   real credentials, https); ``core.checks`` runs them unless the deployment is declared sandboxed.
 
@@ -28,7 +31,7 @@ write. A platform reads its settings when called, so a test's override takes eff
 
 import json
 from abc import ABC
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -90,6 +93,26 @@ class InboundEvent:
     data: Mapping = field(default_factory=dict)
 
 
+@dataclass
+class FakeRequest:
+    """A request to a platform's fake, whichever server carries it."""
+
+    method: str
+    path: str  # after the mount point, e.g. "/v2/oauth/token/"
+    query: dict[str, str]
+    form: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    authorization: str = ""
+
+
+@dataclass
+class FakeResponse:
+    status: int
+    body: str
+    content_type: str = "application/json"
+    location: str = ""
+
+
 class Platform(ABC):
     name: ClassVar[str]  # registry key, event source and social provider ("tiktok")
     label: ClassVar[str]
@@ -128,6 +151,13 @@ class Platform(ABC):
 
     def webhook_challenge(self, *, params: Mapping[str, str]) -> str | None:
         """The answer to the provider's subscription check (a GET on the webhook), or None to refuse."""
+        return None
+
+    # --- the demo's fake --------------------------------------------------------------------
+
+    def fake(self) -> Callable[[FakeRequest], FakeResponse] | None:
+        """The fake that answers as the provider would, served under /fake/<name>/ by the demo;
+        None when the platform has none or its ``FAKE_<NAME>_ENABLED`` is off."""
         return None
 
     # --- production --------------------------------------------------------------------------

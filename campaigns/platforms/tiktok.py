@@ -19,15 +19,24 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import requests
 from allauth.socialaccount.providers.tiktok.views import TikTokOAuth2Adapter
 from django.conf import settings
 from django.core import checks
 
+from campaigns.platforms import tiktok_fake
 from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence
-from campaigns.platforms.base import Content, InboundEvent, Platform, PlatformUnavailable, ProvenIdentity
+from campaigns.platforms.base import (
+    Content,
+    FakeRequest,
+    FakeResponse,
+    InboundEvent,
+    Platform,
+    PlatformUnavailable,
+    ProvenIdentity,
+)
 from campaigns.triggers import trigger_evidence
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
@@ -227,6 +236,9 @@ class TikTokPlatform(Platform):
 
     def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
         return tiktok_videos_query(access_token=token, video_ids=ids)
+
+    def fake(self) -> Callable[[FakeRequest], FakeResponse] | None:
+        return tiktok_fake.handle if settings.FAKE_TIKTOK_ENABLED else None
 
     def webhook_verify(self, *, body: bytes, headers: Mapping[str, str]) -> Verified | Rejected:
         return tiktok_webhook_verify(body=body, headers=headers)

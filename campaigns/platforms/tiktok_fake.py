@@ -6,7 +6,7 @@ sharing memory. Each fake person has two videos: one whose caption they typed on
 page (put the campaign's hashtag there) and one unrelated. Views grow with time since the login
 (``FAKE_TIKTOK_VIEWS_PER_MINUTE``) so a view-threshold campaign can be shown passing its mark.
 
-One implementation, two hosts: ``web.fake_tiktok`` mounts it in Django under /fake/tiktok/ (demo), and
+One implementation, two hosts: ``web.fakes`` serves it in Django under /fake/tiktok/ (demo), and
 ``wsgi_app`` serves it from a plain ``wsgiref`` server (tests: a real HTTP hop on 127.0.0.1).
 """
 
@@ -16,31 +16,14 @@ import hmac
 import html
 import json
 import time
-from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlencode
 
 from django.conf import settings
 
+from campaigns.platforms.base import FakeRequest, FakeResponse
+
 DEFAULT_CAPTION = "Loving my new sneakers #joyback"
 _SECRET = b"fake-tiktok-not-a-secret"
-
-
-@dataclass
-class FakeRequest:
-    method: str
-    path: str  # after the mount point, e.g. "/v2/oauth/token/"
-    query: dict[str, str]
-    form: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    authorization: str = ""
-
-
-@dataclass
-class FakeResponse:
-    status: int
-    body: str
-    content_type: str = "application/json"
-    location: str = ""
 
 
 def _sign(data: dict) -> str:

@@ -165,3 +165,19 @@ def test_settings_put_another_implementation_behind_the_same_door(settings, db, 
     # then that implementation verified, parsed and handled it
     assert response.status_code == 200
     assert InboundWebhook.objects.get().status == InboundStatus.PROCESSED
+
+
+def test_each_platform_fake_is_served_under_its_name_only_while_on(settings):
+    client = Client()
+    # given the TikTok fake is on, its login page answers under /fake/tiktok/
+    settings.FAKE_TIKTOK_ENABLED = True
+    page = client.get("/fake/tiktok/v2/auth/authorize/", {"client_key": "tt-app", "redirect_uri": "/", "state": "s"})
+    assert page.status_code == 200 and platform_get("tiktok").fake() is not None
+    # and its API refuses a call without a token, as TikTok does
+    assert client.post("/fake/tiktok/v2/video/list/").status_code == 401
+    # when it is off, or the platform has no fake, or there is no such platform: not found
+    settings.FAKE_TIKTOK_ENABLED = False
+    assert client.get("/fake/tiktok/v2/auth/authorize/").status_code == 404
+    assert platform_get("whatsapp").fake() is None
+    assert client.get("/fake/whatsapp/anything/").status_code == 404
+    assert client.get("/fake/myspace/anything/").status_code == 404

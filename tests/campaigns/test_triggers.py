@@ -10,7 +10,7 @@ from campaigns.models import ENGAGEMENT_TRIGGERS, EventSource, RewardRule, Trigg
 from campaigns.models.rules import UNVERIFIABLE_FIRST_PARTY
 from campaigns.platforms import platform_names
 from campaigns.services import campaign_create, rule_create
-from campaigns.triggers import TRIGGERS, first_party_platforms, trigger_evidence, trigger_spec, trigger_values
+from campaigns.triggers import PLATFORM_SOURCES, TRIGGERS, first_party_platforms, trigger_evidence, trigger_spec, trigger_values
 from core.exceptions import InvalidInput
 from tests.campaigns.factories import CAMPAIGN_START
 
@@ -42,6 +42,13 @@ def test_every_trigger_platform_is_a_registered_platform_and_an_event_source():
     platforms = {s.platform for s in TRIGGERS if s.platform}
     assert platforms <= set(platform_names())
     assert first_party_platforms() <= set(EventSource.values)
+
+
+def test_the_event_sources_are_built_from_the_declared_platforms_with_their_stored_values():
+    # the stored values never change: the partner API, each declared platform, the claim page, the admin
+    assert EventSource.values == ["api", *(name for name, _label in PLATFORM_SOURCES), "claim_page", "admin"]
+    assert EventSource.values == ["api", "whatsapp", "tiktok", "claim_page", "admin"]
+    assert (EventSource.TIKTOK, EventSource.WHATSAPP.label) == ("tiktok", "WhatsApp webhook")
 
 
 def test_a_first_party_trigger_says_what_evidence_it_keeps_and_only_it_does():
