@@ -10,7 +10,14 @@ from campaigns.models import ENGAGEMENT_TRIGGERS, EventSource, RewardRule, Trigg
 from campaigns.models.rules import UNVERIFIABLE_FIRST_PARTY
 from campaigns.platforms import platform_names
 from campaigns.services import campaign_create, rule_create
-from campaigns.triggers import PLATFORM_SOURCES, TRIGGERS, first_party_platforms, trigger_evidence, trigger_spec, trigger_values
+from campaigns.triggers import (
+    PLATFORM_SOURCES,
+    TRIGGERS,
+    first_party_platforms,
+    trigger_evidence,
+    trigger_spec,
+    trigger_values,
+)
 from core.exceptions import InvalidInput
 from tests.campaigns.factories import CAMPAIGN_START
 
