@@ -32,6 +32,10 @@ class TriggerSpec:
     engagement: bool = False
     # Offered on the public claim page.
     claim_page: bool = False
+    # Earned through the claim pages' content step (pick an item, a job verifies it and re-checks its
+    # views, ``campaigns.services.videos``): "share" once the picked item is verified, "views" once it
+    # passes the rule's view threshold. Its evidence is ``VIDEO_EVIDENCE``.
+    content: str = ""
 
     @property
     def unverifiable(self) -> bool:
@@ -84,6 +88,7 @@ TRIGGERS: tuple[TriggerSpec, ...] = (
         first_party=True,
         evidence=VIDEO_EVIDENCE,
         claim_page=True,
+        content="share",
     ),
     TriggerSpec(
         "like",
@@ -108,6 +113,7 @@ TRIGGERS: tuple[TriggerSpec, ...] = (
         evidence=VIDEO_EVIDENCE,
         engagement=True,
         claim_page=True,
+        content="views",
     ),
     TriggerSpec(
         "custom",
@@ -130,6 +136,11 @@ def trigger_values(**where: bool | str) -> tuple[str, ...]:
     """The values of the triggers whose spec has every given attribute, in declaration order:
     ``trigger_values(claim_page=True)``, ``trigger_values(platform="tiktok", first_party=True)``."""
     return tuple(s.value for s in TRIGGERS if all(getattr(s, k) == v for k, v in where.items()))
+
+
+def content_trigger(platform: str, content: str) -> str | None:
+    """The trigger a platform's content step earns for ``content`` ("share", "views"), or None."""
+    return next((s.value for s in TRIGGERS if s.platform == platform and s.content == content), None)
 
 
 def first_party_platforms() -> frozenset[str]:

@@ -21,7 +21,10 @@ urlpatterns = [
     path("v/<str:token>/", views.video_status, name="video_status"),
     path(campaign, views.campaign_page, name="campaign"),
     path(f"{campaign}tiktok/", views.tiktok_claim, name="tiktok"),
-    path(f"{campaign}videos/", views.video_claim, name="videos"),
+    # A platform's content step (pick an item, verified and re-checked by a job); TikTok's keeps its
+    # first address.
+    path(f"{campaign}videos/", views.content_claim, {"platform": "tiktok"}, name="videos"),
+    path(f"{campaign}content/<slug:platform>/", views.content_claim, name="content"),
     path(f"{campaign}whatsapp/", views.whatsapp_start, name="whatsapp_start"),
     path(f"{campaign}whatsapp/<str:code>/", views.whatsapp_wait, name="whatsapp_wait"),
     path(f"{campaign}whatsapp/<str:code>/fake-send/", views.whatsapp_fake_send, name="whatsapp_fake_send"),

@@ -62,12 +62,15 @@ class VideoStatus(models.TextChoices):
 
 
 class VideoSubmission(models.Model):
-    """A TikTok video a person picked on a claim page. A job checks through the Display API that it
-    is theirs and carries the campaign's hashtag, then sends the ``ugc_share`` event; for a
-    view-threshold rule it keeps polling the views until the threshold is passed (or the campaign
-    stops). The access token is stored encrypted and blanked once no more polling is needed."""
+    """An item (a TikTok video) a person picked on a claim page's content step. A job checks
+    through its platform (``Platform.content_query``) that it is theirs and carries the campaign's
+    hashtag, then sends the platform's "share" trigger event (``ugc_share``); for a view-threshold
+    rule it keeps polling the views until the threshold is passed (or the campaign stops). The
+    access token is stored encrypted and blanked once no more polling is needed."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="video_submissions")
+    # The ``campaigns.platforms`` name the item lives on (validated by the registry when submitted).
+    platform = models.CharField(max_length=20, default="tiktok")
     person = models.ForeignKey("recipients.Person", on_delete=models.PROTECT, related_name="+")
     social_uid = models.CharField(max_length=200)
     video_id = models.CharField(max_length=64)
@@ -81,7 +84,9 @@ class VideoSubmission(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "video_id"], name="video_submission_once_per_campaign"),
+            models.UniqueConstraint(
+                fields=["campaign", "platform", "video_id"], name="video_submission_once_per_campaign"
+            ),
             models.CheckConstraint(condition=Q(status__in=VideoStatus.values), name="video_submission_status_valid"),
             models.CheckConstraint(condition=Q(view_count__gte=0), name="video_submission_views_not_negative"),
         ]

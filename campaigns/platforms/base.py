@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from django.core import checks
+from django.utils.functional import Promise
 
 from core.exceptions import ApplicationError, InvalidInput
 from core.models import InboundStatus
@@ -113,10 +114,33 @@ class FakeResponse:
     location: str = ""
 
 
+@dataclass(frozen=True)
+class ContentTexts:
+    """The claim pages' words for a platform's items (translated strings; ``%(…)s`` placeholders
+    filled by the page)."""
+
+    offer: Promise  # "Post a TikTok video"
+    offer_views: Promise  # "Post a TikTok video with %(views)s+ views"
+    offer_button: Promise  # "Pick my TikTok video"
+    login_first: Promise  # "Log in with TikTok first."
+    unavailable: Promise  # "TikTok is not answering right now. …"
+    pick_title: Promise  # "Pick your video"
+    pick_hint: Promise  # "Choose the video with %(tag)s in its caption."
+    pick_legend: Promise  # "Your recent TikTok videos"
+    pick_empty: Promise  # "No videos found on your TikTok account."
+    pick_error: Promise  # "Choose one of your videos."
+    submit: Promise  # "Check my video"
+    status_title: Promise  # "Your video"
+    checking: Promise  # "We are checking your video with TikTok…"
+    pick_another: Promise  # "Pick another video"
+
+
 class Platform(ABC):
     name: ClassVar[str]  # registry key, event source and social provider ("tiktok")
     label: ClassVar[str]
     proof: ClassVar[str]  # "oauth" | "inbound_code"
+    # How the claim pages' content step speaks of its items; None: it reads no content.
+    content_texts: ClassVar[ContentTexts | None] = None
 
     # --- identity proof ---------------------------------------------------------------------
 
@@ -133,6 +157,11 @@ class Platform(ABC):
     def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
         """Fresh data on the person's own items by id; another person's come back missing.
         Raises PlatformUnavailable."""
+        raise NotImplementedError(f"{self.name} does not read people's content.")
+
+    def content_login_url(self, *, next_url: str) -> str:
+        """Where the claim page POSTs to have the person prove their account with the right to
+        read their content, coming back to ``next_url``."""
         raise NotImplementedError(f"{self.name} does not read people's content.")
 
     # --- inbound webhooks --------------------------------------------------------------------

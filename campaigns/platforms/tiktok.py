@@ -20,16 +20,20 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from urllib.parse import urlencode
 
 import requests
 from allauth.socialaccount.providers.tiktok.views import TikTokOAuth2Adapter
 from django.conf import settings
 from django.core import checks
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from campaigns.platforms import tiktok_fake
 from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence
 from campaigns.platforms.base import (
     Content,
+    ContentTexts,
     FakeRequest,
     FakeResponse,
     InboundEvent,
@@ -218,6 +222,22 @@ class TikTokPlatform(Platform):
     name = "tiktok"
     label = "TikTok"
     proof = "oauth"
+    content_texts = ContentTexts(
+        offer=_("Post a TikTok video"),
+        offer_views=_("Post a TikTok video with %(views)s+ views"),
+        offer_button=_("Pick my TikTok video"),
+        login_first=_("Log in with TikTok first."),
+        unavailable=_("TikTok is not answering right now. Please try again in a minute."),
+        pick_title=_("Pick your video"),
+        pick_hint=_("Choose the video with %(tag)s in its caption."),
+        pick_legend=_("Your recent TikTok videos"),
+        pick_empty=_("No videos found on your TikTok account."),
+        pick_error=_("Choose one of your videos."),
+        submit=_("Check my video"),
+        status_title=_("Your video"),
+        checking=_("We are checking your video with TikTok…"),
+        pick_another=_("Pick another video"),
+    )
 
     def identity_from_session(self, request) -> ProvenIdentity | None:
         login = claim_login(request, provider=self.name)
@@ -236,6 +256,10 @@ class TikTokPlatform(Platform):
 
     def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
         return tiktok_videos_query(access_token=token, video_ids=ids)
+
+    def content_login_url(self, *, next_url: str) -> str:
+        # allauth's TikTok login, asking for the scope that reads the person's videos.
+        return f"{reverse('tiktok_login')}?{urlencode({'process': 'login', 'scope': 'video.list', 'next': next_url})}"
 
     def fake(self) -> Callable[[FakeRequest], FakeResponse] | None:
         return tiktok_fake.handle if settings.FAKE_TIKTOK_ENABLED else None

@@ -1,11 +1,13 @@
-"""Videos a person submitted on a claim page (run by ``campaigns.tasks``, at-least-once, idempotent):
+"""Items (TikTok videos) a person submitted on a claim page's content step (run by
+``campaigns.tasks``, at-least-once, idempotent), read through the submission's platform:
 
-* ``video_submission_verify``: is the picked video the person's own and does it carry the
-  hashtag? Then the ``ugc_share`` event; for a view-threshold rule, the first view check.
+* ``video_submission_verify``: is the picked item the person's own and does it carry the
+  hashtag? Then the platform's "share" trigger event (``ugc_share``); for a rule on its "views"
+  trigger (``view_threshold``), the first view check (``campaigns.triggers``, ``content``).
 * ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
-  the views of verified videos still below a threshold.
+  the views of verified items still below a threshold.
 
-TikTok is called outside any transaction; each result is recorded in one short transaction, and
+The platform is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
 """
 
@@ -18,19 +20,18 @@ from campaigns.models import (
     CampaignStatus,
     EventSource,
     RewardRule,
-    Trigger,
     VideoStatus,
     VideoSubmission,
 )
 from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
-from campaigns.triggers import trigger_evidence
+from campaigns.triggers import content_trigger, trigger_evidence
 from recipients import crypto
 
 logger = logging.getLogger(__name__)
 WATCH_DAYS = 30
 # A submission still pending this long after it was made lost its verify task: the task's attempts
-# (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while TikTok was down, or a copy queued before a deploy
+# (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while the platform was down, or a copy queued before a deploy
 # named a path that no longer imports. Verifying it again is safe: the events have fixed ids.
 VERIFY_LOST_AFTER = timedelta(minutes=15)
 
@@ -47,11 +48,11 @@ def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: 
             external_id=f"claim:{campaign.pk}:{trigger}:{submission.video_id}",
             campaign=campaign.slug,
             type=trigger,
-            source=EventSource.TIKTOK,
-            social_provider="tiktok",
+            source=EventSource(submission.platform),
+            social_provider=submission.platform,
             social_uid=submission.social_uid,
             code=code,
-            view_count=video.view_count if trigger == Trigger.VIEW_THRESHOLD else None,
+            view_count=video.view_count if trigger == content_trigger(submission.platform, "views") else None,
             evidence=trigger_evidence(
                 trigger, video_id=video.id, description=video.description[:500], share_url=video.share_url
             ),
@@ -61,11 +62,11 @@ def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: 
 
 
 def _fetch(submission: VideoSubmission) -> Content | None:
-    """The video as TikTok sees it now (None: not among this person's videos)."""
+    """The item as its platform sees it now (None: not among this person's items)."""
     token = crypto.decrypt(submission.token_ciphertext) if submission.token_ciphertext else ""
     if not token:
         return None
-    videos = platform_get("tiktok").content_query(token=token, ids=[submission.video_id])
+    videos = platform_get(submission.platform).content_query(token=token, ids=[submission.video_id])
     return next((v for v in videos if v.id == submission.video_id), None)
 
 
@@ -77,21 +78,22 @@ def _record(submission: VideoSubmission, **fields) -> None:
 
 
 def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, RewardRule]) -> bool:
-    """Ingest the view-threshold event once the video passed it. True when nothing more to watch."""
-    rule = rules.get(Trigger.VIEW_THRESHOLD)
+    """Ingest the view-threshold event once the item passed it. True when nothing more to watch."""
+    trigger = content_trigger(submission.platform, "views")
+    rule = rules.get(trigger) if trigger else None
     if rule is None:
         return True
     if video.view_count < (rule.view_threshold or 0):
         return False
-    _ingest(submission, trigger=Trigger.VIEW_THRESHOLD, video=video, code=rule.required_code)
+    _ingest(submission, trigger=trigger, video=video, code=rule.required_code)
     return True
 
 
 def video_submission_verify(*, submission_id: int) -> str:
-    """Verify a pending video submission against TikTok: rejected when the video is not among the
+    """Verify a pending submission against its platform: rejected when the video is not among the
     person's own or lacks the campaign's hashtag, else verified and its ``ugc_share`` event (and a
     first view-threshold check) ingested. Returns the outcome; a submission no longer pending is
-    left as it is. Raises TikTokUnavailable (retryable): the submission stays pending. TikTok is
+    left as it is. Raises PlatformUnavailable (retryable): the submission stays pending. The platform is
     called outside any transaction; each outcome is one short write."""
     submission = VideoSubmission.objects.select_related("campaign__brand").get(pk=submission_id)
     if submission.status != VideoStatus.PENDING:
@@ -106,8 +108,9 @@ def video_submission_verify(*, submission_id: int) -> str:
     if tag and not video.has_tag(tag):
         _record(submission, status=VideoStatus.REJECTED, reason="required_code_missing", view_count=video.view_count)
         return "rejected"
-    if Trigger.UGC_SHARE in rules:
-        _ingest(submission, trigger=Trigger.UGC_SHARE, video=video, code=tag)
+    share = content_trigger(submission.platform, "share")
+    if share in rules:
+        _ingest(submission, trigger=share, video=video, code=tag)
     done = _check_views(submission, video, rules)
     _record(submission, status=VideoStatus.VERIFIED, view_count=video.view_count, threshold_done=done)
     return "verified"
@@ -134,7 +137,7 @@ def video_views_poll(*, limit: int = 200) -> int:
     try:
         _verify_lost(since=since, limit=limit)
     except PlatformUnavailable as exc:
-        logger.warning("TikTok unavailable while verifying lost submissions: %s", exc)
+        logger.warning("A platform was unavailable while verifying lost submissions: %s", exc)
         return 0
     watching = (
         VideoSubmission.objects.filter(
@@ -151,7 +154,7 @@ def video_views_poll(*, limit: int = 200) -> int:
         try:
             video = _fetch(submission)
         except PlatformUnavailable as exc:
-            logger.warning("TikTok unavailable while polling views: %s", exc)
+            logger.warning("%s unavailable while polling views: %s", submission.platform, exc)
             break
         if video is None:
             _record(submission, threshold_done=True, reason="video_gone")

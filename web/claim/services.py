@@ -64,14 +64,14 @@ class ClaimOutcome:
     already_claimed: bool = False
 
 
-def _identity(details: PayoutDetails, *, social_uid: str = "") -> IdentityInput:
+def _identity(details: PayoutDetails, *, social_uid: str = "", social_provider: str = "tiktok") -> IdentityInput:
     return IdentityInput(
         name=details.name,
         email=details.email,
         whatsapp=details.whatsapp,
         iban=details.iban,
         account=details.account,
-        social_provider="tiktok" if social_uid else "",
+        social_provider=social_provider if social_uid else "",
         social_uid=social_uid,
         language=details.language,
         proven=frozenset({"social"} if social_uid else ()),
@@ -90,11 +90,13 @@ def _person_apply(
     return person
 
 
-def _person_with_consent(*, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str) -> Person:
-    """Resolve the person whose TikTok account ``social_uid`` is (proven by the login) with these
-    details and record their consent, in one durable transaction. Raises InvalidInput before
-    writing."""
-    identity = _identity(details, social_uid=social_uid)
+def _person_with_consent(
+    *, brand_id: int | None, details: PayoutDetails, ip: str, social_uid: str, social_provider: str = "tiktok"
+) -> Person:
+    """Resolve the person whose account ``social_uid`` on ``social_provider`` is (proven by the
+    login) with these details and record their consent, in one durable transaction. Raises
+    InvalidInput before writing."""
+    identity = _identity(details, social_uid=social_uid, social_provider=social_provider)
     normalised = identity_normalise(identity)  # InvalidInput here, before anything is written
     with transaction.atomic(durable=True):
         person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
@@ -328,16 +330,26 @@ def claim_payee_confirm(*, reward: Reward, name: str) -> Payout:
 
 
 def claim_video_submit(
-    *, campaign: Campaign, social_uid: str, access_token: str, video_id: str, details: PayoutDetails, ip: str
+    *,
+    campaign: Campaign,
+    platform: str = "tiktok",
+    social_uid: str,
+    access_token: str,
+    video_id: str,
+    details: PayoutDetails,
+    ip: str,
 ) -> VideoSubmission:
-    """The person picked one of their TikTok videos: remember it (the access token encrypted) and
-    verify it in the background (``campaigns.tasks``). One submission per video and
-    campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
-    person = _person_with_consent(brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid)
+    """The person picked one of their items (TikTok videos) on ``platform``: remember it (the access
+    token encrypted) and verify it in the background (``campaigns.tasks``). One submission per
+    item and campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
+    person = _person_with_consent(
+        brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid, social_provider=platform
+    )
     try:
         with transaction.atomic(durable=True):
             submission = VideoSubmission.objects.create(
                 campaign=campaign,
+                platform=platform,
                 person=person,
                 social_uid=social_uid,
                 video_id=video_id,

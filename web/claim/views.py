@@ -24,7 +24,6 @@ from campaigns.models import (
     Reward,
     RewardRule,
     RewardStatus,
-    Trigger,
     TriggerEvent,
     VideoStatus,
     VideoSubmission,
@@ -33,7 +32,7 @@ from campaigns.platforms import PlatformUnavailable, platform_get
 from campaigns.platforms.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem, whatsapp_optin_started_by
 from campaigns.selectors import campaign_budget
 from campaigns.services import smallest_reservation_minor
-from campaigns.triggers import trigger_values
+from campaigns.triggers import content_trigger, trigger_spec, trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.links import (
@@ -193,13 +192,29 @@ def _status_redirect(reward: Reward):
     return redirect("claim:status", token=token_make(STATUS_SALT, reward.pk))
 
 
+def _content_offer(campaign: Campaign, trigger: str, rule: RewardRule) -> dict:
+    """For a trigger earned through a platform's content step: the offer's words and the login
+    that leads to the step."""
+    spec = trigger_spec(trigger)
+    if spec is None or not spec.content:
+        return {}
+    platform = platform_get(spec.platform)
+    texts = platform.content_texts
+    return {
+        "platform": platform.name,
+        "content_hero": texts.offer_views % {"views": rule.view_threshold} if spec.content == "views" else texts.offer,
+        "content_button": texts.offer_button,
+        "content_login": platform.content_login_url(next_url=_content_url(campaign, platform.name)),
+    }
+
+
 @require_GET
 def campaign_page(request, brand_slug: str, campaign_slug: str):
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
     rules = _rules(campaign)
     offers = [
-        {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency)}
+        {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency), **_content_offer(campaign, t, r)}
         for t, r in rules.items()
         if t in trigger_values(claim_page=True)
     ]
@@ -213,7 +228,6 @@ def campaign_page(request, brand_slug: str, campaign_slug: str):
             offers=offers,
             closed=_closed_reason(campaign),
             tiktok_next=f"{here}tiktok/",
-            videos_next=f"{here}videos/",
             hold_days=max((r.hold_days for r in rules.values()), default=0),
         ),
     )
@@ -270,24 +284,44 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
     )
 
 
+def _content_platform(name: str):
+    """The platform of a content step, its words; 404 for a name that is none or reads no content."""
+    try:
+        platform = platform_get(name)
+    except InvalidInput:
+        raise Http404("No such platform.")
+    if platform.content_texts is None:
+        raise Http404("This platform has no content step.")
+    return platform, platform.content_texts
+
+
+def _content_url(campaign: Campaign, platform: str) -> str:
+    # TikTok's content step keeps its first address (…/videos/), the others live at …/content/<name>/.
+    kwargs = {"brand_slug": campaign.brand.slug, "campaign_slug": campaign.slug}
+    if platform == "tiktok":
+        return reverse("claim:videos", kwargs=kwargs)
+    return reverse("claim:content", kwargs={**kwargs, "platform": platform})
+
+
 @require_http_methods(["GET", "POST"])
-def video_claim(request, brand_slug: str, campaign_slug: str):
-    """After a TikTok login with ``video.list``: pick the video with the hashtag, give payout
-    details; a job verifies the video and sends the event(s)."""
+def content_claim(request, brand_slug: str, campaign_slug: str, platform: str):
+    """The content step of a platform that reads people's content (``Platform.content_texts``),
+    after a login with the right to read it: pick the item with the hashtag, give payout details; a
+    job verifies the item and sends the event(s)."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
-    tiktok = platform_get("tiktok")
-    identity = tiktok.identity_from_session(request)
+    source, texts = _content_platform(platform)
+    identity = source.identity_from_session(request)
     if identity is None or not identity.token:
-        messages.info(request, _("Log in with TikTok first."))
+        messages.info(request, texts.login_first)
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     rules = _rules(campaign)
     tag = next((r.required_code for r in rules.values() if r.required_code), "")
     try:
-        videos = tiktok.content_list(identity=identity)
+        videos = source.content_list(identity=identity)
     except PlatformUnavailable:
         videos = []
-        messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
+        messages.error(request, texts.unavailable)
     form = PayoutForm(
         request.POST or None,
         initial={"name": identity.name},
@@ -300,12 +334,13 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
         if form.is_bot:
             raise Http404
         if chosen not in {v.id for v in videos}:
-            messages.error(request, _("Choose one of your videos."))
+            messages.error(request, texts.pick_error)
         elif form.is_valid():
             _accepted(campaign)
             try:
                 submission = claim_video_submit(
                     campaign=campaign,
+                    platform=source.name,
                     social_uid=identity.uid,
                     access_token=identity.token,
                     video_id=chosen,
@@ -319,7 +354,16 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
     return render(
         request,
         "claim/videos.html",
-        _ctx(request, campaign, form=form, videos=videos, tag=tag, chosen=chosen, closed=_closed_reason(campaign)),
+        _ctx(
+            request,
+            campaign,
+            form=form,
+            videos=videos,
+            texts=texts,
+            pick_hint=texts.pick_hint % {"tag": tag} if tag else "",
+            chosen=chosen,
+            closed=_closed_reason(campaign),
+        ),
     )
 
 
@@ -538,13 +582,12 @@ def account_change(request, token: str):
 def video_status(request, token: str):
     submission_id = token_read(VIDEO_SALT, token)
     submission = get_object_or_404(VideoSubmission.objects.select_related("campaign__brand"), pk=submission_id or 0)
+    _platform, texts = _content_platform(submission.platform)
+    triggers = [t for t in (content_trigger(submission.platform, c) for c in ("share", "views")) if t]
     reward = (
         Reward.objects.filter(
             event__brand_id=submission.campaign.brand_id,
-            event__external_id__in=[
-                f"claim:{submission.campaign_id}:{t}:{submission.video_id}"
-                for t in (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
-            ],
+            event__external_id__in=[f"claim:{submission.campaign_id}:{t}:{submission.video_id}" for t in triggers],
         )
         .order_by("id")
         .first()
@@ -562,6 +605,8 @@ def video_status(request, token: str):
             request,
             submission.campaign,
             submission=submission,
+            texts=texts,
+            again_url=_content_url(submission.campaign, submission.platform),
             state=state,
             reason=reason_text(submission.reason) if submission.status == VideoStatus.REJECTED else "",
             poll_url=f"{request.path}?format=json",
