@@ -13,6 +13,8 @@ from campaigns.services import campaign_create, rule_create
 from campaigns.triggers import (
     PLATFORM_SOURCES,
     TRIGGERS,
+    VIDEO_EVIDENCE,
+    content_trigger,
     first_party_platforms,
     trigger_evidence,
     trigger_spec,
@@ -83,3 +85,12 @@ def test_a_trigger_its_platform_cannot_show_is_refused_first_party_by_the_form_a
     assert not RewardRule.objects.filter(campaign=campaign, trigger=trigger).exists()
     # and without a verification it defaults to partner-attested
     assert rule_create(campaign=campaign, trigger=trigger, fixed_minor=10).verification == "partner_attested"
+
+
+def test_a_platforms_content_step_earns_its_declared_share_and_views_triggers():
+    assert content_trigger("tiktok", "share") == "ugc_share"
+    assert content_trigger("tiktok", "views") == "view_threshold"
+    assert content_trigger("whatsapp", "share") is None and content_trigger("myspace", "views") is None
+    for spec in TRIGGERS:
+        if spec.content:
+            assert spec.first_party and spec.evidence == VIDEO_EVIDENCE and spec.content in ("share", "views")
