@@ -44,10 +44,10 @@ class TriggerSpec:
         return bool(self.platform) and not self.first_party
 
 
-# Every platform a trigger happens on, in the order ``EventSource`` lists them: its name (a
-# ``campaigns.platforms`` name, the event source of its first-party events) and how the event
-# lists name that source. ``EventSource`` is built from it; a platform is declared here beside its
-# triggers.
+# Every platform whose adapter sends first-party events, in the order ``EventSource`` lists them:
+# its name (a ``campaigns.platforms`` name, the event source of those events) and how the event
+# lists name that source. ``EventSource`` is built from it (the stored values never change); a
+# platform is declared here beside its triggers.
 PLATFORM_SOURCES: tuple[tuple[str, str], ...] = (
     ("whatsapp", "WhatsApp webhook"),
     ("tiktok", "TikTok"),
@@ -123,9 +123,9 @@ TRIGGERS: tuple[TriggerSpec, ...] = (
 )
 
 _BY_VALUE = {spec.value: spec for spec in TRIGGERS}
-_undeclared = {s.platform for s in TRIGGERS if s.platform} - {name for name, _label in PLATFORM_SOURCES}
+_undeclared = {s.platform for s in TRIGGERS if s.first_party} - {name for name, _label in PLATFORM_SOURCES}
 if _undeclared:
-    raise ImportError(f"Triggers on platforms missing from PLATFORM_SOURCES: {sorted(_undeclared)}")
+    raise ImportError(f"First-party triggers on platforms missing from PLATFORM_SOURCES: {sorted(_undeclared)}")
 
 
 def trigger_spec(value: str) -> TriggerSpec | None:
