@@ -99,6 +99,7 @@ PERSONAL_DATA = (
         export=(
             "id",
             "campaign_id",
+            "platform",
             "social_uid",
             "video_id",
             "status",
