@@ -10,11 +10,40 @@ from django.test import Client
 from django.utils import translation
 
 from campaigns.models import Reward, TriggerEvent, VideoSubmission
-from campaigns.platforms import platform_get
+from campaigns.platforms import Content, Platform, ProvenIdentity, platform_get
+from campaigns.platforms.base import ContentTexts
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
 
 UGC = {"trigger": "ugc_share", "fixed_minor": 800, "required_code": "#joyback"}
+
+
+class FakegramPlatform(Platform):
+    """A second platform that reads content, to show the step is not TikTok's: every visitor is
+    logged in as one account with two stories."""
+
+    name = "fakegram"
+    label = "Fakegram"
+    proof = "oauth"
+    content_texts = ContentTexts(**{f: f"fakegram {f}" for f in ContentTexts.__dataclass_fields__})
+    STORIES = [
+        Content(id="s1", description="my story #joyback", view_count=5),
+        Content(id="s2", description="x", view_count=1),
+    ]
+
+    def identity_from_session(self, request):
+        return ProvenIdentity(platform=self.name, uid="fg-1", name="Giulia Rossi", token="fg-token")
+
+    def content_list(self, *, identity):
+        return self.STORIES
+
+    def content_query(self, *, token, ids):
+        return [s for s in self.STORIES if s.id in ids] if token == "fg-token" else []
+
+    def content_login_url(self, *, next_url):
+        return f"/fakegram/login/?next={next_url}"
+
+
 DETAILS = {"name": "Giulia Rossi", "email": "giulia@example.com", "iban": "IT60 X054 2811 1010 0000 0123 456"}
 
 
@@ -68,3 +97,28 @@ def test_the_content_words_are_translated():
         assert str(texts.pick_hint) != "Choose the video with %(tag)s in its caption." and "%(tag)s" in str(
             texts.pick_hint
         )
+
+
+def test_another_content_platform_reuses_the_step_with_its_own_words(
+    brand_a, settings, django_capture_on_commit_callbacks
+):
+    settings.PLATFORMS = {"fakegram": "tests.claim.test_content_step.FakegramPlatform"}
+    funded_campaign(brand=brand_a, amount_minor=10_000, slug="ugc", rules=[UGC])
+    client = Client()
+    # given a platform registered by settings, its content step lists its items in its words
+    page = client.get("/c/alpha/ugc/content/fakegram/")
+    assert page.status_code == 200 and "fakegram pick_legend" in page.content.decode()
+    assert [v.id for v in page.context["videos"]] == ["s1", "s2"]
+    # when the person picks the story without the hashtag
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post("/c/alpha/ugc/content/fakegram/", {**DETAILS, "consent": "on", "video_id": "s2"})
+    # then the job read it through that platform and rejected it, offering another pick there
+    submission = VideoSubmission.objects.get()
+    assert (submission.platform, submission.status, submission.reason) == (
+        "fakegram",
+        "rejected",
+        "required_code_missing",
+    )
+    status = client.get(done["Location"]).content.decode()
+    assert "fakegram pick_another" in status and 'href="/c/alpha/ugc/content/fakegram/"' in status
+    assert not TriggerEvent.objects.exists()
