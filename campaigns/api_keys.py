@@ -2,7 +2,9 @@
 
 A key reads ``jbk_<prefix>_<secret>``: the prefix is 12 random lower-case hex characters (unique,
 shown in lists and logs), the secret 43 URL-safe characters (32 random bytes). Only the secret's
-sha256 is stored (see ``ApiKey``); comparison is constant-time.
+sha256 is stored (see ``ApiKey``); comparison is constant-time. A test tenant's key reads
+``jbk_test_<prefix>_<secret>`` (issue 28): the mode shows in the key itself, and a key presented
+with the other mode's form names no key.
 """
 
 import hashlib
@@ -19,6 +21,7 @@ from core.bulk import joined_models
 from core.exceptions import InvalidInput, PermissionDenied
 
 TOKEN_PREFIX = "jbk_"  # noqa: S105 - the public part of every key, not a secret
+TEST_TOKEN_PREFIX = "jbk_test_"  # noqa: S105 - the public part of a test mode key
 # Writing last_used_at on every request would turn every read into a write; a minute is precise
 # enough to tell an unused key from a used one.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -32,6 +35,10 @@ class CreatedKey:
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def token_prefix(brand: Brand) -> str:
+    return TOKEN_PREFIX if brand.livemode else TEST_TOKEN_PREFIX
 
 
 def api_key_create(*, brand: Brand, name: str, scopes: list[str], created_by=None) -> CreatedKey:
@@ -56,7 +63,7 @@ def api_key_create(*, brand: Brand, name: str, scopes: list[str], created_by=Non
                 )
         except IntegrityError:  # a prefix collision (1 in 2^48 per key): draw again
             continue
-        return CreatedKey(key=key, token=f"{TOKEN_PREFIX}{prefix}_{secret}")
+        return CreatedKey(key=key, token=f"{token_prefix(brand)}{prefix}_{secret}")
     raise InvalidInput("Could not draw a unique key prefix.", code="key_prefix_exhausted")
 
 
@@ -71,9 +78,10 @@ def api_key_authenticate(*, token: str) -> ApiKey | None:
     """The active key ``token`` names, with its brand loaded, or None (malformed, unknown, wrong
     secret, revoked). Raises PermissionDenied(``brand_suspended``) for a suspended brand's key.
     Records the use (at most one write per key and minute)."""
+    test = token.startswith(TEST_TOKEN_PREFIX)
     if not token.startswith(TOKEN_PREFIX):
         return None
-    prefix, sep, secret = token[len(TOKEN_PREFIX) :].partition("_")
+    prefix, sep, secret = token[len(TEST_TOKEN_PREFIX if test else TOKEN_PREFIX) :].partition("_")
     if not sep or not prefix or not secret or len(prefix) > 16:
         return None
     found = joined_models(
@@ -85,7 +93,7 @@ def api_key_authenticate(*, token: str) -> ApiKey | None:
     if found:
         key, brand = found[0]
         key.brand = brand
-    if key is None or key.revoked_at is not None:
+    if key is None or key.revoked_at is not None or key.brand.livemode == test:
         return None
     if not hmac.compare_digest(key.secret_hash, _hash(secret)):
         return None

@@ -31,9 +31,32 @@ class Brand(models.Model):
     )
     status = models.CharField(max_length=12, choices=BrandStatus.choices, default=BrandStatus.ACTIVE)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Test mode (issue 28): a test tenant is a Brand of its own, linked to its live brand, so every
+    # row it makes is scoped by brand like any tenant's and its money sits in its own accounts
+    # (campaigns.services.test_mode). A retired test tenant (reset) is suspended.
+    livemode = models.BooleanField(default=True)
+    test_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="test_tenants")
+    # Going live: what a brand that signed up itself must give before a live campaign launches.
+    # ``live_since`` is set once the checklist was complete (brands made by ops, and every brand
+    # before test mode existed, are live from the start).
+    company_legal_name = models.CharField(max_length=200, blank=True, default="")
+    company_address = models.CharField(max_length=300, blank=True, default="")
+    company_vat_number = models.CharField(max_length=30, blank=True, default="")
+    terms_accepted_at = models.DateTimeField(null=True, blank=True)
+    live_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=Q(livemode=True, test_of__isnull=True) | Q(livemode=False, test_of__isnull=False),
+                name="brand_test_tenant_has_live_brand",
+            ),
+            models.CheckConstraint(
+                condition=Q(livemode=True) | Q(live_since__isnull=True), name="brand_test_tenant_never_live"
+            ),
+            models.UniqueConstraint(
+                fields=["test_of"], condition=Q(status="active"), name="brand_one_active_test_tenant"
+            ),
             models.CheckConstraint(condition=Q(fee_fixed_minor__gte=0), name="brand_fee_fixed_not_negative"),
             models.CheckConstraint(condition=Q(fee_bps__lte=10000), name="brand_fee_bps_at_most_100pct"),
             models.CheckConstraint(condition=Q(status__in=BrandStatus.values), name="brand_status_valid"),
@@ -41,7 +64,7 @@ class Brand(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name
+        return self.name if self.livemode else f"{self.name} (test)"
 
     def fee_description(self) -> str:
         parts = []

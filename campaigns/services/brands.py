@@ -1,6 +1,7 @@
 """Brands, their team and their money before it is allocated to a campaign."""
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
@@ -15,11 +16,19 @@ from reconciliation.services import Leg, account_get_or_create, ledger_entry_pos
 
 
 def brand_create(
-    *, name: str, slug: str = "", default_currency: str = "EUR", fee_fixed_minor: int = 0, fee_bps: int = 0
+    *,
+    name: str,
+    slug: str = "",
+    default_currency: str = "EUR",
+    fee_fixed_minor: int = 0,
+    fee_bps: int = 0,
+    live: bool = True,
 ) -> Brand:
     """Create a brand with a fresh funding reference (a collision, 1 in 33 million per existing
-    brand, simply draws again), on the default plan (``plan_default``). Raises InvalidInput for a bad
-    currency or fee, or when the default plan is missing."""
+    brand, simply draws again), on the default plan (``plan_default``). A brand made by ops is
+    ``live`` at once; ``live=False`` (a brand that signed up itself) launches live campaigns only
+    once its go-live checklist is done (``campaigns.services.test_mode``). Raises InvalidInput for
+    a bad currency or fee, or when the default plan is missing."""
     currency = validate_currency(default_currency)
     if fee_fixed_minor < 0 or not 0 <= fee_bps <= 10000:
         raise InvalidInput("Fees are a non-negative fixed amount and 0 to 10000 basis points.", code="invalid_fee")
@@ -33,6 +42,7 @@ def brand_create(
                     fee_fixed_minor=fee_fixed_minor,
                     fee_bps=fee_bps,
                     funding_reference=funding_reference_generate(),
+                    live_since=timezone.now() if live else None,
                 )
                 brand_plan_change(brand=brand, plan=plan_default(), reason="Signed up")
                 return brand

@@ -22,6 +22,7 @@ from campaigns.models import (
 )
 from campaigns.models.events import RESERVED_STATUSES
 from campaigns.services.brands import brand_funds_account
+from campaigns.services.test_mode import golive_require
 from core.exceptions import InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
@@ -154,7 +155,9 @@ def _transition_or_raise(*, campaign: Campaign, from_statuses: tuple[str, ...], 
 def campaign_launch(*, campaign: Campaign, actor=None) -> Campaign:
     """draft → active. Requires at least one active rule and a budget that covers the smallest
     reward (``budget_insufficient``, as for resuming: a campaign that can pay nobody would pause
-    at its first event). Raises InvalidTransition."""
+    at its first event), and a live brand that signed up itself must have gone live
+    (``go_live_incomplete``, naming what is missing). Raises InvalidTransition."""
+    golive_require(brand=campaign.brand)
     if not RewardRule.objects.filter(campaign=campaign, is_active=True).exists():
         raise InvalidTransition("Add a reward rule before launching.", code="no_rules")
     if campaign.status == CampaignStatus.DRAFT:  # any other status is refused as a transition

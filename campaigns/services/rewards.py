@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from campaigns.evaluation import periods_for
 from campaigns.locks import lock_campaign_tally
-from campaigns.models import CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
+from campaigns.models import Campaign, CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
 from campaigns.services.brands import brand_funds_account
 from core.bulk import rows_insert
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
@@ -47,6 +47,7 @@ from reconciliation.services import (
     ledger_hold_void,
     ledger_holds_commit,
 )
+from reconciliation.test_books import test_fees_account
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,13 @@ def recipient_payable_account(*, person_id: int, currency: str):
         owner_type="person",
         owner_id=str(person_id),
     )
+
+
+def test_campaign_ids(*, campaign_ids: set[int]) -> set[int]:
+    """Which of ``campaign_ids`` belong to a test tenant: their fees go to the test books."""
+    if not campaign_ids:
+        return set()
+    return set(Campaign.objects.filter(pk__in=campaign_ids, brand__livemode=False).values_list("pk", flat=True))
 
 
 def platform_fees_account(*, currency: str):
@@ -132,8 +140,10 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
     once, after everything else is ready, until the commit a few statements later. Each reward
     keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
     payables = _payable_accounts(rewards)
+    test_campaigns = test_campaign_ids(campaign_ids={r.campaign_id for r in rewards if r.fee_minor})
     fees = {
-        currency: platform_fees_account(currency=currency) for currency in {r.currency for r in rewards if r.fee_minor}
+        (currency, test): test_fees_account(currency=currency) if test else platform_fees_account(currency=currency)
+        for currency, test in {(r.currency, r.campaign_id in test_campaigns) for r in rewards if r.fee_minor}
     }
     # ONE ledger call for the whole batch, whatever its campaigns: it locks every hold, then every
     # account (budgets, payables, fees) once, in ascending id. A call per campaign locked budget B
@@ -144,7 +154,7 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
                 reward,
                 budget=reward.campaign.budget_account,
                 payable=payables[reward.pk],
-                fees=fees.get(reward.currency),
+                fees=fees.get((reward.currency, reward.campaign_id in test_campaigns)),
             )
             for reward in rewards
         ]

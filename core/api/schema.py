@@ -73,6 +73,12 @@ Every call carries a brand's API key: `Authorization: Bearer jbk_<prefix>_<secre
 scopes: `read` (GET), `write` (campaigns, rules, people, reward decisions, webhook endpoints) and
 `events` (POST trigger events). Objects of other brands are never visible: their ids answer 404.
 
+## Test mode
+A test mode key (`jbk_test_<prefix>_<secret>`, made in the portal's test mode) works on the brand's
+test tenant: test campaigns, people, rewards and payouts, paid on the sandbox rail with test money;
+its webhooks carry `"livemode": false`. Test and live objects never mix: a test key asking for a
+live object's id gets 404, and so does a live key asking for a test one.
+
 ## Types, text and time
 Amounts are integers in minor units of the named currency (`4999` EUR = €49.99). Every field takes
 exactly the JSON type the schema declares: a number where a string is declared (or a string where

@@ -18,8 +18,10 @@ from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
+from payouts.rails.sandbox import SandboxRail
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services.states import debtor_bank_account, event_record, payouts_execute_enqueue, usable_rails
+from payouts.services.test_mode import live_money_refuses_sandbox, test_debtor_code, test_route
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
 from recipients.services.notices import NoticeNew, notices_record
@@ -39,16 +41,22 @@ def end_to_end_id_new() -> str:
     return f"JBP{timezone.now():%y%m%d}{secrets.token_hex(8).upper()}"
 
 
-def _route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
+def _route(*, currency: str, country: str, amount_minor: int, account_type: str, test: bool = False) -> tuple[str, str]:
     """The rail (and fallback) for one payout: the active routing rules, else the default rail,
     else the first other configured rail. A rail that cannot carry the payout — its currency,
     country, amount or kind of account (the SEPA file and the sandbox take only IBANs) — counts as
-    unavailable, so no rule can send a payout where it cannot travel. Raises NoRoute."""
+    unavailable, so no rule can send a payout where it cannot travel; so does the sandbox where
+    production refuses it for live money. A test payout goes to the sandbox whatever the rules
+    say (``test_route``). Raises NoRoute."""
+    if test:
+        return test_route(currency=currency, country=country, amount_minor=amount_minor, account_type=account_type)
     usable = usable_rails()
+    no_sandbox = live_money_refuses_sandbox()
     carries = {
         name: rail.capabilities().supports(
             currency=currency, country=country, amount_minor=amount_minor, account_type=account_type
         )
+        and not (no_sandbox and isinstance(rail, SandboxRail))
         for name, rail in usable.items()
     }
     rules = [
@@ -221,10 +229,15 @@ def payouts_create_for_payable(
 def _payout_create(
     *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
 ) -> int | None:
-    debtor = debtor_bank_account(currency)
-    if debtor is None:
-        logger.warning("No platform bank account to pay %s from; payouts wait", currency)
-        return None
+    test = not person.brand.livemode
+    if test:
+        debtor_code = test_debtor_code(currency=currency)
+    else:
+        debtor = debtor_bank_account(currency)
+        if debtor is None:
+            logger.warning("No platform bank account to pay %s from; payouts wait", currency)
+            return None
+        debtor_code = debtor.ledger_account.code
     root = person_root(person=person)
     try:
         with transaction.atomic(durable=True):
@@ -236,7 +249,7 @@ def _payout_create(
             amount = sum(r.amount_minor for r in rewards)
             try:
                 rail, fallback = _route(
-                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind
+                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind, test=test
                 )
             except NoRoute:
                 return None
@@ -253,7 +266,7 @@ def _payout_create(
                 creditor_iban_masked=bank.masked,
                 creditor_iban_fingerprint=bank.iban_fingerprint,
                 creditor_country=bank.country,
-                debtor_account_code=debtor.ledger_account.code,
+                debtor_account_code=debtor_code,
                 requires_approval=needs_approval,
                 # A caller that runs the payout itself (``enqueue=False``) is its executor, as a
                 # queued task would be: the sweep adds no task for it unless that caller dies

@@ -40,6 +40,7 @@ from payouts.rails.base import (
 )
 from payouts.services.payee import payee_ask, payee_check_record, payout_vop_action, payouts_payee_verify
 from payouts.services.states import drive, event_record, payout_lock, payouts_execute_enqueue
+from payouts.services.test_mode import REFUSED_REASON, payout_rail_refusal
 from recipients.normalise import IBAN
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,9 @@ def _attempt(claim: _Claim, *, recovered: bool) -> str:
     rail = get_rail(payout.rail)
     check: _PayeeCheck | None = None
     try:
+        refusal = payout_rail_refusal(payout, rail)
+        if refusal:
+            raise FinalRailError(refusal, reason_code=REFUSED_REASON, reason_text=refusal)
         if recovered:
             known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
             if known.status != RailStatus.UNKNOWN:

@@ -55,7 +55,7 @@ def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:
         while Brand.objects.filter(slug=slug).exists():
             n += 1
             slug = f"{base}-{n}"
-        brand = brand_create(name=name, slug=slug, default_currency=default_currency)
+        brand = brand_create(name=name, slug=slug, default_currency=default_currency, live=False)
         brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
     return brand
 
