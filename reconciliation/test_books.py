@@ -18,7 +18,7 @@ def is_test_code(code: str) -> bool:
     return code.startswith(TEST_BOOKS_PREFIX)
 
 
-def test_bank_account(*, currency: str) -> Account:
+def trial_bank_account(*, currency: str) -> Account:
     """``test:platform:bank:sandbox:<CUR>``: the sandbox bank that simulated transfers come from
     and sandbox payouts settle against (asset, may go below zero as a real bank account may)."""
     return account_get_or_create(
@@ -31,7 +31,7 @@ def test_bank_account(*, currency: str) -> Account:
     )
 
 
-def test_fees_account(*, currency: str) -> Account:
+def trial_fees_account(*, currency: str) -> Account:
     """``test:platform:fees:<CUR>``: the fees test rewards pay, never the platform's income."""
     return account_get_or_create(
         code=f"{TEST_BOOKS_PREFIX}platform:fees:{currency}",
@@ -42,7 +42,7 @@ def test_fees_account(*, currency: str) -> Account:
     )
 
 
-def test_in_transit_account(*, currency: str) -> Account:
+def trial_in_transit_account(*, currency: str) -> Account:
     """``test:payouts:in_transit:<CUR>``: sandbox payouts between sent and settled."""
     return account_get_or_create(
         code=f"{TEST_BOOKS_PREFIX}payouts:in_transit:{currency}",

@@ -47,7 +47,7 @@ from reconciliation.services import (
     ledger_hold_void,
     ledger_holds_commit,
 )
-from reconciliation.test_books import test_fees_account
+from reconciliation.test_books import trial_fees_account
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def recipient_payable_account(*, person_id: int, currency: str):
     )
 
 
-def test_campaign_ids(*, campaign_ids: set[int]) -> set[int]:
+def trial_campaign_ids(*, campaign_ids: set[int]) -> set[int]:
     """Which of ``campaign_ids`` belong to a test tenant: their fees go to the test books."""
     if not campaign_ids:
         return set()
@@ -140,9 +140,9 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
     once, after everything else is ready, until the commit a few statements later. Each reward
     keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
     payables = _payable_accounts(rewards)
-    test_campaigns = test_campaign_ids(campaign_ids={r.campaign_id for r in rewards if r.fee_minor})
+    test_campaigns = trial_campaign_ids(campaign_ids={r.campaign_id for r in rewards if r.fee_minor})
     fees = {
-        (currency, test): test_fees_account(currency=currency) if test else platform_fees_account(currency=currency)
+        (currency, test): trial_fees_account(currency=currency) if test else platform_fees_account(currency=currency)
         for currency, test in {(r.currency, r.campaign_id in test_campaigns) for r in rewards if r.fee_minor}
     }
     # ONE ledger call for the whole batch, whatever its campaigns: it locks every hold, then every

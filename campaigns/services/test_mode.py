@@ -10,7 +10,7 @@ never in the platform's real bank, fees or in-transit accounts. Its payouts alwa
 sandbox rail, whatever the routing rules say, and the execute step refuses any other
 (``payouts.services.test_mode``).
 
-A new test tenant gets ``TEST_BALANCE_MINOR`` of test money; more comes from a simulated bank
+A new test tenant gets ``TRIAL_BALANCE_MINOR`` of test money; more comes from a simulated bank
 transfer. Resetting retires the tenant (suspended, its keys revoked, its webhooks off; its rows and
 books stay, since the ledger is append-only) and opens a fresh one.
 
@@ -32,12 +32,12 @@ from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from reconciliation.models import JournalEntry
 from reconciliation.services import Leg, ledger_entry_post
-from reconciliation.test_books import test_bank_account
+from reconciliation.test_books import trial_bank_account
 
 # The trial's limits, stated on the portal's test mode page.
-TEST_BALANCE_MINOR = 100_000  # free test money a new test tenant starts with (€1,000)
-TEST_TOPUP_MAX_MINOR = 1_000_000  # one simulated bank transfer (€10,000)
-TEST_FUNDS_MAX_MINOR = 5_000_000  # test funds are topped up to at most this (€50,000)
+TRIAL_BALANCE_MINOR = 100_000  # free test money a new test tenant starts with (€1,000)
+TRIAL_TOPUP_MAX_MINOR = 1_000_000  # one simulated bank transfer (€10,000)
+TRIAL_FUNDS_MAX_MINOR = 5_000_000  # test funds are topped up to at most this (€50,000)
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class GoLiveStep:
     done: bool
 
 
-def test_tenant_active(*, brand: Brand) -> Brand | None:
+def trial_tenant_active(*, brand: Brand) -> Brand | None:
     """The live brand's active test tenant, if it has opened one."""
     return Brand.objects.filter(test_of=brand, status=BrandStatus.ACTIVE).first()
 
@@ -60,9 +60,9 @@ def _free_slug(base: str) -> str:
     return slug
 
 
-def test_tenant_open(*, brand: Brand) -> Brand:
+def trial_tenant_open(*, brand: Brand) -> Brand:
     """The live ``brand``'s active test tenant, created on first use: same name, currency, fees and
-    plan, a slug ``<slug>-test`` (or the next free one), ``TEST_BALANCE_MINOR`` of test money in its
+    plan, a slug ``<slug>-test`` (or the next free one), ``TRIAL_BALANCE_MINOR`` of test money in its
     funds. Idempotent; two first uses at once make one tenant (the live brand row is locked and the
     partial unique constraint is the backstop). Raises PermissionDenied (``test_of_test``) for a
     test tenant and for a suspended brand. Durable transaction."""
@@ -70,13 +70,13 @@ def test_tenant_open(*, brand: Brand) -> Brand:
         raise PermissionDenied("A test tenant has no test tenant of its own.", code="test_of_test")
     if brand.status != BrandStatus.ACTIVE:
         raise PermissionDenied("This brand is suspended.", code="brand_suspended")
-    existing = test_tenant_active(brand=brand)
+    existing = trial_tenant_active(brand=brand)
     if existing is not None:
         return existing
     try:
         with transaction.atomic(durable=True):
             Brand.objects.select_for_update().filter(pk=brand.pk).first()
-            existing = test_tenant_active(brand=brand)
+            existing = trial_tenant_active(brand=brand)
             if existing is not None:
                 return existing
             tenant = brand_create(
@@ -95,7 +95,7 @@ def test_tenant_open(*, brand: Brand) -> Brand:
                 brand_plan_change(brand=tenant, plan=plan, reason="Test mode, on the live brand's plan")
             _test_money_post(
                 tenant=tenant,
-                amount_minor=TEST_BALANCE_MINOR,
+                amount_minor=TRIAL_BALANCE_MINOR,
                 idempotency_key=f"test_tenant:{tenant.pk}:welcome",
                 memo="Free test balance",
             )
@@ -114,33 +114,33 @@ def _test_money_post(*, tenant: Brand, amount_minor: int, idempotency_key: str, 
     return ledger_entry_post(
         idempotency_key=idempotency_key,
         kind="brand_topup",
-        legs=[Leg.debit(test_bank_account(currency=currency), amount_minor), Leg.credit(funds, amount_minor)],
+        legs=[Leg.debit(trial_bank_account(currency=currency), amount_minor), Leg.credit(funds, amount_minor)],
         memo=memo,
         reference_type="brand",
         reference_id=str(tenant.pk),
     )
 
 
-def test_topup_simulate(*, tenant: Brand, amount_minor: int, idempotency_key: str):
+def trial_topup_simulate(*, tenant: Brand, amount_minor: int, idempotency_key: str):
     """A simulated bank transfer of ``amount_minor`` into a test tenant's funds (in its currency).
     Raises PermissionDenied (``live_brand``) for a live brand — real money only comes from the
     bank — and InvalidInput (``invalid_amount``, ``test_funds_limit``) outside the trial's limits.
     Idempotent by ``idempotency_key``. Durable transaction."""
     if tenant.livemode:
         raise PermissionDenied("Only test mode can simulate a bank transfer.", code="live_brand")
-    if type(amount_minor) is not int or not 0 < amount_minor <= TEST_TOPUP_MAX_MINOR:
+    if type(amount_minor) is not int or not 0 < amount_minor <= TRIAL_TOPUP_MAX_MINOR:
         raise InvalidInput(
-            f"A simulated transfer is between 0.01 and {TEST_TOPUP_MAX_MINOR // 100:,}.",
+            f"A simulated transfer is between 0.01 and {TRIAL_TOPUP_MAX_MINOR // 100:,}.",
             code="invalid_amount",
-            details={"max_minor": TEST_TOPUP_MAX_MINOR},
+            details={"max_minor": TRIAL_TOPUP_MAX_MINOR},
         )
     with transaction.atomic(durable=True):
         funds = brand_funds_account(brand=tenant, currency=tenant.default_currency)
-        if funds.posted_minor + amount_minor > TEST_FUNDS_MAX_MINOR:
+        if funds.posted_minor + amount_minor > TRIAL_FUNDS_MAX_MINOR:
             raise InvalidInput(
-                f"Test funds stay at most {TEST_FUNDS_MAX_MINOR // 100:,}.",
+                f"Test funds stay at most {TRIAL_FUNDS_MAX_MINOR // 100:,}.",
                 code="test_funds_limit",
-                details={"max_minor": TEST_FUNDS_MAX_MINOR},
+                details={"max_minor": TRIAL_FUNDS_MAX_MINOR},
             )
         return _test_money_post(
             tenant=tenant,
@@ -150,21 +150,21 @@ def test_topup_simulate(*, tenant: Brand, amount_minor: int, idempotency_key: st
         )
 
 
-def test_tenant_reset(*, brand: Brand) -> Brand:
+def trial_tenant_reset(*, brand: Brand) -> Brand:
     """Start test mode afresh: the live ``brand``'s active test tenant is retired — suspended (its
     claim pages and keys stop), its keys revoked, its webhook endpoints off; its campaigns,
     people, rewards, payouts and books stay as they were, because the ledger is append-only — and
     a new one is opened with a fresh free balance. Returns the new tenant. Raises what
-    ``test_tenant_open`` raises."""
+    ``trial_tenant_open`` raises."""
     now = timezone.now()
     with transaction.atomic(durable=True):
         Brand.objects.select_for_update().filter(pk=brand.pk).first()
-        old = test_tenant_active(brand=brand)
+        old = trial_tenant_active(brand=brand)
         if old is not None:
             Brand.objects.filter(pk=old.pk).update(status=BrandStatus.SUSPENDED)
             ApiKey.objects.filter(brand=old, revoked_at__isnull=True).update(revoked_at=now)
             WebhookEndpoint.objects.filter(brand=old).update(is_active=False)
-    return test_tenant_open(brand=brand)
+    return trial_tenant_open(brand=brand)
 
 
 # --- going live ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from payouts.rails.routing import RouteRule as RouteSpec
 from payouts.rails.sandbox import SandboxRail
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services.states import debtor_bank_account, event_record, payouts_execute_enqueue, usable_rails
-from payouts.services.test_mode import live_money_refuses_sandbox, test_debtor_code, test_route
+from payouts.services.test_mode import live_money_refuses_sandbox, trial_debtor_code, trial_route
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
 from recipients.services.notices import NoticeNew, notices_record
@@ -47,9 +47,9 @@ def _route(*, currency: str, country: str, amount_minor: int, account_type: str,
     country, amount or kind of account (the SEPA file and the sandbox take only IBANs) — counts as
     unavailable, so no rule can send a payout where it cannot travel; so does the sandbox where
     production refuses it for live money. A test payout goes to the sandbox whatever the rules
-    say (``test_route``). Raises NoRoute."""
+    say (``trial_route``). Raises NoRoute."""
     if test:
-        return test_route(currency=currency, country=country, amount_minor=amount_minor, account_type=account_type)
+        return trial_route(currency=currency, country=country, amount_minor=amount_minor, account_type=account_type)
     usable = usable_rails()
     no_sandbox = live_money_refuses_sandbox()
     carries = {
@@ -231,7 +231,7 @@ def _payout_create(
 ) -> int | None:
     test = not person.brand.livemode
     if test:
-        debtor_code = test_debtor_code(currency=currency)
+        debtor_code = trial_debtor_code(currency=currency)
     else:
         debtor = debtor_bank_account(currency)
         if debtor is None:

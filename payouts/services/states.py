@@ -51,7 +51,7 @@ from recipients.models import NoticeKind
 from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account, AccountKind, PlatformBankAccount
 from reconciliation.services import Leg, account_get_or_create, bank_fees_account, ledger_entry_post
-from reconciliation.test_books import test_in_transit_account
+from reconciliation.test_books import trial_in_transit_account
 
 IN_TRANSIT = "payouts:in_transit:{currency}"
 
@@ -95,7 +95,7 @@ def usable_rails() -> dict[str, Rail]:
 def in_transit_account(currency: str, *, test: bool = False) -> Account:
     """``payouts:in_transit:<CUR>``, or the test books' own for a test payout."""
     if test:
-        return test_in_transit_account(currency=currency)
+        return trial_in_transit_account(currency=currency)
     return account_get_or_create(
         code=IN_TRANSIT.format(currency=currency),
         name=f"Payouts in transit {currency}",

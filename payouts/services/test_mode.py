@@ -19,7 +19,7 @@ from payouts.rails import get_rail
 from payouts.rails.base import Rail
 from payouts.rails.routing import NoRoute
 from payouts.rails.sandbox import SandboxRail
-from reconciliation.test_books import is_test_code, test_bank_account
+from reconciliation.test_books import is_test_code, trial_bank_account
 
 SANDBOX_RAIL = "sandbox"
 # ISO 20022 AG01 "transaction forbidden": what the refusal is recorded as.
@@ -30,9 +30,9 @@ def payout_is_test(payout: Payout) -> bool:
     return is_test_code(payout.debtor_account_code)
 
 
-def test_debtor_code(*, currency: str) -> str:
+def trial_debtor_code(*, currency: str) -> str:
     """The account a test payout is paid from (and settles against)."""
-    return test_bank_account(currency=currency).code
+    return trial_bank_account(currency=currency).code
 
 
 def live_money_refuses_sandbox() -> bool:
@@ -40,7 +40,7 @@ def live_money_refuses_sandbox() -> bool:
     return production_checks_on() and not sandboxed()
 
 
-def test_route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
+def trial_route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
     """A test payout's rail: the sandbox, never a fallback. Raises NoRoute when the sandbox cannot
     carry it (it takes IBANs only): the test money waits, as a live payout nobody can carry does."""
     rail = get_rail(SANDBOX_RAIL)

@@ -17,16 +17,16 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.models import BrandRole
 from campaigns.services.test_mode import (
-    TEST_BALANCE_MINOR,
-    TEST_FUNDS_MAX_MINOR,
-    TEST_TOPUP_MAX_MINOR,
+    TRIAL_BALANCE_MINOR,
+    TRIAL_FUNDS_MAX_MINOR,
+    TRIAL_TOPUP_MAX_MINOR,
     brand_company_details_set,
     brand_terms_accept,
     golive_checklist,
-    test_tenant_active,
-    test_tenant_open,
-    test_tenant_reset,
-    test_topup_simulate,
+    trial_tenant_active,
+    trial_tenant_open,
+    trial_tenant_reset,
+    trial_topup_simulate,
 )
 from core.exceptions import ApplicationError
 from core.money import to_minor
@@ -63,9 +63,9 @@ class CompanyForm(forms.Form):
 
 def _limits(currency: str) -> dict:
     return {
-        "balance_minor": TEST_BALANCE_MINOR,
-        "topup_max_minor": TEST_TOPUP_MAX_MINOR,
-        "funds_max_minor": TEST_FUNDS_MAX_MINOR,
+        "balance_minor": TRIAL_BALANCE_MINOR,
+        "topup_max_minor": TRIAL_TOPUP_MAX_MINOR,
+        "funds_max_minor": TRIAL_FUNDS_MAX_MINOR,
         "currency": currency,
     }
 
@@ -76,11 +76,11 @@ def test_mode(request, access):
     """The test mode page. On the live brand's slug: open test mode (POST, an admin) or go to it;
     on the test tenant's: its balance, the trial's limits, a simulated transfer and the reset."""
     live = access.live_brand
-    tenant = access.brand if not access.brand.livemode else test_tenant_active(brand=live)
+    tenant = access.brand if not access.brand.livemode else trial_tenant_active(brand=live)
     if access.brand.livemode:
         if request.method == "POST" and access.can_edit:
             try:
-                tenant = test_tenant_open(brand=live)
+                tenant = trial_tenant_open(brand=live)
             except ApplicationError as exc:
                 report(request, exc)
                 return redirect("portal:test_mode", brand_slug=live.slug)
@@ -114,7 +114,7 @@ def test_transfer(request, access):
         return redirect("portal:test_mode", brand_slug=tenant.slug)
     try:
         amount_minor = to_minor(form.cleaned_data["amount"], tenant.default_currency)
-        test_topup_simulate(tenant=tenant, amount_minor=amount_minor, idempotency_key=form.cleaned_data["key"])
+        trial_topup_simulate(tenant=tenant, amount_minor=amount_minor, idempotency_key=form.cleaned_data["key"])
     except ApplicationError as exc:
         report(request, exc)
     else:
@@ -130,7 +130,7 @@ def test_reset(request, access):
     if access.brand.livemode or not form.is_valid():
         messages.error(request, _("Type RESET to confirm."))
         return redirect("portal:test_mode", brand_slug=access.brand.slug)
-    fresh = test_tenant_reset(brand=access.live_brand)
+    fresh = trial_tenant_reset(brand=access.live_brand)
     messages.success(request, _("Test data reset: a fresh test mode with a new free test balance."))
     return redirect("portal:test_mode", brand_slug=fresh.slug)
 
