@@ -36,7 +36,8 @@ from reconciliation.models import Account, JournalEntry
 from reconciliation.selectors import account_balance_by_code, ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, funded_campaign
-from tests.payouts.payout_fixtures import DEBTOR_IBAN, debtor, iban, sandbox  # noqa: F401 - fixtures
+from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
+from tests.payouts.payout_fixtures import DEBTOR_IBAN, iban
 
 pytestmark = pytest.mark.postgres
 
