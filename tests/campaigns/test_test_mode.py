@@ -17,6 +17,7 @@ from campaigns.services import (
     rewards_mature,
     rule_create,
 )
+from campaigns.services.rewards import platform_fees_account
 from campaigns.services.test_mode import (
     TRIAL_BALANCE_MINOR,
     TRIAL_FUNDS_MAX_MINOR,
@@ -34,6 +35,8 @@ from payouts.rails.base import Capabilities, Rail, SubmitResult, SubmitStatus
 from payouts.services import payout_execute, payouts_create_for_payable
 from reconciliation.models import Account, JournalEntry
 from reconciliation.selectors import account_balance_by_code, ledger_verify_report
+from reconciliation.services import Leg, ledger_entry_post
+from reconciliation.test_books import trial_bank_account
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, funded_campaign
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
@@ -324,3 +327,18 @@ def test_company_details_and_terms_belong_to_the_live_brand(tenant):
 
 def test_brands_made_by_ops_are_live_at_once(live):
     assert live.livemode and live.live_since is not None
+
+
+def test_ledger_verify_fails_an_entry_that_mixes_test_and_live_books(db):
+    # given an entry moving test money into the platform's real fees (what no service may do)
+    entry = ledger_entry_post(
+        idempotency_key="leak",
+        kind="manual",
+        legs=[
+            Leg.debit(trial_bank_account(currency="EUR"), 100),
+            Leg.credit(platform_fees_account(currency="EUR"), 100),
+        ],
+    ).entry
+    # then the books do not verify, and the report names the entry
+    report = ledger_verify_report()
+    assert not report.ok and report.mixed_books_entries == [entry.pk]

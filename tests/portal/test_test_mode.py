@@ -5,6 +5,7 @@ page, the simulated transfer, the reset with its confirmation, and who may see a
 import re
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -189,3 +190,25 @@ def test_an_analyst_sees_test_mode_but_cannot_open_or_reset_it(brand_a):
     assert analyst.get(f"/portal/{tenant.slug}/").status_code == 200
     assert analyst.post(f"/portal/{tenant.slug}/test-mode/reset/", {"confirm": "RESET"}).status_code == 404
     assert Brand.objects.get(pk=tenant.pk).status == BrandStatus.ACTIVE
+
+
+def test_the_demo_has_a_trial_brand_in_test_mode(settings):
+    settings.DEBUG = True
+    call_command("seed_demo")
+    call_command("seed_demo")  # idempotent
+    trial = Brand.objects.get(slug="bici-trial")
+    tenant = Brand.objects.get(test_of=trial, status=BrandStatus.ACTIVE)
+    assert trial.live_since is None and Brand.objects.filter(test_of=trial).count() == 1
+    assert Campaign.objects.get(brand=tenant, slug="try-joy").status == "active"
+    assert account_balance_by_code(code=f"brand:{tenant.pk}:funds:EUR").posted_minor == TRIAL_BALANCE_MINOR - 20_000
+    client = Client()
+    assert client.login(username="trial@demo.joyback.example", password="trial-demo-password")
+    assert 'data-testid="test-mode-banner"' in client.get(f"/portal/{tenant.slug}/").content.decode()
+    # and the demo's live brand may open test mode and fund itself there too
+    owner = Client()
+    assert owner.login(username="brand@demo.joyback.example", password="brand-demo-password")
+    opened = owner.post("/portal/sole-shoes/test-mode/")
+    assert opened["Location"] == "/portal/sole-shoes-test/test-mode/"
+    owner.post("/portal/sole-shoes-test/test-mode/transfer/", {"amount": "500.00", "key": "demo"})
+    sole_test = Brand.objects.get(slug="sole-shoes-test")
+    assert account_balance_by_code(code=f"brand:{sole_test.pk}:funds:EUR").posted_minor == TRIAL_BALANCE_MINOR + 50_000
