@@ -3,7 +3,6 @@ pytest-django's live server. Screenshots of every page go to test-artifacts/scre
 failing test also leaves a screenshot of where it stopped. Skipped, with the reason shown, when
 /usr/bin/chromium or the playwright package is missing."""
 
-import importlib
 import os
 import re
 from pathlib import Path
@@ -34,19 +33,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "tests/browser/" in str(item.fspath):
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture(autouse=True)
-def packages_on_sale(request):
-    """The four packages the plans migration seeds: a transactional test's flush empties the
-    table, and a brand that signs up needs the default one."""
-    if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
-        return
-    from campaigns.models import Plan
-
-    seeded = importlib.import_module("campaigns.migrations.0019_plans_seed")
-    for fields in seeded.PLANS:
-        Plan.objects.update_or_create(slug=fields["slug"], defaults=fields)
 
 
 @pytest.hookimpl(hookwrapper=True)
