@@ -9,13 +9,14 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
-from campaigns.models import Brand, BrandRole, BrandStatus, Campaign
+from campaigns.models import Brand, BrandInvitation, BrandRole, BrandStatus, Campaign
 from campaigns.services import brand_topup_record, rewards_mature
 from campaigns.services.test_mode import TRIAL_BALANCE_MINOR, trial_tenant_open
 from core.exceptions import NotFound
 from payouts.models import Payout, PayoutStatus
 from payouts.services import payout_execute, payouts_create_for_payable
 from reconciliation.selectors import account_balance_by_code
+from tests.campaigns.test_test_mode import trial_campaign
 from tests.payouts import payout_fixtures
 from tests.payouts.payout_fixtures import iban
 from tests.portal.conftest import make_user, member
@@ -212,3 +213,19 @@ def test_the_demo_has_a_trial_brand_in_test_mode(settings):
     owner.post("/portal/sole-shoes-test/test-mode/transfer/", {"amount": "500.00", "key": "demo"})
     sole_test = Brand.objects.get(slug="sole-shoes-test")
     assert account_balance_by_code(code=f"brand:{sole_test.pk}:funds:EUR").posted_minor == TRIAL_BALANCE_MINOR + 50_000
+
+
+def test_test_mode_has_no_team_of_its_own(owner, brand_a):
+    tenant = trial_tenant_open(brand=brand_a)
+    refused = owner.post(f"/portal/{tenant.slug}/team/invite/", {"email": "x@example.com", "role": "analyst"})
+    assert refused.status_code in (200, 302)
+    assert not BrandInvitation.objects.exists()
+
+
+def test_a_test_campaigns_claim_page_says_it_is_a_test(client, brand_a, campaign_a):
+    tenant = trial_tenant_open(brand=brand_a)
+    campaign = trial_campaign(tenant)
+    page = client.get(f"/c/{tenant.slug}/{campaign.slug}/").content.decode()
+    assert 'data-testid="claim-test-mode"' in page
+    live_page = client.get(f"/c/alpha/{campaign_a.slug}/").content.decode()
+    assert 'data-testid="claim-test-mode"' not in live_page

@@ -64,8 +64,11 @@ def invitation_create(*, brand: Brand, email: str, role: str, invited_by, accept
     """Invite ``email`` to the brand with ``role`` and email the link after the commit, in the
     active language (the inviter's: the invitee's is not known yet).
 
-    Raises InvalidInput (role), Conflict (``already_member``, ``already_invited``)."""
+    Raises InvalidInput (role), Conflict (``already_member``, ``already_invited``),
+    PermissionDenied (``test_mode``: a test tenant has no team of its own)."""
     email = (email or "").strip().lower()
+    if not brand.livemode:
+        raise PermissionDenied(_("Test mode shares the live brand's team: invite people there."), code="test_mode")
     if role not in BrandRole.values:
         raise InvalidInput(_("Unknown role “%(role)s”.") % {"role": role}, code="invalid_role")
     if BrandMembership.objects.filter(brand=brand, user__email__iexact=email).exists():
