@@ -83,10 +83,11 @@ class PlanAdmin(admin.ModelAdmin):
 
 @admin.register(Brand)
 class BrandAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "funding_reference", "default_currency", "fee", "status"]
-    list_filter = ["status", "default_currency"]
+    list_display = ["name", "slug", "funding_reference", "default_currency", "fee", "status", "livemode", "live_since"]
+    list_filter = ["status", "livemode", "default_currency"]
     search_fields = ["name", "slug", "funding_reference"]
-    readonly_fields = ["funding_reference", "created_at"]
+    # A test tenant never turns live (its funds are test money) nor a live brand into a test one.
+    readonly_fields = ["funding_reference", "created_at", "livemode", "test_of", "live_since"]
     inlines = [MembershipInline, PlanPeriodInline]
 
     @admin.display(description="fee per reward")
