@@ -229,7 +229,8 @@ def payouts_create_for_payable(
 def _payout_create(
     *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
 ) -> int | None:
-    test = not person.brand.livemode
+    # A person no brand knows (from before people were per brand) is a live brand's.
+    test = person.brand_id is not None and not person.brand.livemode
     if test:
         debtor_code = trial_debtor_code(currency=currency)
     else:
