@@ -193,7 +193,7 @@ def ledger_verify_report(*, limit: int = 100) -> VerifyReport:
         )
         report.short_entries = [r[0] for r in cursor.fetchall()]
         # Test mode's money never meets the platform's real books (reconciliation.test_books): an
-        # entry posting to a test: account and to a live platform account is a leak.
+        # entry posting to a testmode: account and to a live platform account is a leak.
         cursor.execute(
             f"""SELECT p.entry_id FROM {post} p JOIN {acc} a ON a.id = p.account_id
                  GROUP BY p.entry_id

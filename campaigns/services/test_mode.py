@@ -5,7 +5,7 @@ row of its own with ``livemode=False`` and ``test_of`` = the live brand. Everyth
 is already scoped by brand (keys, campaigns, people, rewards, payouts, webhooks; the database's
 composite keys keep people inside their brand), so a test key sees the test tenant's rows only and
 a live key never sees them. Its money is booked like a live tenant's in its own brand, campaign and
-person accounts; the platform's side of it in ``test:`` accounts (``reconciliation.test_books``),
+person accounts; the platform's side of it in ``testmode:`` accounts (``reconciliation.test_books``),
 never in the platform's real bank, fees or in-transit accounts. Its payouts always go to the
 sandbox rail, whatever the routing rules say, and the execute step refuses any other
 (``payouts.services.test_mode``).

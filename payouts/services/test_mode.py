@@ -2,8 +2,8 @@
 
 A payout is a test payout when its person belongs to a test tenant. It is created on the sandbox
 rail whatever the routing rules say, paid "from" the test books' sandbox bank
-(``test:platform:bank:sandbox:<CUR>`` is its ``debtor_account_code``: that is how every later
-step knows it is a test payout) and moves through ``test:payouts:in_transit:<CUR>``, so the
+(``testmode:platform:bank:sandbox:<CUR>`` is its ``debtor_account_code``: that is how every later
+step knows it is a test payout) and moves through ``testmode:payouts:in_transit:<CUR>``, so the
 platform's real bank and in-transit accounts never see it. A file rail never takes it (payout
 files take only the live operating account's payouts).
 

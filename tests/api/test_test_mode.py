@@ -150,7 +150,7 @@ def test_test_event_to_sandbox_payout_to_livemode_false_webhook(
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status == PayoutStatus.SETTLED and payout.rail == "sandbox"
     assert test_api.get(f"/api/v1/payouts/{payout_id}/").json()["status"] == "settled"
-    assert account_balance_by_code(code="test:platform:bank:sandbox:EUR").posted_minor == 100_000 - 500
+    assert account_balance_by_code(code="testmode:platform:bank:sandbox:EUR").posted_minor == 100_000 - 500
     # and the webhooks say which mode they come from
     webhook_events_collect()
     for delivery in WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING):

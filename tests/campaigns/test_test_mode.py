@@ -71,7 +71,7 @@ def live_books() -> dict[str, tuple[int, int]]:
     tenants = [str(pk) for pk in Brand.objects.filter(livemode=False).values_list("pk", flat=True)]
     test_people = Reward.objects.filter(campaign__brand__livemode=False).values_list("person_id", flat=True)
     rows = (
-        Account.objects.exclude(code__startswith="test:")
+        Account.objects.exclude(code__startswith="testmode:")
         .exclude(Q(owner_type="brand", owner_id__in=tenants))
         .exclude(code__in=[f"recipient:{p}:payable:EUR" for p in test_people])
         .exclude(pk__in=Campaign.objects.filter(brand__livemode=False).values("budget_account_id"))
@@ -90,7 +90,7 @@ def test_a_test_tenant_is_a_linked_brand_with_free_test_money(live):
     funds = account_balance_by_code(code=f"brand:{tenant.pk}:funds:EUR")
     assert funds.posted_minor == TRIAL_BALANCE_MINOR
     # and the money came from the test books' sandbox bank, not a platform bank account
-    assert account_balance_by_code(code="test:platform:bank:sandbox:EUR").posted_minor == TRIAL_BALANCE_MINOR
+    assert account_balance_by_code(code="testmode:platform:bank:sandbox:EUR").posted_minor == TRIAL_BALANCE_MINOR
     assert not Account.objects.filter(code__startswith="platform:bank:").exists()
     # and opening again is the same tenant, credited once
     assert trial_tenant_open(brand=live) == tenant
@@ -149,11 +149,11 @@ def test_a_full_test_payout_settles_on_the_sandbox_and_leaves_the_live_books_alo
     # then the test payout settled on the sandbox, paid from the test books
     payout = Payout.objects.get(pk=payout_id)
     assert payout.status == PayoutStatus.SETTLED and payout.rail == "sandbox" and payout.fallback_rail == ""
-    assert payout.debtor_account_code == "test:platform:bank:sandbox:EUR"
-    assert account_balance_by_code(code="test:payouts:in_transit:EUR").posted_minor == 0
-    assert account_balance_by_code(code="test:platform:bank:sandbox:EUR").posted_minor == TRIAL_BALANCE_MINOR - 500
+    assert payout.debtor_account_code == "testmode:platform:bank:sandbox:EUR"
+    assert account_balance_by_code(code="testmode:payouts:in_transit:EUR").posted_minor == 0
+    assert account_balance_by_code(code="testmode:platform:bank:sandbox:EUR").posted_minor == TRIAL_BALANCE_MINOR - 500
     # and its fee (10 cents + 2 %) went to the test books' fees
-    assert account_balance_by_code(code="test:platform:fees:EUR").posted_minor == 20
+    assert account_balance_by_code(code="testmode:platform:fees:EUR").posted_minor == 20
     # and not one live account moved: the platform's bank, fees, in transit, the live brand's money
     assert live_books() == before
     assert account_balance_by_code(code="platform:fees:EUR").posted_minor == 20  # the live reward's only
