@@ -32,7 +32,7 @@ in its overlap window), record the result in one short transaction. Failures (a 
 too) retry with exponential backoff until the event is
 ``WEBHOOK_RETRY_HOURS`` old; an endpoint that has failed without a single success for
 ``WEBHOOK_DISABLE_AFTER_HOURS`` is disabled and the brand's owners are e-mailed. The payload
-``{id, type, created, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
+``{id, type, created, livemode, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
 """
 
 import hashlib

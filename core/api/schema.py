@@ -116,7 +116,7 @@ Services add their own codes with the same shape, e.g. `invalid_iban`, `invalid_
 Register an endpoint (`POST /api/v1/webhook-endpoints/`) and keep the `secret` it returns. The URL
 must be https on a public internet address (private, loopback and link-local addresses, also behind
 a name, answer 400 `invalid_webhook_url`). Each
-delivery is `POST {"id", "type", "created", "data"}` with
+delivery is `POST {"id", "type", "created", "livemode", "data"}` with
 `JoyBack-Signature: t=<unix seconds>,v1=<hex>`, where `v1` is HMAC-SHA256 of `"<t>.<raw body>"`
 keyed with the secret. Verify it before trusting the body:
 
