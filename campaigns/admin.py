@@ -72,10 +72,7 @@ class PlanAdmin(admin.ModelAdmin):
 
     @admin.display(description="fee per reward")
     def fee(self, obj: Plan) -> str:
-        parts = [format_minor(obj.fee_fixed_minor, obj.currency)] if obj.fee_fixed_minor else []
-        if obj.fee_bps:
-            parts.append(f"{obj.fee_bps / 100:g}%")
-        return " + ".join(parts) or "no fee"
+        return obj.fee_description()
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # brands' history points at it (PROTECT); retire a plan by hiding it

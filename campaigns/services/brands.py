@@ -4,7 +4,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
-from campaigns.models import Brand, BrandMembership, BrandRole
+from campaigns.models import Brand, BrandMembership, BrandRole, Plan
 from campaigns.selectors import plan_default
 from campaigns.services.plans import brand_plan_change
 from core.exceptions import InvalidInput
@@ -14,15 +14,11 @@ from reconciliation.models import Account, AccountKind
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
 
 
-def brand_create(
-    *, name: str, slug: str = "", default_currency: str = "EUR", fee_fixed_minor: int = 0, fee_bps: int = 0
-) -> Brand:
+def brand_create(*, name: str, slug: str = "", default_currency: str = "EUR", plan: Plan | None = None) -> Brand:
     """Create a brand with a fresh funding reference (a collision, 1 in 33 million per existing
-    brand, simply draws again), on the default plan (``plan_default``). Raises InvalidInput for a bad
-    currency or fee, or when the default plan is missing."""
+    brand, simply draws again), on ``plan`` or else the default plan (``plan_default``), whose
+    fees it pays. Raises InvalidInput for a bad currency, or when the default plan is missing."""
     currency = validate_currency(default_currency)
-    if fee_fixed_minor < 0 or not 0 <= fee_bps <= 10000:
-        raise InvalidInput("Fees are a non-negative fixed amount and 0 to 10000 basis points.", code="invalid_fee")
     for _ in range(5):
         try:
             with transaction.atomic():
@@ -30,11 +26,9 @@ def brand_create(
                     name=name,
                     slug=slug or slugify(name),
                     default_currency=currency,
-                    fee_fixed_minor=fee_fixed_minor,
-                    fee_bps=fee_bps,
                     funding_reference=funding_reference_generate(),
                 )
-                brand_plan_change(brand=brand, plan=plan_default(), reason="Signed up")
+                brand_plan_change(brand=brand, plan=plan or plan_default(), reason="Signed up")
                 return brand
         except IntegrityError as exc:
             if "funding_reference" not in str(exc):

@@ -32,6 +32,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_api_key": "The API key is malformed, unknown or revoked.",
     "insufficient_scope": "The API key lacks the scope this call needs.",
     "brand_suspended": "The brand is suspended.",
+    "plan_refuses": "403: the brand's plan does not include this trigger or channel; `detail` names both.",
     "not_found": "No such object for this brand (objects of other brands are never visible).",
     "method_not_allowed": "The method is not allowed on this path.",
     "rate_limited": "Too many requests for this key; retry after `Retry-After` seconds.",

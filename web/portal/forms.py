@@ -23,6 +23,7 @@ from campaigns.models import (
     VopAction,
 )
 from campaigns.models.campaigns import CLAIM_WINDOW_DAYS, VOP_ACTIONS_WITHOUT_ASK, Campaign, validate_timezone
+from campaigns.models.rules import verification_default
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
@@ -166,7 +167,10 @@ class RuleForm(forms.Form):
     )
     review_above = _money_field(_("Review above"))
     verification = forms.ChoiceField(
-        label=_("Verification"), choices=Verification.choices, initial=Verification.FIRST_PARTY
+        label=_("Verification"),
+        choices=[("", _("The trigger's default")), *Verification.choices],
+        required=False,
+        help_text=_("Purchases, likes and comments: partner-attested; logins, opt-ins and videos: first-party."),
     )
 
     def __init__(self, *args, currency: str = "EUR", **kwargs):
@@ -233,7 +237,7 @@ class RuleForm(forms.Form):
             "review_above_minor": self._minor(data.get("review_above"))
             if data.get("approval_policy") == ApprovalPolicy.REVIEW_ABOVE
             else None,
-            "verification": data.get("verification"),
+            "verification": data.get("verification") or verification_default(data.get("trigger") or ""),
         }
 
     @classmethod

@@ -98,9 +98,7 @@ class Command(BaseCommand):
     def _brand(self) -> None:
         """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
         platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
-        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(
-            name="Sole Shoes", slug="sole-shoes", fee_fixed_minor=10, fee_bps=100
-        )
+        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(name="Sole Shoes", slug="sole-shoes")
         email, password = DEMO_BRAND_USER
         user, created = get_user_model().objects.get_or_create(username=email, defaults={"email": email})
         if created:
