@@ -197,6 +197,35 @@ class RewardVoidSerializer(serializers.Serializer):
     reason = fields.CharField(max_length=200)
 
 
+class OrderRefundSerializer(serializers.Serializer):
+    amount_minor = fields.IntegerField(
+        min_value=1,
+        max_value=MAX_MINOR,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The refunded part of the purchase, minor units; omit it for a full refund.",
+    )
+    reason = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class RewardRefundSerializer(serializers.Serializer):
+    reward = RewardBriefSerializer()
+    outcome = fields.ChoiceField(
+        choices=["voided", "clawed_back", "reduced", "unchanged", "paid", "payable_partial", "in_payout"],
+        help_text="What the refund did to this reward: `paid` (already sent, not recovered), `payable_partial` "
+        "(a payable reward is clawed back only in full), `in_payout` (its payout is running: send the refund "
+        "again when it ends).",
+    )
+
+
+class OrderRefundResultSerializer(serializers.Serializer):
+    order_id = fields.CharField()
+    purchase_amount_minor = fields.IntegerField()
+    refunded_minor = fields.IntegerField(help_text="This order's refunds so far, this one included.")
+    rewards = RewardRefundSerializer(many=True)
+
+
 class FundsSerializer(serializers.Serializer):
     currency = fields.CharField()
     available_minor = fields.IntegerField(help_text="Prepaid money not yet allocated to a campaign.")

@@ -275,6 +275,44 @@ def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind:
     return reward
 
 
+def reward_reduce(
+    *, reward: Reward, amount_minor: int, fee_minor: int, key: str, actor=None, reason: str, note: dict | None = None
+) -> Reward:
+    """review | held → the same status with a smaller amount and fee (a partial refund while the
+    money is still only reserved): maturing then commits the smaller sum and releases the rest of
+    the hold (``ledger_holds_commit`` takes between 1 and the hold). Idempotent by ``key`` (kept
+    on the audit row with ``note``): a reduction with a key seen before on this reward changes
+    nothing.
+    Raises InvalidInput (not smaller, not positive), InvalidTransition (another status)."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward)
+        if RewardEvent.objects.filter(reward=reward, kind="reward.reduced", data__key=key).exists():
+            return reward
+        _require(reward, (RewardStatus.REVIEW, RewardStatus.HELD), "reduced")
+        if not 0 < amount_minor <= reward.amount_minor or not 0 <= fee_minor <= reward.fee_minor:
+            raise InvalidInput("A reduction keeps a positive, not larger amount.", code="invalid_reduction")
+        before = (reward.amount_minor, reward.fee_minor)
+        reward.amount_minor, reward.fee_minor, reward.updated_at = amount_minor, fee_minor, now
+        reward.save(update_fields=["amount_minor", "fee_minor", "updated_at"])
+        _audit(
+            reward,
+            kind="reward.reduced",
+            from_status=reward.status,
+            actor=actor,
+            reason=reason,
+            data={
+                **(note or {}),
+                "key": key,
+                "amount_before": before[0],
+                "fee_before": before[1],
+                "amount_minor": amount_minor,
+            },
+            now=now,
+        )
+    return reward
+
+
 def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
     """payable → clawed_back: the commit entry is reversed (payable and fee back to the budget).
     A paid reward raises InvalidTransition: recovering money already sent is a payouts matter.

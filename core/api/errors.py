@@ -40,6 +40,8 @@ ERROR_CODES: dict[str, str] = {
     "idempotency_in_flight": "A request with this Idempotency-Key is still being processed.",
     "invalid_idempotency_key": "Idempotency-Key must be 1 to 255 visible ASCII characters (no spaces).",
     "idempotency_conflict": "The event's external_id was sent before with different content.",
+    "order_not_found": "No purchase event of this brand carries this `order_id`.",
+    "idempotency_key_required": "This call needs an `Idempotency-Key` header.",
     "invalid_transition": "The object is not in a state that allows this change.",
     "invalid_cursor": "The pagination cursor is not valid.",
     "invalid_limit": "`limit` is out of range.",
