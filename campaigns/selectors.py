@@ -4,9 +4,21 @@ balances (one row each), so a list of campaigns with their budgets is one query.
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import F, QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.utils import timezone
 
-from campaigns.models import Brand, BrandMembership, BrandPlan, Campaign, Plan, Reward, RewardStatus
+from campaigns.models import (
+    Brand,
+    BrandMembership,
+    BrandPlan,
+    BrandUsage,
+    Campaign,
+    Plan,
+    Reward,
+    RewardStatus,
+    UpgradeRequest,
+)
+from campaigns.models.plans import usage_month
 from core.exceptions import InvalidInput
 
 
@@ -83,3 +95,49 @@ def plan_default() -> Plan:
     if plan is None:
         raise InvalidInput(f"The default plan {slug!r} does not exist.", code="no_default_plan")
     return plan
+
+
+def brands_with_plan() -> QuerySet[Brand]:
+    """Brands annotated with ``plan_name``: their current plan's name (one query for a list)."""
+    current = BrandPlan.objects.filter(brand=OuterRef("pk"), ended_at__isnull=True).values("plan__name")[:1]
+    return Brand.objects.annotate(plan_name=Subquery(current))
+
+
+@dataclass(frozen=True)
+class PlanUsage:
+    """A brand's month so far against its plan's allowances (None: no limit)."""
+
+    month: object
+    actions: int
+    rewards_minor: int
+    actions_allowed: int | None
+    rewards_allowed_minor: int | None
+
+    @property
+    def actions_pct(self) -> int | None:
+        return None if not self.actions_allowed else min(100, self.actions * 100 // self.actions_allowed)
+
+    @property
+    def rewards_pct(self) -> int | None:
+        if not self.rewards_allowed_minor:
+            return None
+        return min(100, self.rewards_minor * 100 // self.rewards_allowed_minor)
+
+
+def brand_usage_month(*, brand: Brand, plan: Plan | None, now=None) -> PlanUsage:
+    """This calendar month's (UTC) rewarded actions and reward amounts (``BrandUsage``, counted by
+    ingestion) against ``plan``'s allowances."""
+    month = usage_month(now or timezone.now())
+    row = BrandUsage.objects.filter(brand=brand, month=month).values_list("actions", "rewards_minor").first()
+    actions, rewards = row or (0, 0)
+    return PlanUsage(
+        month=month,
+        actions=actions,
+        rewards_minor=rewards,
+        actions_allowed=plan.monthly_actions if plan else None,
+        rewards_allowed_minor=plan.monthly_payouts_minor if plan else None,
+    )
+
+
+def upgrade_requests_open(*, brand: Brand) -> QuerySet[UpgradeRequest]:
+    return UpgradeRequest.objects.filter(brand=brand, handled_at__isnull=True).select_related("wanted_plan")

@@ -8,6 +8,8 @@ four packages are seeded by migration 0018. A brand is on exactly one plan at a 
 constraint), changed only through ``brand_plan_change``.
 """
 
+from datetime import UTC, date, datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -96,6 +98,11 @@ class BrandPlan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.brand} on {self.plan}"
+
+
+def usage_month(moment: datetime) -> date:
+    """The calendar month (UTC) a moment's usage counts in: its first day."""
+    return moment.astimezone(UTC).date().replace(day=1)
 
 
 class BrandUsage(models.Model):

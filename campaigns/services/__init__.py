@@ -21,7 +21,7 @@ from campaigns.services.campaigns import (
 )
 from campaigns.services.ingest import event_ingest, event_ingest_bulk
 from campaigns.services.ingest_types import EventInput, IngestResult
-from campaigns.services.plans import brand_plan_change
+from campaigns.services.plans import brand_plan_change, upgrade_request_create, upgrade_requests_handle
 from campaigns.services.refunds import RefundResult, order_refund
 from campaigns.services.rewards import (
     BulkOutcome,
@@ -71,4 +71,6 @@ __all__ = [
     "rewards_reject_bulk",
     "rule_create",
     "smallest_reservation_minor",
+    "upgrade_request_create",
+    "upgrade_requests_handle",
 ]

@@ -43,8 +43,9 @@ from campaigns.models import (
     RuleCounter,
     TriggerEvent,
 )
+from campaigns.models.plans import usage_month
 from campaigns.services.campaigns import _transition
-from campaigns.services.ingest_reads import Known, Tally, usage_month
+from campaigns.services.ingest_reads import Known, Tally
 from campaigns.services.ingest_types import Item
 from core.bulk import queries_run, rows_insert
 from core.exceptions import ApplicationError

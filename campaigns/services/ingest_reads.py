@@ -12,7 +12,7 @@ import ipaddress
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.db import connection
@@ -22,6 +22,7 @@ from campaigns.evaluation import Decision, Facts, Periods, Signals, Usage, campa
 from campaigns.locks import tally_lock_parse, tally_lock_statement
 from campaigns.models import BrandPlan, BrandUsage, Campaign, Plan, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
+from campaigns.models.plans import usage_month
 from campaigns.services.ingest_types import CampaignContext, Item
 from core.bulk import Read, joined_models
 from core.exceptions import NotFound
@@ -62,11 +63,6 @@ def campaign_context(brand, slug: str) -> CampaignContext:
 
 
 _CONTEXT = ((Campaign, "c"), (Account, "a"), (RewardRule, "r"), (Plan, "p"))
-
-
-def usage_month(now: datetime) -> date:
-    """The calendar month (UTC) a moment's usage counts in: its first day."""
-    return now.astimezone(UTC).date().replace(day=1)
 
 
 @dataclass
