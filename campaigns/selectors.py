@@ -82,6 +82,12 @@ def brand_plan_current(*, brand: Brand) -> Plan | None:
     return period.plan if period else None
 
 
+def brand_plans_current(*, brand_ids: set[int]) -> dict[int, Plan]:
+    """The current plan of each of ``brand_ids`` (brand id → plan), in one query."""
+    periods = BrandPlan.objects.select_related("plan").filter(brand_id__in=brand_ids, ended_at__isnull=True)
+    return {period.brand_id: period.plan for period in periods}
+
+
 def plans_for_sale() -> QuerySet[Plan]:
     """The packages shown on the public pricing page, in their order."""
     return Plan.objects.filter(is_public=True).order_by("position", "id")

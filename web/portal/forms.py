@@ -17,6 +17,7 @@ from campaigns.models import (
     BrandRole,
     CampaignMode,
     PayoutMode,
+    Plan,
     RewardRule,
     Trigger,
     Verification,
@@ -305,3 +306,14 @@ def aware(value: datetime | None) -> datetime | None:
     if value is not None and timezone.is_naive(value):
         return timezone.make_aware(value)
     return value
+
+
+class UpgradeRequestForm(forms.Form):
+    plan = forms.ModelChoiceField(label=_("Plan you would like"), queryset=Plan.objects.none())
+    message = forms.CharField(
+        label=_("Anything we should know"), required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+    def __init__(self, *args, plans=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["plan"].queryset = Plan.objects.filter(pk__in=[p.pk for p in plans]).order_by("position", "id")
