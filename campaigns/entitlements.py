@@ -54,7 +54,7 @@ def entitlement_channel_check(*, brand: Brand, channel: str) -> Plan:
     claim page ``claim_page``."""
     plan = entitlement_plan(brand=brand)
     if channel not in plan.channels:
-        raise _refuse(plan, Channel(channel).label.lower(), lacks=f"channel:{channel}")
+        raise _refuse(plan, str(Channel(channel).label), lacks=f"channel:{channel}")
     return plan
 
 

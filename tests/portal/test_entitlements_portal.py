@@ -53,7 +53,7 @@ def test_a_campaign_the_plan_cannot_serve_is_refused_on_the_form(owner):
 def test_an_api_key_without_the_api_channel_is_refused_on_the_form(owner, tok):
     brand_plan_change(brand=tok, plan=plan_with_fees(slug="pages-only", name="Pages only", channels=["claim_page"]))
     page = owner.post("/portal/tok/api-keys/", {"name": "Shop", "scopes": ["events"]})
-    assert "Your plan Pages only does not include partner api." in page.content.decode()
+    assert "Your plan Pages only does not include Partner API." in page.content.decode()
     assert not ApiKey.objects.exists()
 
 
