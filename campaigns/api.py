@@ -68,6 +68,7 @@ from campaigns.webhooks import (
 from core.api.errors import _flatten
 from core.api.filters import DateTimeFilter, FilterSet, IdFilter
 from core.api.reuse import reused
+from core.api.schema import IDEMPOTENCY_KEY_REQUIRED
 from core.api.views import BrandAPIView, BrandListAPIView
 from core.exceptions import InvalidInput
 from reconciliation.models import Account
@@ -419,6 +420,7 @@ class OrderRefundView(BrandAPIView):
         "reduced by the refunded share of the purchase; a payable one is clawed back (in full only); money "
         "already paid is not recovered. Send an `Idempotency-Key`: the same key never refunds twice.",
         examples=[OpenApiExample("A partial refund", value={"amount_minor": 2500}, request_only=True)],
+        parameters=[IDEMPOTENCY_KEY_REQUIRED],
     )
     def post(self, request, order_id: str):
         key = request.headers.get("Idempotency-Key", "")

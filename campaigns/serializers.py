@@ -30,7 +30,7 @@ class CampaignSerializer(fields.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "slug", "mode", "currency", "timezone", "starts_at", "ends_at", "status",
-            "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days",
+            "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days", "buyer_claim_links",
             "vop_no_match", "vop_close_match", "vop_not_possible", "created_at",
         ]  # fmt: skip
         read_only_fields = fields
@@ -55,6 +55,12 @@ class CampaignCreateSerializer(serializers.Serializer):
         default=None,
         help_text="Days a person has to give a bank account once a reward is owed to them; reminded after a "
         "third and two thirds, then the money goes back to the campaign (`reward.expired`). Null: never.",
+    )
+    buyer_claim_links = fields.BooleanField(
+        required=False,
+        default=False,
+        help_text="API-only plans (the Cashback API alone): e-mail buyers you sent without a bank account a "
+        "link to give one. Other plans have claim pages anyway.",
     )
 
 

@@ -4,16 +4,16 @@
 import pytest
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Campaign, Plan, RewardRule
+from campaigns.models import Campaign, RewardRule
 from tests.api.conftest import ALL_SCOPES, client_for
-from tests.campaigns.factories import BrandFactory
+from tests.campaigns.factories import BrandFactory, package
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def tiktok_brand(db):
-    return BrandFactory(name="Tok Shop", slug="tok-shop", plan=Plan.objects.get(slug="tiktok-only"))
+    return BrandFactory(name="Tok Shop", slug="tok-shop", plan=package("tiktok-only"))
 
 
 @pytest.fixture

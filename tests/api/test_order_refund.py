@@ -4,12 +4,12 @@ back, once per Idempotency-Key, and the books still balance."""
 import pytest
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Plan, Reward, RewardEvent
+from campaigns.models import Reward, RewardEvent
 from campaigns.services import EventInput, event_ingest, rewards_mature
 from reconciliation.models import Account
 from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import ALL_SCOPES, client_for
-from tests.campaigns.factories import BrandFactory, funded_campaign
+from tests.campaigns.factories import BrandFactory, funded_campaign, package
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +19,7 @@ NOW_10PCT = {"trigger": "purchase", "amount_type": "percent", "percent_bps": 100
 
 @pytest.fixture
 def shop(db):
-    return BrandFactory(name="Sole Shop", slug="sole-shop", plan=Plan.objects.get(slug="cashback-api"))
+    return BrandFactory(name="Sole Shop", slug="sole-shop", plan=package("cashback-api"))
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_refund_errors_are_problem_json_and_change_nothing(shop, shop_api):
 
 
 def test_another_brands_order_is_not_found(shop, shop_api):
-    other = BrandFactory(plan=Plan.objects.get(slug="cashback-api"))
+    other = BrandFactory(plan=package("cashback-api"))
     funded_campaign(brand=other, amount_minor=10_000, rules=[HELD_10PCT], mode="cashback")
     reward = purchase(other, "E-1")
     response = refund(shop_api, "E-1", "k")

@@ -1,3 +1,4 @@
+import importlib
 from datetime import UTC, datetime
 
 import factory
@@ -30,6 +31,17 @@ def nl_iban(n: int) -> str:
 IBAN_NL = "NL91ABNA0417164300"
 IBAN_NL_2 = nl_iban(123456789)
 IBAN_DE = "DE89370400440532013000"
+
+
+_SEED = importlib.import_module("campaigns.migrations.0019_plans_seed")
+
+
+def package(slug: str) -> Plan:
+    """One of the four packages on sale, as migration 0019 seeds it (made again when a
+    transactional test flushed the seeded rows)."""
+    fields = next(p for p in _SEED.PLANS if p["slug"] == slug)
+    plan, _ = Plan.objects.get_or_create(slug=slug, defaults=fields)
+    return plan
 
 
 def plan_with_fees(*, fee_fixed_minor: int = 0, fee_bps: int = 0, **fields) -> Plan:

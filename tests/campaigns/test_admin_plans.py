@@ -6,10 +6,10 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from campaigns.models import BrandPlan, Campaign, Plan
+from campaigns.models import BrandPlan, Campaign
 from campaigns.selectors import brand_plan_current
 from campaigns.services import campaign_create
-from tests.campaigns.factories import CAMPAIGN_START, BrandFactory
+from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, package
 
 pytestmark = pytest.mark.django_db
 
@@ -23,13 +23,13 @@ def ops(client):
 
 @pytest.fixture
 def tok(db):
-    return BrandFactory(name="Tok Shop", slug="tok", plan=Plan.objects.get(slug="tiktok-only"))
+    return BrandFactory(name="Tok Shop", slug="tok", plan=package("tiktok-only"))
 
 
 def test_a_plan_change_shows_what_changes_and_happens_only_when_confirmed(client, ops, tok):
     url = reverse("admin:campaigns_brand_change_plan", args=[tok.pk])
     assert "TikTok-only" in client.get(url).content.decode()
-    cashback = Plan.objects.get(slug="cashback-api")
+    cashback = package("cashback-api")
     review = client.post(url, {"plan": cashback.pk, "reason": "Signed the Cashback API contract"})
     text = review.content.decode()
     assert "Fee per reward (new rewards): 12% → 2%" in text

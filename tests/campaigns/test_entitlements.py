@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import ApiKey, BrandUsage, Campaign, Plan, RewardRule, TriggerEvent
+from campaigns.models import ApiKey, BrandUsage, Campaign, RewardRule, TriggerEvent
 from campaigns.services import (
     brand_plan_change,
     campaign_create,
@@ -18,7 +18,7 @@ from campaigns.services import (
 )
 from core.exceptions import InvalidInput, PlanRefused
 from tests.campaigns.conftest import event
-from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, funded_campaign, plan_with_fees
+from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, funded_campaign, package, plan_with_fees
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ PURCHASE_10PCT = {"trigger": "purchase", "amount_type": "percent", "percent_bps"
 
 
 def on(slug: str):
-    return BrandFactory(plan=Plan.objects.get(slug=slug))
+    return BrandFactory(plan=package(slug))
 
 
 def draft(brand, mode="joyback"):
@@ -67,7 +67,7 @@ def test_launch_is_refused_after_a_downgrade_removed_a_rules_trigger():
     brand = on("all-in-one")
     campaign = draft(brand, mode="cashback")
     rule_create(campaign=campaign, **PURCHASE_10PCT)
-    brand_plan_change(brand=brand, plan=Plan.objects.get(slug="tiktok-only"), reason="downgrade")
+    brand_plan_change(brand=brand, plan=package("tiktok-only"), reason="downgrade")
     with pytest.raises(PlanRefused):
         campaign_launch(campaign=campaign)
     campaign.refresh_from_db()
@@ -130,6 +130,6 @@ def test_usage_counts_by_calendar_month():
 def test_a_live_rule_the_plan_no_longer_includes_rewards_nothing():
     brand = on("all-in-one")
     funded_campaign(brand=brand, amount_minor=10_000, rules=[LOGIN_500])
-    brand_plan_change(brand=brand, plan=Plan.objects.get(slug="whatsapp-with-reward"), reason="downgrade")
+    brand_plan_change(brand=brand, plan=package("whatsapp-with-reward"), reason="downgrade")
     result = event_ingest(brand=brand, payload=event())
     assert (result.outcome, result.reason, result.reward) == ("rejected", "plan_excludes_trigger", None)

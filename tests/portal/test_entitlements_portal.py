@@ -5,9 +5,9 @@ upgrade request for ops."""
 import pytest
 from django.test import Client
 
-from campaigns.models import ApiKey, Campaign, Plan, RewardRule, UpgradeRequest
+from campaigns.models import ApiKey, Campaign, RewardRule, UpgradeRequest
 from campaigns.services import brand_plan_change, campaign_create
-from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, plan_with_fees
+from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, package, plan_with_fees
 from tests.portal.conftest import member
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +17,7 @@ MESSAGE = "Your plan TikTok-only does not include the trigger Confirmed purchase
 
 @pytest.fixture
 def tok(db):
-    return BrandFactory(name="Tok Shop", slug="tok", plan=Plan.objects.get(slug="tiktok-only"))
+    return BrandFactory(name="Tok Shop", slug="tok", plan=package("tiktok-only"))
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_the_plan_page_shows_the_plan_and_records_an_upgrade_request(owner, tok)
     page = owner.get("/portal/tok/plan/")
     text = page.content.decode()
     assert "TikTok-only" in text and "12%" in text and "TikTok login" in text
-    wanted = Plan.objects.get(slug="all-in-one")
+    wanted = package("all-in-one")
     sent = owner.post("/portal/tok/plan/", {"plan": wanted.pk, "message": "We sell online too"}, follow=True)
     assert "Request sent" in sent.content.decode()
     request = UpgradeRequest.objects.get()

@@ -94,6 +94,11 @@ class CampaignForm(forms.Form):
             "(reminders after a third and two thirds of it). Empty: it waits for ever."
         ),
     )
+    buyer_claim_links = forms.BooleanField(
+        label=Campaign._meta.get_field("buyer_claim_links").verbose_name,
+        help_text=Campaign._meta.get_field("buyer_claim_links").help_text,
+        required=False,
+    )
 
     def __init__(self, *args, live: bool = False, **kwargs):
         super().__init__(*args, **kwargs)

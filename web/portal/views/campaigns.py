@@ -69,6 +69,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "vop_close_match": data["vop_close_match"],
         "vop_not_possible": data["vop_not_possible"],
         "claim_window_days": data.get("claim_window_days"),
+        "buyer_claim_links": bool(data.get("buyer_claim_links")),
     }
 
 
