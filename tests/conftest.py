@@ -1,6 +1,8 @@
 import pytest
 from django.conf import settings
 
+from tests.campaigns.factories import package
+
 
 def _on_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
@@ -21,3 +23,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
+
+
+@pytest.fixture(autouse=True)
+def packages_seeded(request):
+    """The four packages migration 0019 seeds, made again when a transactional test before this
+    one flushed them: a brand is created on the default one (``brand_create``)."""
+    marker = request.node.get_closest_marker("django_db")
+    wanted = _DB_FIXTURES & set(request.fixturenames)
+    if marker is None and not wanted:
+        return
+    if marker is None:
+        request.getfixturevalue(sorted(wanted)[0])
+    for slug in ("all-in-one", "tiktok-only", "whatsapp-with-reward", "cashback-api"):
+        package(slug)
