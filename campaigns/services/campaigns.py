@@ -50,9 +50,8 @@ def campaign_create(
 ) -> Campaign:
     """Create a draft campaign with its no-overdraft budget account ``campaign:<id>:budget:<CUR>``
     and its tally row, in one transaction. ``settings`` are further Campaign fields (payout mode,
-    fraud thresholds). Raises PlanRefused (the brand's plan has no trigger for this mode),
-    InvalidInput (validation messages per field)."""
-    entitlement_campaign_check(brand=brand, mode=mode)
+    fraud thresholds). Raises InvalidInput (validation messages per field), PlanRefused (the
+    brand's plan has no trigger for this mode; ``campaign_provision`` asks)."""
     currency = validate_currency(currency or brand.default_currency)
     campaign = Campaign(
         brand=brand,
