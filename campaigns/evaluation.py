@@ -15,10 +15,12 @@ from decimal import Decimal
 from campaigns.models import AmountType, ApprovalPolicy, CampaignStatus, RewardRule, Trigger, Verification
 from campaigns.models.events import EventSource
 from campaigns.models.plans import Plan
+from campaigns.triggers import first_party_platforms
 from core.money import currency_exponent, round_to_minor
 
-# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API).
-FIRST_PARTY_SOURCES = frozenset({EventSource.TIKTOK, EventSource.WHATSAPP, EventSource.CLAIM_PAGE})
+# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API):
+# the platforms of the first-party triggers (``campaigns.triggers``), and the claim page.
+FIRST_PARTY_SOURCES = frozenset({*map(EventSource, first_party_platforms()), EventSource.CLAIM_PAGE})
 # A partner's authenticated API call attests; an admin entering an event is a manual decision.
 PARTNER_SOURCES = FIRST_PARTY_SOURCES | {EventSource.API, EventSource.ADMIN}
 
@@ -267,13 +269,20 @@ def approval_verdict(*, rule: RewardRule, amount_minor: int, fraud: list[str]) -
     return Verdict(needs_review=bool(reasons), review_reasons=reasons)
 
 
+def counter_periods(day_key: str) -> tuple[str, str]:
+    """The periods a rule's campaign-wide counters (``RuleCounter.period``) count by: the whole
+    campaign ("all") and the local day of ``day_key`` (``periods_for``)."""
+    return ("all", day_key)
+
+
 def campaign_cap_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
     """The rule's campaign-wide count caps as (limit, counter period, reason)."""
+    whole, day = counter_periods(day_key)
     return [
         (limit, period, reason)
         for limit, period, reason in (
-            (rule.campaign_count, "all", "cap_campaign_count"),
-            (rule.campaign_count_per_day, day_key, "cap_campaign_day_count"),
+            (rule.campaign_count, whole, "cap_campaign_count"),
+            (rule.campaign_count_per_day, day, "cap_campaign_day_count"),
         )
         if limit is not None
     ]

@@ -106,6 +106,13 @@ class Campaign(models.Model):
         verbose_name=_("The bank cannot check the name"),
         help_text=_("Many banks cannot answer yet: not a sign of a wrong account, so by default we pay."),
     )
+    # Payout destinations beyond a bank account: the claim page offers PayPal when this is on and
+    # a PayPal rail is configured (``payouts.rails.paypal``).
+    allow_paypal = models.BooleanField(
+        default=False,
+        verbose_name=_("People may be paid to PayPal"),
+        help_text=_("The claim page offers a PayPal e-mail address besides a bank account."),
+    )
     # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
     claim_window_days = models.PositiveIntegerField(
         null=True,

@@ -4,17 +4,11 @@ from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.campaigns import Campaign
+from campaigns.triggers import TRIGGERS, trigger_values
 
-
-class Trigger(models.TextChoices):
-    PURCHASE = "purchase", _("Confirmed purchase")
-    TIKTOK_LOGIN = "tiktok_login", _("TikTok login")
-    WHATSAPP_OPTIN = "whatsapp_optin", _("WhatsApp opt-in")
-    UGC_SHARE = "ugc_share", _("UGC video shared on TikTok")
-    LIKE = "like", _("Like on brand content")
-    COMMENT = "comment", _("Comment on brand content")
-    VIEW_THRESHOLD = "view_threshold", _("Video passed a view count")
-    CUSTOM = "custom", _("Custom (named) trigger")
+# Declared in ``campaigns.triggers``: PURCHASE, TIKTOK_LOGIN, WHATSAPP_OPTIN, UGC_SHARE, LIKE, COMMENT,
+# VIEW_THRESHOLD, CUSTOM.
+Trigger = models.TextChoices("Trigger", [(spec.value.upper(), (spec.value, spec.label)) for spec in TRIGGERS])
 
 
 class AmountType(models.TextChoices):
@@ -34,7 +28,7 @@ class Verification(models.TextChoices):
     MANUAL = "manual", _("Manual review")
 
 
-UNVERIFIABLE_FIRST_PARTY = (Trigger.LIKE, Trigger.COMMENT)
+UNVERIFIABLE_FIRST_PARTY = tuple(Trigger(v) for v in trigger_values(unverifiable=True))
 UNVERIFIABLE_EXPLANATION = (
     "Likes and comments on brand content cannot be verified first-party: TikTok's public APIs "
     "(Login Kit, Display API) only show a person's own profile and videos, not who liked or commented "
@@ -59,7 +53,7 @@ def verification_default(trigger: str) -> str:
 
 # Paid engagement: TikTok's terms forbid artificially inflating engagement, and a like or a comment
 # on someone else's video is invisible to the public APIs. Shown wherever such a rule is made or read.
-ENGAGEMENT_TRIGGERS = (Trigger.LIKE, Trigger.COMMENT, Trigger.VIEW_THRESHOLD)
+ENGAGEMENT_TRIGGERS = tuple(Trigger(v) for v in trigger_values(engagement=True))
 ENGAGEMENT_TERMS_WARNING = _(
     "Paying people for likes, comments or views may breach TikTok's terms (incentivised or artificial "
     "engagement) and can get the content or the account penalised; likes and comments cannot be verified "

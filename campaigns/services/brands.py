@@ -31,7 +31,9 @@ def brand_create(*, name: str, slug: str = "", default_currency: str = "EUR", pl
                 brand_plan_change(brand=brand, plan=plan or plan_default(), reason="Signed up")
                 return brand
         except IntegrityError as exc:
-            if "funding_reference" not in str(exc):
+            # Which unique column refused is read from the table, not from the error's text: the
+            # slug taken is the caller's mistake; otherwise the drawn reference collided.
+            if Brand.objects.filter(slug=slug or slugify(name)).exists():
                 raise InvalidInput(
                     f"A brand with slug {slug or slugify(name)!r} exists.", code="duplicate_slug"
                 ) from exc

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, Case, F, Value, When
 from django.utils import timezone
 
-from campaigns.evaluation import periods_for
+from campaigns.evaluation import counter_periods, periods_for
 from campaigns.locks import lock_campaign_tally
 from campaigns.models import CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
 from campaigns.services.brands import brand_funds_account
@@ -118,7 +118,8 @@ def _require(reward: Reward, allowed: tuple[str, ...], action: str) -> None:
 
 def _counters_release(reward: Reward) -> None:
     """The reward no longer counts against the rule's campaign-wide caps."""
-    periods = ("all", periods_for(reward.occurred_at, reward.campaign.tz).day_key)
+    # Every period it may have counted in, whatever caps the rule has now.
+    periods = counter_periods(periods_for(reward.occurred_at, reward.campaign.tz).day_key)
     RuleCounter.objects.filter(rule_id=reward.rule_id, period__in=periods, rewards_count__gt=0).update(
         rewards_count=F("rewards_count") - 1
     )

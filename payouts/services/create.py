@@ -19,8 +19,9 @@ from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
 from payouts.selectors import rewards_awaiting_payout
-from payouts.services.states import debtor_bank_account, event_record, payouts_execute_enqueue, usable_rails
+from payouts.services.states import event_record, funding_account_code, payouts_execute_enqueue, usable_rails
 from recipients.models import BankAccount, NoticeKind, Person
+from recipients.normalise import BANK, destination_kind
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
 from recipients.services.notices import NoticeNew, notices_record
 
@@ -41,16 +42,22 @@ def end_to_end_id_new() -> str:
 
 def _route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
     """The rail (and fallback) for one payout: the active routing rules, else the default rail,
-    else the first other configured rail. A rail that cannot carry the payout — its currency,
-    country, amount or kind of account (the SEPA file and the sandbox take only IBANs) — counts as
-    unavailable, so no rule can send a payout where it cannot travel. Raises NoRoute."""
+    else the first other configured rail. A rail that cannot carry the payout — the kind of
+    destination (``Rail.destination_kinds``: a bank account or PayPal), its currency, country,
+    amount or type of account (the SEPA file and the sandbox take only IBANs) — counts as
+    unavailable, so no rule can send a payout where it cannot travel. Rules that name no rail of
+    a PayPal destination's kind (routing written for bank accounts) leave it to the default order.
+    Raises NoRoute."""
     usable = usable_rails()
+    kind = destination_kind(account_type)
     carries = {
-        name: rail.capabilities().supports(
+        name: kind in rail.destination_kinds
+        and rail.capabilities().supports(
             currency=currency, country=country, amount_minor=amount_minor, account_type=account_type
         )
         for name, rail in usable.items()
     }
+    of_kind = {name for name, rail in usable.items() if kind in rail.destination_kinds}
     rules = [
         RouteSpec(
             rail=r.rail,
@@ -63,7 +70,7 @@ def _route(*, currency: str, country: str, amount_minor: int, account_type: str)
         )
         for r in RouteRule.objects.filter(active=True)
     ]
-    if not rules:
+    if not rules or (kind != BANK and not any(r.rail in of_kind or r.fallback_rail in of_kind for r in rules)):
         default = get_rail().name
         rules = [
             RouteSpec(rail=default, priority=0),
@@ -221,10 +228,6 @@ def payouts_create_for_payable(
 def _payout_create(
     *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
 ) -> int | None:
-    debtor = debtor_bank_account(currency)
-    if debtor is None:
-        logger.warning("No platform bank account to pay %s from; payouts wait", currency)
-        return None
     root = person_root(person=person)
     try:
         with transaction.atomic(durable=True):
@@ -240,6 +243,10 @@ def _payout_create(
                 )
             except NoRoute:
                 return None
+            debtor_code = funding_account_code(rail=get_rail(rail), currency=currency)
+            if debtor_code is None:
+                logger.warning("No platform bank account to pay %s from; payouts wait", currency)
+                return None
             needs_approval = amount >= conf.approval_threshold_minor()
             payout = Payout.objects.create(
                 person=person,
@@ -253,7 +260,7 @@ def _payout_create(
                 creditor_iban_masked=bank.masked,
                 creditor_iban_fingerprint=bank.iban_fingerprint,
                 creditor_country=bank.country,
-                debtor_account_code=debtor.ledger_account.code,
+                debtor_account_code=debtor_code,
                 requires_approval=needs_approval,
                 # A caller that runs the payout itself (``enqueue=False``) is its executor, as a
                 # queued task would be: the sweep adds no task for it unless that caller dies

@@ -1,4 +1,4 @@
-"""Migration campaigns 0021 takes the fee fields off Brand without changing any brand's fee: a
+"""Migration campaigns 0022 takes the fee fields off Brand without changing any brand's fee: a
 brand whose own fees differed from its plan's is put on a private copy of that plan with its
 fees; purchase rules that were first-party become partner-attested."""
 
@@ -11,7 +11,7 @@ from campaigns.selectors import brand_plan_current
 from campaigns.services import campaign_create, rule_create
 from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, package
 
-BEFORE = [("campaigns", "0020_claim_sweeps_home")]
+BEFORE = [("campaigns", "0021_campaign_allow_paypal")]
 
 
 def _migrate(targets) -> None:

@@ -49,7 +49,7 @@ def forward(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0020_claim_sweeps_home'),
+        ('campaigns', '0021_campaign_allow_paypal'),
         ('recipients', '0012_renormalise_emails'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
