@@ -19,7 +19,16 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
-install: $(STAMP)
+# axe-core for the browser tests' accessibility pass, from npm (tests/browser/package-lock.json).
+# Without npm, or offline, the accessibility tests are skipped with the reason shown.
+AXE := tests/browser/node_modules/axe-core/axe.min.js
+$(AXE): tests/browser/package.json tests/browser/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  (cd tests/browser && npm ci --no-audit --no-fund --silent) && touch $(AXE) \
+	  || echo "  npm ci failed in tests/browser: the axe-core accessibility tests will be skipped"; \
+	else echo "  npm not found: the axe-core accessibility tests will be skipped"; fi
+
+install: $(STAMP) $(AXE)
 
 $(PEER_STAMP): bench/peer-requirements.txt
 	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
@@ -35,6 +44,7 @@ demo: migrate
 # Web server and a django-q2 worker cluster side by side; Ctrl-C stops both.
 run: demo
 	@echo ""
+	@echo "  Public site (EN / IT):        http://$(HOST):$(PORT)/  and  http://$(HOST):$(PORT)/it/"
 	@echo "  Admin (ops, reconciliation):  http://$(HOST):$(PORT)/admin/"
 	@echo "  Demo staff login:             ops / ops-demo-password  (superuser: admin / admin-demo-password)"
 	@echo "  Second approver (four-eyes):  approver / approver-demo-password"

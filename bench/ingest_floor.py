@@ -30,13 +30,13 @@ from django.utils import timezone
 from bench.common import CpuMeter
 from campaigns.models import Campaign, Reward, RewardEvent, RewardRule, TriggerEvent
 from campaigns.services import EventInput
-from core.audit_sql import AUDIT_TABLES
+from core.audit_sql import audited_tables
 from recipients import crypto
 from recipients.models import BankAccount, Identifier, Person, PersonEvent
 from recipients.normalise import iban_normalise
 from reconciliation.models import Hold
 
-_AUDITED = {spec.table for spec in AUDIT_TABLES}
+_AUDITED = {spec.table for spec in audited_tables()}
 # Foreign keys point backwards in this order (the person-and-brand key of trigger events is not
 # deferrable: the people must be there first).
 _ORDER = (Person, Identifier, BankAccount, PersonEvent, TriggerEvent, Hold, Reward, RewardEvent)

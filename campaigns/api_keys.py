@@ -16,7 +16,9 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from campaigns.entitlements import entitlement_channel_check
 from campaigns.models import ApiKey, ApiScope, Brand, BrandStatus
+from campaigns.models.plans import Channel
 from core.bulk import joined_models
 from core.exceptions import InvalidInput, PermissionDenied
 
@@ -43,7 +45,9 @@ def token_prefix(brand: Brand) -> str:
 
 def api_key_create(*, brand: Brand, name: str, scopes: list[str], created_by=None) -> CreatedKey:
     """Create a key for ``brand`` with ``scopes`` (read, write, events). Returns the key and its
-    token, which is never shown again. Raises InvalidInput (``invalid_scopes``, ``invalid_name``)."""
+    token, which is never shown again. Raises PlanRefused (the brand's plan has no API),
+    InvalidInput (``invalid_scopes``, ``invalid_name``)."""
+    entitlement_channel_check(brand=brand, channel=Channel.API)
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise InvalidInput("A key needs a name of 1 to 100 characters.", code="invalid_name")

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from decimal import Decimal
 
-from campaigns.models import AmountType, ApprovalPolicy, Brand, CampaignStatus, RewardRule, Trigger, Verification
+from campaigns.models import AmountType, ApprovalPolicy, CampaignStatus, RewardRule, Trigger, Verification
 from campaigns.models.events import EventSource
+from campaigns.models.plans import Plan
+from campaigns.triggers import first_party_platforms
 from core.money import currency_exponent, round_to_minor
 
-# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API).
-FIRST_PARTY_SOURCES = frozenset({EventSource.TIKTOK, EventSource.WHATSAPP, EventSource.CLAIM_PAGE})
+# Sources whose adapters verified the action themselves (OAuth login, signed webhook, Display API):
+# the platforms of the first-party triggers (``campaigns.triggers``), and the claim page.
+FIRST_PARTY_SOURCES = frozenset({*map(EventSource, first_party_platforms()), EventSource.CLAIM_PAGE})
 # A partner's authenticated API call attests; an admin entering an event is a manual decision.
 PARTNER_SOURCES = FIRST_PARTY_SOURCES | {EventSource.API, EventSource.ADMIN}
 
@@ -40,10 +43,13 @@ def reward_amount(*, rule: RewardRule, purchase_amount_minor: int | None, curren
     return amount
 
 
-def fee_for(*, brand: Brand, amount_minor: int, currency: str) -> int:
-    """The platform fee on one reward: fixed + basis points of the amount, ROUND_HALF_UP."""
-    percent = Decimal(amount_minor) * Decimal(brand.fee_bps) / Decimal(10000)
-    return int(brand.fee_fixed_minor) + round_to_minor(percent.scaleb(-currency_exponent(currency)), currency)
+def fee_for(*, plan: Plan | None, amount_minor: int, currency: str) -> int:
+    """The platform fee on one reward under the brand's plan: fixed + basis points of the amount,
+    ROUND_HALF_UP (no plan: no fee). The fixed part is in minor units of the reward's currency."""
+    if plan is None:
+        return 0
+    percent = Decimal(amount_minor) * Decimal(plan.fee_bps) / Decimal(10000)
+    return int(plan.fee_fixed_minor) + round_to_minor(percent.scaleb(-currency_exponent(currency)), currency)
 
 
 @dataclass
@@ -95,6 +101,10 @@ class Facts:
     campaign_status: str = CampaignStatus.ACTIVE
     budget_available_minor: int | None = None
     campaign_counts: Mapping[str, int] = field(default_factory=dict)
+    # What the brand's plan still allows this calendar month (None: no limit), as its usage row
+    # (``BrandUsage``) and the batch's events before this one say.
+    plan_actions_left: int | None = None
+    plan_payouts_left_minor: int | None = None
 
 
 def condition_failure(*, rule: RewardRule, facts: Facts, currency: str) -> str | None:
@@ -259,13 +269,20 @@ def approval_verdict(*, rule: RewardRule, amount_minor: int, fraud: list[str]) -
     return Verdict(needs_review=bool(reasons), review_reasons=reasons)
 
 
+def counter_periods(day_key: str) -> tuple[str, str]:
+    """The periods a rule's campaign-wide counters (``RuleCounter.period``) count by: the whole
+    campaign ("all") and the local day of ``day_key`` (``periods_for``)."""
+    return ("all", day_key)
+
+
 def campaign_cap_limits(rule: RewardRule, day_key: str) -> list[tuple[int, str, str]]:
     """The rule's campaign-wide count caps as (limit, counter period, reason)."""
+    whole, day = counter_periods(day_key)
     return [
         (limit, period, reason)
         for limit, period, reason in (
-            (rule.campaign_count, "all", "cap_campaign_count"),
-            (rule.campaign_count_per_day, day_key, "cap_campaign_day_count"),
+            (rule.campaign_count, whole, "cap_campaign_count"),
+            (rule.campaign_count_per_day, day, "cap_campaign_day_count"),
         )
         if limit is not None
     ]
@@ -282,10 +299,12 @@ class Decision:
     review_reasons: list[str] = field(default_factory=list)
 
 
-def decide(*, rule: RewardRule, campaign, brand: Brand, facts: Facts) -> Decision:
+def decide(*, rule: RewardRule, campaign, plan: Plan | None, facts: Facts) -> Decision:
     """Decide one event in the order the engine has always checked: the campaign's status,
     the conditions, the amount, the person and IBAN caps, fraud signals and the approval policy,
-    then what only the campaign's lock makes exact: its budget and campaign-wide counts."""
+    then what only the campaign's lock makes exact: its budget and campaign-wide counts, and
+    last the plan's monthly allowances (``plan_monthly_actions``, ``plan_monthly_payouts``).
+    The fee is the plan's (``fee_for``)."""
     if facts.campaign_status != CampaignStatus.ACTIVE:
         return Decision(reason="campaign_not_active")
     reason = condition_failure(rule=rule, facts=facts, currency=campaign.currency)
@@ -301,10 +320,14 @@ def decide(*, rule: RewardRule, campaign, brand: Brand, facts: Facts) -> Decisio
     verdict = approval_verdict(
         rule=rule, amount_minor=amount, fraud=fraud_reasons(campaign=campaign, signals=facts.signals)
     )
-    fee = fee_for(brand=brand, amount_minor=amount, currency=campaign.currency)
+    fee = fee_for(plan=plan, amount_minor=amount, currency=campaign.currency)
     if facts.budget_available_minor is not None and facts.budget_available_minor < amount + fee:
         return Decision(reason="budget_exhausted")
     for limit, period, reason in campaign_cap_limits(rule, periods_for(facts.occurred_at, campaign.tz).day_key):
         if facts.campaign_counts.get(period, 0) >= limit:
             return Decision(reason=reason)
+    if facts.plan_actions_left is not None and facts.plan_actions_left < 1:
+        return Decision(reason="plan_monthly_actions")
+    if facts.plan_payouts_left_minor is not None and facts.plan_payouts_left_minor < amount:
+        return Decision(reason="plan_monthly_payouts")
     return Decision(amount_minor=amount, fee_minor=fee, review_reasons=verdict.review_reasons)

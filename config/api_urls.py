@@ -11,7 +11,7 @@ from core.api.schema import SchemaView
 from payouts import api as payouts_api
 from recipients import api as recipients_api
 from reconciliation import api as reconciliation_api
-from web.webhooks import TikTokWebhookView, WhatsAppWebhookView, WiseWebhookView
+from web.webhooks import PayPalWebhookView, TikTokWebhookView, WhatsAppWebhookView, WiseWebhookView
 
 
 @csrf_exempt
@@ -47,6 +47,7 @@ v1 = [
     path("rewards/<int:pk>/", campaigns_api.RewardDetailView.as_view(), name="reward-detail"),
     path("rewards/<int:pk>/approve/", campaigns_api.RewardApproveView.as_view(), name="reward-approve"),
     path("rewards/<int:pk>/void/", campaigns_api.RewardVoidView.as_view(), name="reward-void"),
+    path("orders/<str:order_id>/refund/", campaigns_api.OrderRefundView.as_view(), name="order-refund"),
     path("payouts/", payouts_api.PayoutListView.as_view(), name="payout-list"),
     path("payouts/<int:pk>/", payouts_api.PayoutDetailView.as_view(), name="payout-detail"),
     path("balances/", campaigns_api.BalancesView.as_view(), name="balances"),
@@ -82,6 +83,7 @@ urlpatterns = [
     path("webhooks/whatsapp/", WhatsAppWebhookView.as_view(), name="webhook-in-whatsapp"),
     path("webhooks/tiktok/", TikTokWebhookView.as_view(), name="webhook-in-tiktok"),
     path("webhooks/wise/", WiseWebhookView.as_view(), name="webhook-in-wise"),
+    path("webhooks/paypal/", PayPalWebhookView.as_view(), name="webhook-in-paypal"),
     path("v1/", include(v1)),
     # Last: any other path under /api/. Not ".*": "." stops at a newline, so an id of "1%0a"
     # matched neither <int:pk> nor the catch-all and got Django's HTML 404 page.

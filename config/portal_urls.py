@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web.portal.views import campaigns, dashboard, funding, home, integrations, tables, team, test_mode
+from web.portal.views import campaigns, dashboard, funding, home, integrations, plan, tables, team, test_mode
 
 app_name = "portal"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path(f"{campaign}rules/<int:rule_id>/retire/", campaigns.rule_retire_view, name="rule_retire"),
     path(f"{campaign}<str:action>/", campaigns.campaign_transition, name="campaign_transition"),
     path(f"{brand}funding/", funding.funding, name="funding"),
+    path(f"{brand}plan/", plan.plan, name="plan"),
     path(f"{brand}rewards/", tables.rewards, name="rewards"),
     path(f"{brand}payouts/", tables.payouts, name="payouts"),
     path(f"{brand}team/", team.team, name="team"),

@@ -6,4 +6,9 @@ class CoreConfig(AppConfig):
     verbose_name = "Core"
 
     def ready(self) -> None:
-        from core import checks  # noqa: F401 - registers the production safety checks
+        from core import checks, checks_production, metrics  # noqa: F401 - register the checks and the queue metrics
+        from core.personal_data import personal_data_register
+        from core.privacy import PERSONAL_DATA
+
+        for entry in PERSONAL_DATA:
+            personal_data_register(entry)

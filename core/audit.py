@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.audit_models import AuditSeal
-from core.audit_sql import AUDITED_TABLES, AuditTable, personal_digest_sql, row_hash_sql
+from core.audit_sql import AuditTable, audited_tables, personal_digest_sql, row_hash_sql
 from core.exceptions import InvalidTransition
 
 # More than this many broken rows per table are counted, not listed.
@@ -39,7 +39,7 @@ def audit_verify() -> AuditReport:
     report = AuditReport()
     if connection.vendor != "postgresql":
         return report
-    for spec in AUDITED_TABLES:
+    for spec in audited_tables():
         report.rows[spec.table] = _table_verify(spec, report.problems)
     _seal_check(report.problems)
     return report
@@ -96,7 +96,7 @@ def _seal_check(problems: list[str]) -> None:
     last = AuditSeal.objects.order_by("-id").first()
     if last is None:
         return
-    for spec in AUDITED_TABLES:
+    for spec in audited_tables():
         sealed = last.tables.get(spec.table)
         if sealed is None:
             continue
@@ -124,7 +124,7 @@ def audit_seal() -> AuditSeal:
         last = AuditSeal.objects.order_by("-id").first()
         prev_hash = last.seal_hash if last else ""
         postgresql = connection.vendor == "postgresql"
-        tables = {spec.table: _table_digest(spec) for spec in AUDITED_TABLES} if postgresql else {}
+        tables = {spec.table: _table_digest(spec) for spec in audited_tables()} if postgresql else {}
         return AuditSeal.objects.create(
             created_at=timezone.now(), tables=tables, prev_hash=prev_hash, seal_hash=_seal_hash(prev_hash, tables)
         )

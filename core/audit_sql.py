@@ -38,12 +38,19 @@ write-off decision is a new row (``decides`` → the request), never an UPDATE o
 Payout batch events (the building, four-eyes approval, every download and the expiry of a pain.001
 file) joined with payouts 0003, one stream per batch.
 
-Frozen: a later change to what is hashed is a new migration with a new version of this SQL.
-``AUDIT_TABLES`` is what 0004 installed and stays as it is; tables added later are in
-``AUDITED_TABLES``, which verification and seals cover.
+The audit-table registry. Each app declares its audit tables (``AuditTable``, next to its models:
+``campaigns.audit``, ``payouts.audit``, ``recipients.audit``, ``reconciliation.audit``) with
+``audit_table_register`` in its ``AppConfig.ready``; verification, seals (``core.audit``) and
+erasure (``recipients.services.privacy``) iterate ``audited_tables()``, so core names no table of
+an app above it. The migration that makes a table an audit table runs ``install_sql`` on the
+app's spec.
+
+Frozen: a later change to what is hashed is a new migration with a new version of this SQL. The
+four tables 0004 installed are frozen as 0004 saw them in ``core/migrations/_audit_0004.py``.
 """
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 US = "chr(31)"  # the unit separator: it cannot occur in the ids, states and codes it separates
 
@@ -64,6 +71,9 @@ class AuditTable:
     timestamps: tuple[str, ...] = ("created_at",)
     # Rows without a stream (NULL) are each a chain of their own.
     nullable_stream: bool = False
+    # For erasure: the streams about the given people (their ids), whose free-form columns may
+    # name them; None when the table's rows are never about one person.
+    person_streams: Callable[[list[int]], list[int]] | None = field(default=None, compare=False)
 
     @property
     def partition(self) -> str:
@@ -73,77 +83,19 @@ class AuditTable:
         return self.stream
 
 
-AUDIT_TABLES = (
-    AuditTable(
-        "campaigns_rewardevent",
-        "reward_id",
-        "reward",
-        ("id", "reward_id", "kind", "from_status", "to_status", "actor_id", "created_at"),
-        "reason",
-        "data",
-    ),
-    AuditTable(
-        "payouts_payoutevent",
-        "payout_id",
-        "payout",
-        ("id", "payout_id", "kind", "from_status", "to_status", "actor_id", "created_at"),
-        None,
-        "data",
-    ),
-    AuditTable(
-        "campaigns_campaignevent",
-        "campaign_id",
-        "campaign",
-        ("id", "campaign_id", "kind", "from_status", "to_status", "actor_id", "created_at"),
-        "reason",
-        "data",
-    ),
-    AuditTable(
-        "recipients_personevent",
-        "person_id",
-        "person",
-        ("id", "person_id", "kind", "actor_id", "source", "created_at"),
-        None,
-        "detail",
-        add_stream_index=True,
-    ),
-)
+_REGISTRY: dict[str, AuditTable] = {}
 
 
-RECONCILIATION_ACTIONS = AuditTable(
-    "reconciliation_reconciliationaction",
-    "line_id",
-    "bank",
-    (
-        "id",
-        "kind",
-        "status",
-        "line_id",
-        "actor_id",
-        "approved_by_id",
-        "decides_id",
-        "created_at",
-        "decided_at",
-    ),
-    "reason",
-    "detail",
-    add_stream_index=True,
-    timestamps=("created_at", "decided_at"),
-    nullable_stream=True,
-)
+def audit_table_register(spec: AuditTable) -> None:
+    """Declare an audit table (its app's ``AppConfig.ready``): verification, seals and erasure
+    cover it. The triggers themselves are installed by the owning app's migration
+    (``install_sql``), once, like any schema change."""
+    _REGISTRY[spec.table] = spec
 
-# Payout batches' staff actions (payouts 0003): building, approving (four-eyes) and downloading a
-# pain.001 file, and its expiry; one stream per batch.
-PAYOUT_BATCH_EVENTS = AuditTable(
-    "payouts_payoutbatchevent",
-    "batch_id",
-    "batch",
-    ("id", "batch_id", "kind", "actor_id", "created_at"),
-    "reason",
-    "data",
-)
 
-AUDITED_TABLES = (*AUDIT_TABLES, RECONCILIATION_ACTIONS, PAYOUT_BATCH_EVENTS)
+def audited_tables() -> tuple[AuditTable, ...]:
+    """Every audit table, in registration order."""
+    return tuple(_REGISTRY.values())
 
 
 def _text(spec: AuditTable, column: str, row: str) -> str:

@@ -13,23 +13,31 @@ and then warned about the same way.
 """
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 logger = logging.getLogger("security")
 
 SANDBOX_OPT_IN = "nobody-is-paid"
-FAKE_WHATSAPP_SENDER = "recipients.whatsapp_cloud.FakeWhatsAppSender"
-CLOUD_API_WHATSAPP_SENDER = "recipients.whatsapp_cloud.CloudApiSender"
 # The demo values of config/settings/base.py: a textbook IBAN that belongs to nobody we know.
 DEMO_IBAN = "NL91ABNA0417164300"
-DEMO_TIKTOK_CREDENTIALS = {"", "demo-client-key", "demo-client-secret"}
 WEAK_MARKERS = ("insecure", "not-secret", "local-dev", "changeme", "change-me", "demo", "example")
 MIN_SECRET_LENGTH = 50
 MIN_FIELD_KEY_LENGTH = 32
+
+
+# The production checks of integrations that live in higher apps (the social platforms' settings),
+# registered from their AppConfig.ready: core names none of them.
+_INTEGRATION_CHECKS: list[Callable[[], list[checks.CheckMessage]]] = []
+
+
+def integration_checks_register(check: Callable[[], list[checks.CheckMessage]]) -> None:
+    """Run ``check`` with the production checks a sandboxed deployment may skip (the fakes)."""
+    if check not in _INTEGRATION_CHECKS:
+        _INTEGRATION_CHECKS.append(check)
 
 
 def production_checks_on() -> bool:
@@ -148,26 +156,8 @@ def _fakes() -> list[checks.CheckMessage]:
                 id="core.E113",
             )
         )
-    sender = getattr(settings, "PAYOUT_WHATSAPP_SENDER", FAKE_WHATSAPP_SENDER)
-    if sender == FAKE_WHATSAPP_SENDER or not _importable(sender):
-        problems.append(
-            checks.Error(
-                f"WhatsApp messages go to {sender!r}: the in-memory fake, or nothing that can be imported.",
-                hint="Set WHATSAPP_PHONE_NUMBER_ID and WHATSAPP_ACCESS_TOKEN (the Cloud API sender).",
-                id="core.E120",
-            )
-        )
-    elif sender == CLOUD_API_WHATSAPP_SENDER:
-        problems += _whatsapp_cloud_api()
-    if settings.FAKE_WHATSAPP_ENABLED:
-        problems.append(
-            checks.Error(
-                "FAKE_WHATSAPP_ENABLED is on: anyone can play an opt-in message on the claim page.",
-                hint="Unset FAKE_WHATSAPP_ENABLED.",
-                id="core.E121",
-            )
-        )
-    problems += _tiktok()
+    for check in _INTEGRATION_CHECKS:
+        problems += check()
     problems += _payee_check()
     return problems
 
@@ -194,31 +184,6 @@ def _payee_check() -> list[checks.CheckMessage]:
             id="core.E114",
         )
     ]
-
-
-def _whatsapp_cloud_api() -> list[checks.CheckMessage]:
-    missing = [
-        name for name in ("WHATSAPP_PHONE_NUMBER_ID", "WHATSAPP_ACCESS_TOKEN") if not getattr(settings, name, "")
-    ]
-    if not str(getattr(settings, "WHATSAPP_API_BASE_URL", "")).startswith("https://"):
-        missing.append("WHATSAPP_API_BASE_URL (https)")
-    if not missing:
-        return []
-    return [
-        checks.Error(
-            "The WhatsApp Cloud API sender is missing its settings: people would never hear of their money.",
-            hint=f"Set {', '.join(missing)}.",
-            id="core.E123",
-        )
-    ]
-
-
-def _importable(path: str) -> bool:
-    try:
-        import_string(path)
-    except ImportError:
-        return False
-    return True
 
 
 def _rail_credentials(rails: dict) -> list[checks.CheckMessage]:
@@ -265,41 +230,6 @@ def _rail_credentials(rails: dict) -> list[checks.CheckMessage]:
                 hint="Set SEPA_DEBTOR_NAME, SEPA_DEBTOR_IBAN and SEPA_DEBTOR_BIC.",
                 id="core.E112",
             )
-        )
-    return problems
-
-
-def _tiktok() -> list[checks.CheckMessage]:
-    problems = []
-    if settings.FAKE_TIKTOK_ENABLED:
-        problems.append(
-            checks.Error(
-                "FAKE_TIKTOK_ENABLED is on: anyone can log in as any TikTok account.",
-                hint="Unset FAKE_TIKTOK_ENABLED.",
-                id="core.E122",
-            )
-        )
-    for name in ("TIKTOK_AUTH_BASE_URL", "TIKTOK_API_BASE_URL"):
-        if not str(getattr(settings, name, "")).startswith("https://"):
-            problems.append(
-                checks.Error(
-                    f"{name} is not an https URL (the local TikTok fake?).",
-                    hint=f"Unset {name} (TikTok's own address) or set it to https://….",
-                    id="core.E122",
-                )
-            )
-    apps = settings.SOCIALACCOUNT_PROVIDERS.get("tiktok", {}).get("APPS", [])
-    if not apps or any(app.get("client_id") in DEMO_TIKTOK_CREDENTIALS for app in apps):
-        problems.append(
-            checks.Error(
-                "TikTok login uses the demo client key.",
-                hint="Set TIKTOK_CLIENT_KEY and TIKTOK_CLIENT_SECRET to the app's credentials.",
-                id="core.E122",
-            )
-        )
-    elif any(app.get("secret") in DEMO_TIKTOK_CREDENTIALS for app in apps):
-        problems.append(
-            checks.Error("TikTok login uses the demo client secret.", hint="Set TIKTOK_CLIENT_SECRET.", id="core.E122")
         )
     return problems
 

@@ -7,8 +7,10 @@ transactions can wait on each other in a cycle:
 
 0. the statement import lock (advisory, ``STATEMENT_IMPORT_CLASS``, one key), first thing in an
    import's transaction (``reconciliation.services.statements``): imports take turns;
-1. person root rows, ascending id — the person resolver (``recipients.services.people`` and
-   ``identity``) and erasure (``recipients.services.privacy``);
+1. person root rows, ascending id, always through ``recipients.services.roots.person_roots_lock``
+   — the person resolver (``recipients.services.people``), erasure
+   (``recipients.services.privacy``), and ``person_root_lock`` for the claim pages and
+   ``reward_expire``;
 2. identifier values, through their unique index, inserted in ascending (kind, value) —
    the resolver;
 3. IBAN fingerprints, advisory locks ascending (``IBAN_CLASS``) — ingestion
@@ -23,7 +25,7 @@ transactions can wait on each other in a cycle:
 6. bank statement lines — the matching engine, a chunk's lines before its matchers run
    (``reconciliation.services.matching``), and erasure;
 7. a payout batch row, then payout rows in ascending id — payouts (``payouts.services.states``),
-   pain.002, the batch matcher, and erasure through ``core.payment_files.payouts_lock``;
+   pain.002, the batch matcher, and erasure through ``payouts.payment_files.payouts_lock``;
 8. holds, then ledger account rows in ascending id — the ledger
    (``reconciliation.services.accounts``); postings are inserted sorted by account, since the
    posting trigger locks each account as its posting goes in;

@@ -8,8 +8,10 @@ pattern recognises (a name, a TikTok open_id) must not be logged at all: log ids
 """
 
 import ipaddress
+import json
 import logging
 import re
+from datetime import UTC, datetime
 
 import phonenumbers
 from django.conf import settings
@@ -106,3 +108,33 @@ class RedactPersonalData(logging.Filter):
             if key not in _RECORD_ATTRIBUTES and isinstance(value, str):
                 setattr(record, key, redact(value))
         return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (``LOG_FORMAT=json``): time (UTC, ISO 8601), level, logger,
+    message, the traceback when there is one, and the record's plain ``extra`` values. It formats what
+    ``RedactPersonalData`` left on the record, so it writes nothing the plain format would not."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["traceback"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        # Plain values only: an object's text (Django's ``request`` extra: its path and query) was
+        # never through the redaction, which rewrites the string values.
+        for key, value in vars(record).items():
+            if (
+                key not in _RECORD_ATTRIBUTES
+                and key not in entry
+                and isinstance(value, str | int | float | bool | None)
+            ):
+                entry[key] = value
+        return json.dumps(entry, ensure_ascii=False)

@@ -52,6 +52,7 @@ class InboundProvider(models.TextChoices):
     WHATSAPP = "whatsapp", "WhatsApp Cloud API"
     TIKTOK = "tiktok", "TikTok"
     WISE = "wise", "Wise (PSP)"
+    PAYPAL = "paypal", "PayPal Payouts"
 
 
 class InboundStatus(models.TextChoices):

@@ -1,78 +1,35 @@
 """Ops roles: the staff groups and exactly the permissions each job needs (issue 16). A data
-migration creates them (``core/migrations``) and calls ``ops_roles_sync`` again whenever this
-table changes; ``seed_demo`` gives the demo ``ops`` user every role. Moving money stays
-four-eyes whatever roles one person holds: the services refuse an approval by its requester."""
+migration creates them (``core/migrations``, through ``core/migrations/_roles.py``) and calls
+``ops_roles_sync`` again whenever a role's permissions change; ``seed_demo`` gives the demo
+``ops`` user every role. Moving money stays four-eyes whatever roles one person holds: the
+services refuse an approval by its requester."""
 
-from django.contrib.auth.management import create_permissions
+from collections.abc import Iterable, Mapping
 
-_SEE_PEOPLE_AND_MONEY = [
-    "campaigns.view_brand",
-    "campaigns.view_campaign",
-    "campaigns.view_reward",
-    "campaigns.view_rewardevent",
-    "campaigns.view_triggerevent",
-    "payouts.view_payout",
-    "payouts.view_payoutevent",
-    "payouts.view_payoutattempt",
-    "recipients.view_person",
-    "recipients.view_personevent",
-]
-_SEE_THE_BOOKS = [
-    "reconciliation.view_account",
-    "reconciliation.view_journalentry",
-    "reconciliation.view_posting",
-    "reconciliation.view_hold",
-    "reconciliation.view_ledger_reports",
-    "reconciliation.view_platformbankaccount",
-    "reconciliation.view_statementimport",
-    "reconciliation.view_bankstatement",
-    "reconciliation.view_statementline",
-    "reconciliation.view_match",
-    "reconciliation.view_suggestion",
-    "reconciliation.view_reconciliationaction",
-]
-
+# The role registry: role → the permissions it holds. Core's own are here; every app grants its
+# own from its ``AppConfig.ready`` (``role_permissions_grant``, its ``roles`` module), so this
+# table names no permission of an app above core.
 ROLES: dict[str, list[str]] = {
     # Decides rewards held for review (fraud signals, large amounts).
-    "Reviewer": [
-        *_SEE_PEOPLE_AND_MONEY,
-        "campaigns.view_rewardinreview",
-        "campaigns.change_rewardinreview",
-        "campaigns.change_reward",
-    ],
+    "Reviewer": [],
     # The second pair of eyes on large payouts and pain.001 batches.
-    "Payout approver": [
-        *_SEE_PEOPLE_AND_MONEY,
-        "payouts.approve_payout",
-        "payouts.view_payoutbatch",
-        "payouts.approve_payoutbatch",
-    ],
+    "Payout approver": [],
     # Imports bank statements and explains their lines.
-    "Reconciler": [*_SEE_PEOPLE_AND_MONEY, *_SEE_THE_BOOKS, "reconciliation.reconcile_statement"],
+    "Reconciler": [],
     # Answers people and brands: retries or stops a payout, exports or erases a person on request;
     # reads what people were told (notices) and who did what (the audit trail).
-    "Support": [
-        *_SEE_PEOPLE_AND_MONEY,
-        "recipients.view_notice",
-        "recipients.view_noticedelivery",
-        "core.view_audittrail",
-        "payouts.retry_payout",
-        "payouts.cancel_payout",
-        "recipients.erase_person",
-        "recipients.export_person",
-        "campaigns.view_videosubmission",
-    ],
+    "Support": ["core.view_audittrail"],
     # Sends the money out and signs off what cannot be explained, and answers the auditors.
-    "Finance admin": [
-        *_SEE_PEOPLE_AND_MONEY,
-        *_SEE_THE_BOOKS,
-        "core.view_audittrail",
-        "payouts.view_payoutbatch",
-        "payouts.download_payoutbatch",
-        "payouts.view_routerule",
-        "reconciliation.approve_write_off",
-    ],
+    "Finance admin": ["core.view_audittrail"],
 }
+
+
+def role_permissions_grant(grants: Mapping[str, Iterable[str]]) -> None:
+    """Add an app's permissions (``app_label.codename``) to the roles named. Granting one twice
+    is harmless. Raises KeyError for a role that does not exist: an app does not invent roles."""
+    for role, permissions in grants.items():
+        held = ROLES[role]
+        held.extend(p for p in permissions if p not in held)
 
 
 def ops_roles_sync(*, group_model, permission_model, missing_ok: bool = False) -> None:
@@ -92,18 +49,3 @@ def ops_roles_sync(*, group_model, permission_model, missing_ok: bool = False) -
                 wanted.append(found)
         group, _ = group_model.objects.get_or_create(name=name)
         group.permissions.set(wanted)
-
-
-def ops_roles_migrate(apps, schema_editor) -> None:
-    """The ``RunPython`` of every migration that (re)syncs the roles: permissions are created
-    after migrations by default, so they are created here first, then the groups are synced with
-    the historical models (``missing_ok``: a later model's permissions may not exist yet)."""
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    ops_roles_sync(
-        group_model=apps.get_model("auth", "Group"),
-        permission_model=apps.get_model("auth", "Permission"),
-        missing_ok=True,
-    )

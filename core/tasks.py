@@ -30,6 +30,10 @@ def retention_purge_task() -> str:
     return ", ".join(f"{count} {kind}" for kind, count in report.counts.items())
 
 
+# How a failed run's result starts (core.metrics reads it for joyback_verification_ok).
+AUDIT_BROKEN = "audit trail BROKEN"
+
+
 def audit_verify_task() -> str:
     """Daily: prove every audit chain, then seal the trail as it is (a later loss of its last rows
     shows). A broken chain is logged as an error for ops, and nothing is sealed over it."""
@@ -38,5 +42,5 @@ def audit_verify_task() -> str:
     except InvalidTransition:
         problems = audit_verify().problems
         logging.getLogger(__name__).error("audit trail does not verify: %s", "; ".join(problems[:20]))
-        return f"audit trail BROKEN: {len(problems)} problem(s)"
+        return f"{AUDIT_BROKEN}: {len(problems)} problem(s)"
     return f"audit trail verified and sealed (seal #{seal.pk})"

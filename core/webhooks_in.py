@@ -6,15 +6,18 @@ one is stored (``InboundWebhook``: headers, raw body) and acknowledged at once; 
 it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedupe_key)`` is unique,
 so a redelivery is acknowledged without a second processing.
 
-Each provider supplies a handler (``web.whatsapp_webhook``, ``campaigns.tiktok``,
-``payouts.wise_webhooks``) with ``verify(body=, headers=) -> Verified | Rejected`` and
-``process(webhook) -> str`` (the final status: processed or ignored).
+The handler registry. Each provider's app registers its handler in its ``AppConfig.ready``
+(``inbound_handler_register``: the social platforms, TikTok and WhatsApp, by campaigns; Wise by
+payouts), an object with ``verify(body=, headers=) -> Verified | Rejected`` and
+``process(webhook) -> str`` (the final status: processed or ignored); the view of a provider and
+the processing task look it up by the provider's name.
 """
 
 import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -22,7 +25,6 @@ from django.db.models import F
 from django.http import JsonResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
-from django.utils.module_loading import import_string
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
@@ -33,15 +35,11 @@ from core.queue import enqueue
 security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
 
-HANDLERS = {
-    "whatsapp": "web.whatsapp_webhook.handler",
-    "tiktok": "campaigns.tiktok.handler",
-    "wise": "payouts.wise_webhooks.handler",
-}
 # Headers worth keeping with the body (signatures, delivery ids, content type); never cookies
 # or authorisation.
 KEPT_HEADERS = ("content-type", "user-agent", "x-hub-signature-256", "tiktok-signature", "x-signature-sha256",
-                "x-delivery-id", "x-test-notification")  # fmt: skip
+                "x-delivery-id", "x-test-notification", "paypal-transmission-id", "paypal-transmission-time",
+                "paypal-transmission-sig", "paypal-cert-url", "paypal-auth-algo")  # fmt: skip
 MAX_ATTEMPTS = 5
 
 
@@ -55,12 +53,26 @@ class Rejected:
     reason: str
 
 
+class WebhookHandler(Protocol):
+    def verify(self, *, body: bytes, headers) -> Verified | Rejected: ...
+
+    def process(self, webhook: InboundWebhook) -> str: ...
+
+
+_HANDLERS: dict[str, WebhookHandler] = {}
+
+
+def inbound_handler_register(provider: str, handler: WebhookHandler) -> None:
+    """Route ``provider``'s deliveries to ``handler`` (its app's ``AppConfig.ready``)."""
+    _HANDLERS[provider] = handler
+
+
+def _handler(provider: str) -> WebhookHandler:
+    return _HANDLERS[provider]
+
+
 def body_digest(body: bytes) -> str:
     return "sha256:" + hashlib.sha256(body).hexdigest()
-
-
-def _handler(provider: str):
-    return import_string(HANDLERS[provider])
 
 
 def _problem(status: int, code: str, detail: str) -> JsonResponse:

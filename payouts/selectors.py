@@ -72,8 +72,10 @@ def payout_exceptions(*, today: date | None = None) -> list[OpenException]:
     business days, and payouts the rail called settled but no bank line confirmed."""
     today = today or timezone.localdate()
     cutoff = business_days_before(today, conf.bank_overdue_business_days())
-    overdue = Payout.objects.filter(status=PayoutStatus.SUBMITTED, submitted_at__date__lt=cutoff)
-    unseen = Payout.objects.filter(
+    # A payout paid from a balance the rail keeps (PayPal's) never shows on the bank statement.
+    bank_paid = Payout.objects.filter(debtor_account_code__startswith="platform:bank:")
+    overdue = bank_paid.filter(status=PayoutStatus.SUBMITTED, submitted_at__date__lt=cutoff)
+    unseen = bank_paid.filter(
         status=PayoutStatus.SETTLED,
         settled_via__in=["rail", "pain002"],
         bank_debit_line_id__isnull=True,
@@ -101,13 +103,14 @@ def bank_postings_ahead() -> dict[str, int]:
     matched (out), returned by their rail with no return line (back). A timing difference of the
     statements' closing-balance check (``reconciliation.bank_selectors``)."""
     ahead: dict[str, int] = {}
+    bank_paid = Payout.objects.filter(debtor_account_code__startswith="platform:bank:")
     out = (
-        Payout.objects.filter(settled_entry__isnull=False, bank_debit_line_id__isnull=True)
+        bank_paid.filter(settled_entry__isnull=False, bank_debit_line_id__isnull=True)
         .values("debtor_account_code")
         .annotate(total=Sum("amount_minor"))
     )
     back = (
-        Payout.objects.filter(status=PayoutStatus.RETURNED, bank_return_line_id__isnull=True)
+        bank_paid.filter(status=PayoutStatus.RETURNED, bank_return_line_id__isnull=True)
         .values("debtor_account_code")
         .annotate(total=Sum("amount_minor"))
     )

@@ -13,8 +13,7 @@ from django.utils import timezone
 from core.exceptions import NotFound
 from recipients.models import Identifier, Person
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
-from recipients.services.identity import IdentityInput, identity_normalise, resolve_once, run_with_retries
-from recipients.services.people import person_resolve
+from recipients.services import IdentityInput, person_resolve
 
 SOURCE = "api"
 
@@ -44,17 +43,8 @@ def person_identifiers_add(*, brand, person: Person, identity: IdentityInput) ->
     """Attach the given identifiers (email, WhatsApp, social, IBAN) to the brand's ``person``;
     another of the brand's people holding one of them is the same human and is merged. A given
     IBAN becomes the current account. Raises InvalidInput, InvalidTransition (``person_erased``)."""
-    normalised = identity_normalise(identity)
     with transaction.atomic(durable=True):
-        run_with_retries(
-            lambda: resolve_once(
-                normalised,
-                brand_id=brand.pk,
-                source=SOURCE,
-                anchor=person,
-                iban_always_current=normalised.iban is not None,
-            )
-        )
+        person_resolve(brand_id=brand.pk, identity=identity, source=SOURCE, anchor=person)
     return person_root(person=person)
 
 

@@ -14,9 +14,10 @@ same normalised e-mail, number or IBAN fingerprint (``recipients.selectors``).
 
 Bank accounts are personal data with money attached: stored only encrypted (``ciphertext``),
 looked up by a keyed fingerprint, shown masked. An account is an IBAN or a local account of a
-country without IBANs (a UK sort code, a US ABA routing number …: ``BankAccount.kind``); "IBAN"
-in the names of fingerprints, identifiers and caps is historical and means either. The ``iban``
-identifier row stores the fingerprint, never the account.
+country without IBANs (a UK sort code, a US ABA routing number …: ``BankAccount.kind``), or a
+PayPal account named by its e-mail address (kind ``paypal``): every payout destination is a row
+of ``BankAccount``. "IBAN" in the names of fingerprints, identifiers and caps is historical and
+means any of them. The ``iban`` identifier row stores the fingerprint, never the account.
 """
 
 import json
@@ -26,7 +27,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from recipients import crypto
-from recipients.normalise import IBAN
+from recipients.normalise import IBAN, PAYPAL
 
 
 class Language(models.TextChoices):
@@ -118,9 +119,10 @@ class Identifier(models.Model):
 
 
 class BankAccount(models.Model):
-    """A bank account a person gave us: an IBAN, or a local account (``kind`` is then the PSP's
-    account type, e.g. ``sort_code`` or ``aba``, paid only in ``currency``). At most one is current
-    per person; older ones stay for history (payouts reference them). ``iban_fingerprint`` (the
+    """A payout destination a person gave us: an IBAN, a local account (``kind`` is then the PSP's
+    account type, e.g. ``sort_code`` or ``aba``, paid only in ``currency``), or a PayPal account
+    (``kind`` ``paypal``: its e-mail encrypted as ``{"email": …}``, no country, bank or currency).
+    At most one is current per person; older ones stay for history (payouts reference them). ``iban_fingerprint`` (the
     account's, whatever its kind) is unique per person: giving the same account again reuses the
     row."""
 
@@ -156,10 +158,18 @@ class BankAccount(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["person"], condition=Q(is_current=True), name="bank_account_one_current"),
             models.UniqueConstraint(fields=["person", "iban_fingerprint"], name="bank_account_person_iban_unique"),
-            # An IBAN's bank takes any currency; a local account is paid only in its own.
+            # An IBAN's bank and PayPal take any currency; a local account is paid only in its own.
             models.CheckConstraint(
-                condition=Q(kind=IBAN, currency="") | (~Q(kind=IBAN) & Q(currency__regex=r"^[A-Z]{3}$")),
+                condition=Q(kind__in=[IBAN, PAYPAL], currency="")
+                | (~Q(kind__in=[IBAN, PAYPAL]) & Q(currency__regex=r"^[A-Z]{3}$")),
                 name="bank_account_currency_by_kind",
+            ),
+            # A PayPal account is an e-mail address: no country, no bank; a bank account has both
+            # a country and no PayPal in its name.
+            models.CheckConstraint(
+                condition=Q(kind=PAYPAL, country="", bic="", bank_name="PayPal")
+                | (~Q(kind=PAYPAL) & Q(country__regex=r"^[A-Z]{2}$")),
+                name="bank_account_fields_by_kind",
             ),
         ]
         indexes = [models.Index(fields=["iban_fingerprint"], name="bank_account_iban_idx")]
@@ -175,15 +185,17 @@ class BankAccount(models.Model):
         return crypto.decrypt(self.ciphertext)
 
     def details(self) -> dict[str, str]:
-        """A local account's fields under the PSP's keys (``sortCode``, ``accountNumber`` …),
-        decrypted on demand; {} for an IBAN and once erased. Same permission as ``iban``."""
+        """A local account's fields under the PSP's keys (``sortCode``, ``accountNumber`` …), or a
+        PayPal account's ``{"email": …}``, decrypted on demand; {} for an IBAN and once erased.
+        Same permission as ``iban``."""
         if self.kind == IBAN or not self.ciphertext:
             return {}
         return json.loads(crypto.decrypt(self.ciphertext))
 
     def pays_in(self, currency: str) -> bool:
-        """Can a payout in ``currency`` go to this account? A local account takes only its own."""
-        return self.kind == IBAN or self.currency == currency
+        """Can a payout in ``currency`` go to this account? A local account takes only its own
+        (which currencies PayPal carries is its rail's capability)."""
+        return self.kind in (IBAN, PAYPAL) or self.currency == currency
 
 
 class Consent(models.Model):

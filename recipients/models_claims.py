@@ -1,7 +1,7 @@
 """What a claim page takes as proof, kept in the database so each is spent once: one-time codes
 that complete a WhatsApp opt-in (the claim page shows the code, the person sends it to the
 brand's WhatsApp number, and the signed inbound message proves they own that number:
-``web.whatsapp_webhook``), links sent to a person (``payouts.links``), and account changes
+``campaigns.platforms.whatsapp``), links sent to a person (``payouts.links``), and account changes
 waiting for the code sent to a contact the person already had (``web.claim.services``)."""
 
 from django.db import models

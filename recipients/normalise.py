@@ -24,6 +24,16 @@ _IBAN_CHARACTERS = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]+")
 
 
 IBAN = "iban"
+# A payout destination that is no bank account: a PayPal account, named by its e-mail address.
+PAYPAL = "paypal"
+# The two kinds of destination rails declare they pay (``payouts.rails.base.Rail.destination_kinds``):
+# every account kind but PayPal is a bank account (an IBAN or a local type such as ``sort_code``).
+BANK = "bank"
+
+
+def destination_kind(account_kind: str) -> str:
+    """``paypal`` for a PayPal account, ``bank`` for an IBAN or any local bank account type."""
+    return PAYPAL if account_kind == PAYPAL else BANK
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,8 @@ class AccountInfo:
     its fingerprint is taken of, so the same account typed twice is one account for caps and fraud
     signals. ``secret`` is what is stored encrypted."""
 
-    normalised: str  # IBAN: compact, upper case (NL91ABNA0417164300); local: "GB:GBP:sort_code:…"
-    country: str
+    normalised: str  # IBAN: compact, upper case (NL91ABNA0417164300); local: "GB:GBP:sort_code:…"; "paypal:<e-mail>"
+    country: str  # "" for a PayPal account (an e-mail address has no country)
     bic: str  # "" when the bank is not in schwifty's registry
     bank_name: str
     masked: str  # NL91 **** **** 4300; GB 04-00-75 ****8842
@@ -158,6 +168,25 @@ def email_mixed_script(normalised: str) -> bool:
         if len(scripts) > 1 and not scripts <= _MIXABLE_SCRIPTS:
             return True
     return False
+
+
+def paypal_normalise(raw: str) -> AccountInfo:
+    """A PayPal account named by its e-mail address, as a payout destination: the address
+    normalised like every e-mail (``email_normalise``), so one account typed twice has one
+    fingerprint and counts once under the caps, as an IBAN does. Stored encrypted like a local
+    account's fields (``{"email": …}``), masked as ``PayPal v***@example.com``. Raises
+    InvalidInput (``invalid_email``)."""
+    email = email_normalise(raw)
+    local, _, domain = email.rpartition("@")
+    return AccountInfo(
+        normalised=f"{PAYPAL}:{email}",
+        country="",
+        bic="",
+        bank_name="PayPal",
+        masked=f"PayPal {local[:1]}***@{domain}"[:40],
+        kind=PAYPAL,
+        details=(("email", email),),
+    )
 
 
 def phone_normalise(raw: str, *, region: str = "") -> str:

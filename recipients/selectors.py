@@ -1,5 +1,8 @@
 """Reads about people. Callers that count anything per human (caps, fraud) must go through
-``person_cluster_ids``: a person may have been merged into another since they last looked."""
+``person_cluster_ids``: a person may have been merged into another since they last looked.
+
+Registry: proofs that an account's holder is paid there (``iban_proof_register``), which payouts
+fills from its ``AppConfig.ready``."""
 
 import functools
 from collections.abc import Callable

@@ -1,5 +1,9 @@
 """Reads for the reconciliation dashboard. Every figure is one aggregate query over indexed
-columns (status, booking date, account), so the page stays fast on millions of lines."""
+columns (status, booking date, account), so the page stays fast on millions of lines.
+
+Two registries the domains fill from their ``AppConfig.ready`` (payouts does): the dashboard's
+exception lists (``register_exception_source``) and the bank postings made ahead of a statement
+(``register_bank_postings_ahead``)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -1,7 +1,7 @@
-import importlib
-
 import pytest
 from django.conf import settings
+
+from tests.campaigns.factories import package
 
 
 def _on_postgres() -> bool:
@@ -25,17 +25,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def packages_on_sale(request):
-    """The four packages the plans migration seeds, back after a transactional test's flush
-    emptied the table (a brand is created on the default one): every test that uses the
-    database finds them, whatever ran before it on its worker."""
-    marker = request.node.get_closest_marker("django_db")
-    if marker is None and not {"db", "transactional_db", "live_server"} & set(request.fixturenames):
-        return
-    request.getfixturevalue("transactional_db" if marker and marker.kwargs.get("transaction") else "db")
-    from campaigns.models import Plan
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
 
-    if not Plan.objects.exists():
-        for fields in importlib.import_module("campaigns.migrations.0019_plans_seed").PLANS:
-            Plan.objects.update_or_create(slug=fields["slug"], defaults=fields)
+
+@pytest.fixture(autouse=True)
+def packages_seeded(request):
+    """The four packages migration 0019 seeds, made again when a transactional test before this
+    one flushed them: a brand is created on the default one (``brand_create``)."""
+    marker = request.node.get_closest_marker("django_db")
+    wanted = _DB_FIXTURES & set(request.fixturenames)
+    if marker is None and not wanted:
+        return
+    if marker is None:
+        request.getfixturevalue(sorted(wanted)[0])
+    for slug in ("all-in-one", "tiktok-only", "whatsapp-with-reward", "cashback-api"):
+        package(slug)

@@ -1,12 +1,11 @@
 """The inbound webhooks' doors (/api/webhooks/<provider>/): each verifies, stores and acknowledges
 through ``core.webhooks_in``; the provider's handler processes the delivery later, in the app whose
-work it is (``web.whatsapp_webhook``, ``campaigns.tiktok``, ``payouts.wise_webhooks``)."""
+work it is (the platforms' in ``campaigns.platforms``, the PSPs' in ``payouts.wise_webhooks`` and
+``payouts.paypal_webhooks``)."""
 
-import hmac
-
-from django.conf import settings
 from django.http import HttpResponse
 
+from campaigns.platforms import platform_get
 from core.webhooks_in import InboundWebhookView, security_logger
 
 
@@ -15,11 +14,10 @@ class WhatsAppWebhookView(InboundWebhookView):
 
     def get(self, request):
         """Meta's subscription check: echo ``hub.challenge`` when the verify token matches."""
-        token = settings.WHATSAPP_VERIFY_TOKEN
-        mode, given = request.GET.get("hub.mode", ""), request.GET.get("hub.verify_token", "")
-        if token and mode == "subscribe" and hmac.compare_digest(given.encode(), token.encode()):
-            return HttpResponse(request.GET.get("hub.challenge", ""), content_type="text/plain")
-        security_logger.warning("WhatsApp subscription check refused (mode %r)", mode)
+        challenge = platform_get("whatsapp").webhook_challenge(params=request.GET)
+        if challenge is not None:
+            return HttpResponse(challenge, content_type="text/plain")
+        security_logger.warning("WhatsApp subscription check refused (mode %r)", request.GET.get("hub.mode", ""))
         return HttpResponse(status=403)
 
 
@@ -29,3 +27,7 @@ class TikTokWebhookView(InboundWebhookView):
 
 class WiseWebhookView(InboundWebhookView):
     provider = "wise"
+
+
+class PayPalWebhookView(InboundWebhookView):
+    provider = "paypal"

@@ -3,8 +3,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from core.money import format_minor
-
 
 class BrandStatus(models.TextChoices):
     ACTIVE = "active", "Active"
@@ -14,16 +12,15 @@ class BrandStatus(models.TextChoices):
 class Brand(models.Model):
     """The tenant. Its prepaid money sits in the ledger account ``brand:<id>:funds:<CUR>``.
 
-    Fee policy: per reward the platform charges ``fee_fixed_minor`` plus ``fee_bps`` basis points
-    of the reward amount (ROUND_HALF_UP to the minor unit); the fee is reserved on the campaign
-    budget together with the reward and booked to ``platform:fees:<CUR>`` when the reward matures.
+    Fees are its plan's (``campaigns.models.plans``): per reward the platform charges the plan's
+    fixed fee plus its basis points of the reward amount (ROUND_HALF_UP to the minor unit),
+    reserved on the campaign budget together with the reward and booked to
+    ``platform:fees:<CUR>`` when the reward matures. A negotiated price is a private plan.
     """
 
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
     default_currency = models.CharField(max_length=3, default="EUR")
-    fee_fixed_minor = models.BigIntegerField(default=0, help_text="Fixed fee per reward, in minor units.")
-    fee_bps = models.PositiveIntegerField(default=0, help_text="Percentage fee per reward in basis points (100 = 1%).")
     funding_reference = models.CharField(
         max_length=12,
         unique=True,
@@ -57,22 +54,12 @@ class Brand(models.Model):
             models.UniqueConstraint(
                 fields=["test_of"], condition=Q(status="active"), name="brand_one_active_test_tenant"
             ),
-            models.CheckConstraint(condition=Q(fee_fixed_minor__gte=0), name="brand_fee_fixed_not_negative"),
-            models.CheckConstraint(condition=Q(fee_bps__lte=10000), name="brand_fee_bps_at_most_100pct"),
             models.CheckConstraint(condition=Q(status__in=BrandStatus.values), name="brand_status_valid"),
             models.CheckConstraint(condition=~Q(funding_reference=""), name="brand_funding_reference_set"),
         ]
 
     def __str__(self) -> str:
         return self.name if self.livemode else f"{self.name} (test)"
-
-    def fee_description(self) -> str:
-        parts = []
-        if self.fee_fixed_minor:
-            parts.append(format_minor(self.fee_fixed_minor, self.default_currency))
-        if self.fee_bps:
-            parts.append(f"{self.fee_bps / 100:g}%")
-        return " + ".join(parts) or "no fee"
 
 
 class BrandRole(models.TextChoices):

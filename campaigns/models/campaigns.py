@@ -106,6 +106,13 @@ class Campaign(models.Model):
         verbose_name=_("The bank cannot check the name"),
         help_text=_("Many banks cannot answer yet: not a sign of a wrong account, so by default we pay."),
     )
+    # Payout destinations beyond a bank account: the claim page offers PayPal when this is on and
+    # a PayPal rail is configured (``payouts.rails.paypal``).
+    allow_paypal = models.BooleanField(
+        default=False,
+        verbose_name=_("People may be paid to PayPal"),
+        help_text=_("The claim page offers a PayPal e-mail address besides a bank account."),
+    )
     # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
     claim_window_days = models.PositiveIntegerField(
         null=True,
@@ -113,6 +120,13 @@ class Campaign(models.Model):
         help_text="Days a person has to give a bank account once a reward is owed to them (3 to 3650); reminded "
         "after a third and two thirds, then the money goes back to the campaign (the brand's funds once closed). "
         "Empty: it waits for ever.",
+    )
+    # A plan without claim pages (the Cashback API alone) gives its campaigns no public claim page;
+    # this turns on the payout-form links for buyers the shop sent without a bank account.
+    buyer_claim_links = models.BooleanField(
+        default=False,
+        verbose_name=_("Claim links for buyers without a bank account"),
+        help_text=_("API-only plans: e-mail buyers a link to give their bank account when your shop sent none."),
     )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(

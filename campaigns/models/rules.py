@@ -4,17 +4,11 @@ from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.campaigns import Campaign
+from campaigns.triggers import TRIGGERS, trigger_values
 
-
-class Trigger(models.TextChoices):
-    PURCHASE = "purchase", _("Confirmed purchase")
-    TIKTOK_LOGIN = "tiktok_login", _("TikTok login")
-    WHATSAPP_OPTIN = "whatsapp_optin", _("WhatsApp opt-in")
-    UGC_SHARE = "ugc_share", _("UGC video shared on TikTok")
-    LIKE = "like", _("Like on brand content")
-    COMMENT = "comment", _("Comment on brand content")
-    VIEW_THRESHOLD = "view_threshold", _("Video passed a view count")
-    CUSTOM = "custom", _("Custom (named) trigger")
+# Declared in ``campaigns.triggers``: PURCHASE, TIKTOK_LOGIN, WHATSAPP_OPTIN, UGC_SHARE, LIKE, COMMENT,
+# VIEW_THRESHOLD, CUSTOM.
+Trigger = models.TextChoices("Trigger", [(spec.value.upper(), (spec.value, spec.label)) for spec in TRIGGERS])
 
 
 class AmountType(models.TextChoices):
@@ -34,16 +28,32 @@ class Verification(models.TextChoices):
     MANUAL = "manual", _("Manual review")
 
 
-UNVERIFIABLE_FIRST_PARTY = (Trigger.LIKE, Trigger.COMMENT)
+UNVERIFIABLE_FIRST_PARTY = tuple(Trigger(v) for v in trigger_values(unverifiable=True))
 UNVERIFIABLE_EXPLANATION = (
     "Likes and comments on brand content cannot be verified first-party: TikTok's public APIs "
     "(Login Kit, Display API) only show a person's own profile and videos, not who liked or commented "
     "on someone else's video. Use partner-attested (your agency or tool reports them) or manual review."
 )
 
+# Purchases have no first-party proof: the shop's system reports them (the Cashback API), so a
+# purchase rule is partner-attested or manual; a first-party one would refuse every purchase.
+PURCHASE_NOT_FIRST_PARTY = _(
+    "A purchase is reported by the shop's system, never verified first-party: choose partner-attested "
+    "(the shop's API call says so) or manual review."
+)
+
+
+def verification_default(trigger: str) -> str:
+    """How a rule for ``trigger`` is verified unless the brand says otherwise: likes and comments
+    (TikTok cannot show them) and purchases (the shop reports them) are partner-attested."""
+    if trigger in (*UNVERIFIABLE_FIRST_PARTY, Trigger.PURCHASE):
+        return Verification.PARTNER_ATTESTED
+    return Verification.FIRST_PARTY
+
+
 # Paid engagement: TikTok's terms forbid artificially inflating engagement, and a like or a comment
 # on someone else's video is invisible to the public APIs. Shown wherever such a rule is made or read.
-ENGAGEMENT_TRIGGERS = (Trigger.LIKE, Trigger.COMMENT, Trigger.VIEW_THRESHOLD)
+ENGAGEMENT_TRIGGERS = tuple(Trigger(v) for v in trigger_values(engagement=True))
 ENGAGEMENT_TERMS_WARNING = _(
     "Paying people for likes, comments or views may breach TikTok's terms (incentivised or artificial "
     "engagement) and can get the content or the account penalised; likes and comments cannot be verified "
@@ -146,6 +156,10 @@ class RewardRule(models.Model):
                 condition=~Q(trigger__in=UNVERIFIABLE_FIRST_PARTY) | ~Q(verification="first_party"),
                 name="rule_like_comment_not_first_party",
             ),
+            models.CheckConstraint(
+                condition=~Q(trigger="purchase") | ~Q(verification="first_party"),
+                name="rule_purchase_not_first_party",
+            ),
             models.CheckConstraint(condition=Q(verification__in=Verification.values), name="rule_verification_valid"),
             models.CheckConstraint(
                 condition=(
@@ -184,6 +198,8 @@ class RewardRule(models.Model):
         errors: dict[str, str] = {}
         if self.trigger in UNVERIFIABLE_FIRST_PARTY and self.verification == Verification.FIRST_PARTY:
             errors["verification"] = UNVERIFIABLE_EXPLANATION
+        if self.trigger == Trigger.PURCHASE and self.verification == Verification.FIRST_PARTY:
+            errors["verification"] = str(PURCHASE_NOT_FIRST_PARTY)
         if self.trigger == Trigger.CUSTOM and not self.custom_name:
             errors["custom_name"] = "A custom trigger needs a name."
         if self.trigger != Trigger.CUSTOM and self.custom_name:

@@ -1,6 +1,6 @@
-"""allauth's social login used as proof, not as an account: a TikTok login started on a claim
-page ends back on that page with the person's TikTok identity in the session, and no Django user
-is created. Brand users never sign in with TikTok, so any other TikTok login is refused."""
+"""allauth's social login used as proof, not as an account: a platform login (TikTok) started on a
+claim page ends back on that page with the person's account in the session, and no Django user
+is created. Brand users never sign in with a platform, so any other social login is refused."""
 
 import re
 import time
@@ -15,27 +15,31 @@ from django.utils.translation import gettext as _
 
 from recipients import crypto
 
-CLAIM_SESSION_KEY = "claim_tiktok"
 CLAIM_PATH_PREFIX = "/c/"
 
 
-def claim_identity(request) -> dict | None:
-    """The TikTok identity proven in this session: ``uid``, ``name``, ``scope`` and the access
-    token (decrypted), or None."""
-    data = request.session.get(CLAIM_SESSION_KEY)
+def claim_session_key(provider: str) -> str:
+    return f"claim_{provider}"
+
+
+def claim_login(request, *, provider: str) -> dict | None:
+    """The ``provider`` login proven in this session: ``uid``, ``name``, ``scope``, ``granted``,
+    ``at`` and the access token (decrypted), or None. Read through the platform
+    (``Platform.identity_from_session``)."""
+    data = request.session.get(claim_session_key(provider))
     if not data:
         return None
     return {**data, "token": crypto.decrypt(data["token"]) if data.get("token") else ""}
 
 
-def claim_login_evidence(identity: dict) -> dict:
-    """What a TikTok-login claim's trigger event keeps as proof of the login: the scopes the person
-    granted, when they logged in, and the open_id the token was issued for — never the token."""
-    granted = identity.get("granted") or identity.get("scope", "")
-    at = identity.get("at")
+def claim_login_evidence(login: dict, *, provider: str) -> dict:
+    """What a login claim's trigger event keeps as proof of the login: the scopes the person
+    granted, when they logged in, and the id the token was issued for — never the token."""
+    granted = login.get("granted") or login.get("scope", "")
+    at = login.get("at")
     return {
-        "login": "tiktok",
-        "open_id": identity["uid"],
+        "login": provider,
+        "open_id": login["uid"],
         "scopes": sorted({s for s in re.split(r"[,\s]+", granted) if s}),
         "logged_in_at": datetime.fromtimestamp(at, UTC).isoformat() if at else "",
     }
@@ -56,7 +60,7 @@ class ClaimSocialAccountAdapter(DefaultSocialAccountAdapter):
         token = sociallogin.token.token if sociallogin.token else ""
         # The access token is kept encrypted even in the server-side session: it can read the
         # person's videos until it expires.
-        request.session[CLAIM_SESSION_KEY] = {
+        request.session[claim_session_key(sociallogin.account.provider)] = {
             "provider": sociallogin.account.provider,
             "uid": sociallogin.account.uid,
             "name": sociallogin.account.extra_data.get("display_name", ""),

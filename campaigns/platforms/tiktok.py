@@ -1,5 +1,8 @@
-"""TikTok: Login Kit through allauth's TikTok provider, and the Display API (``video.list`` /
-``video.query``) for a person's own videos and their view counts.
+"""TikTok, one ``Platform``: Login Kit through allauth's TikTok provider (the identity proof),
+the Display API (``video.list`` / ``video.query``) for a person's own videos and their view counts
+(verification and re-checks), signed webhooks, the production checks. Its fake is
+``campaigns.platforms.tiktok_fake``; its settings are ``TIKTOK_*``, ``FAKE_TIKTOK_ENABLED`` and
+allauth's ``SOCIALACCOUNT_PROVIDERS["tiktok"]``.
 
 allauth hard-codes TikTok's hosts on its OAuth adapter. ``tiktok_endpoints_configure`` replaces
 those three class attributes with properties that read ``TIKTOK_AUTH_BASE_URL`` and
@@ -11,13 +14,26 @@ The Display API client never runs inside a database transaction (STYLE 4): calle
 then write.
 """
 
-from dataclasses import dataclass
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Mapping
 
 import requests
 from allauth.socialaccount.providers.tiktok.views import TikTokOAuth2Adapter
 from django.conf import settings
+from django.core import checks
 
-from core.exceptions import ApplicationError
+from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence
+from campaigns.platforms.base import Content, InboundEvent, Platform, PlatformUnavailable, ProvenIdentity
+from campaigns.triggers import trigger_evidence
+from core.exceptions import InvalidInput
+from core.models import InboundStatus
+from core.webhooks_in import Rejected, Verified, body_digest
+
+logger = logging.getLogger(__name__)
 
 VIDEO_FIELDS = "id,title,video_description,view_count,create_time,share_url"
 
@@ -39,30 +55,14 @@ def tiktok_endpoints_configure() -> None:
 tiktok_endpoints_configure()
 
 
-class TikTokUnavailable(ApplicationError):
+class TikTokUnavailable(PlatformUnavailable):
     """TikTok did not answer or answered with an error: retry later (a job) or say so (a page)."""
 
     code = "tiktok_unavailable"
-    http_status = 503
 
 
-@dataclass(frozen=True)
-class Video:
-    id: str
-    description: str
-    view_count: int
-    share_url: str = ""
-    create_time: int = 0
-
-    def has_tag(self, tag: str) -> bool:
-        """Case-insensitive hashtag/code match; ``#`` optional on either side."""
-        wanted = tag.strip().lstrip("#").lower()
-        words = {w.strip(".,!?;:").lstrip("#").lower() for w in self.description.split()}
-        return bool(wanted) and wanted in words
-
-
-def _video(row: dict) -> Video:
-    return Video(
+def _video(row: dict) -> Content:
+    return Content(
         id=str(row["id"]),
         description=row.get("video_description") or row.get("title") or "",
         view_count=int(row.get("view_count") or 0),
@@ -92,14 +92,150 @@ def _post(path: str, *, access_token: str, body: dict) -> dict:
     return payload.get("data") or {}
 
 
-def tiktok_videos_list(*, access_token: str, max_count: int = 20) -> list[Video]:
+def tiktok_videos_list(*, access_token: str, max_count: int = 20) -> list[Content]:
     """The person's most recent public videos (Display API ``/v2/video/list/``, scope ``video.list``)."""
     data = _post("/v2/video/list/", access_token=access_token, body={"max_count": max_count})
     return [_video(row) for row in data.get("videos", [])]
 
 
-def tiktok_videos_query(*, access_token: str, video_ids: list[str]) -> list[Video]:
+def tiktok_videos_query(*, access_token: str, video_ids: list[str]) -> list[Content]:
     """Fresh data for the person's own videos by id (``/v2/video/query/``): what proves a video is
     theirs (another person's id simply comes back missing) and how many views it has now."""
     data = _post("/v2/video/query/", access_token=access_token, body={"filters": {"video_ids": video_ids}})
     return [_video(row) for row in data.get("videos", [])]
+
+
+# --- webhooks ------------------------------------------------------------------------------------
+# TikTok signs each delivery with ``TikTok-Signature: t=<unix seconds>,s=<hex>``, ``s`` being
+# HMAC-SHA256 of ``"<t>.<raw body>"`` keyed with the app's client secret. A signature older or
+# newer than ``TIKTOK_SIGNATURE_TOLERANCE_SECONDS`` is refused (a replayed capture). The events
+# TikTok sends (``authorization.removed``, ``video.publish.complete`` …) change no money by
+# themselves: view-count rewards are verified through the Display API when a person claims them.
+
+
+def parse_signature(header: str) -> tuple[int, str] | None:
+    parts = dict(item.split("=", 1) for item in header.split(",") if "=" in item)
+    try:
+        return int(parts["t"]), parts["s"].strip().lower()
+    except (KeyError, ValueError):
+        return None
+
+
+def tiktok_webhook_verify(*, body: bytes, headers: Mapping[str, str], now: float | None = None) -> Verified | Rejected:
+    secret = settings.TIKTOK_CLIENT_SECRET
+    if not secret:
+        return Rejected("TIKTOK_CLIENT_SECRET is not configured")
+    parsed = parse_signature(headers.get("TikTok-Signature", ""))
+    if parsed is None:
+        return Rejected("no TikTok-Signature")
+    timestamp, given = parsed
+    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, given):
+        return Rejected("bad TikTok-Signature")
+    if abs((now or time.time()) - timestamp) > settings.TIKTOK_SIGNATURE_TOLERANCE_SECONDS:
+        return Rejected("stale TikTok-Signature")
+    return Verified(dedupe_key=body_digest(body))
+
+
+def tiktok_webhook_events(*, body: bytes) -> list[InboundEvent]:
+    """The one event of a delivery (``kind`` is TikTok's event name; ``data["client_key"]`` the app
+    it was sent for). Raises InvalidInput for a body that is not a TikTok event."""
+    try:
+        payload = json.loads(body)
+        event, client_key = payload["event"], payload.get("client_key", "")
+    except (ValueError, KeyError, TypeError):
+        raise InvalidInput("The body is not a TikTok event.", code="webhook_invalid")
+    return [InboundEvent(kind=event, uid=str(payload.get("user_openid", "")), data={"client_key": client_key})]
+
+
+def tiktok_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> str:
+    status = InboundStatus.IGNORED
+    for event in events:
+        client_key = event.data.get("client_key", "")
+        if settings.TIKTOK_CLIENT_KEY and client_key != settings.TIKTOK_CLIENT_KEY:
+            logger.warning("TikTok webhook %s for another app (%s)", webhook_id, client_key)
+            continue
+        # The open_id names a person and no pattern can mask it in the log: the webhook id finds it.
+        logger.info("TikTok webhook %s: %s", webhook_id, event.kind)
+        if event.kind == "authorization.removed":
+            status = InboundStatus.PROCESSED
+    return status
+
+
+# --- production checks ---------------------------------------------------------------------------
+
+DEMO_TIKTOK_CREDENTIALS = {"", "demo-client-key", "demo-client-secret"}
+
+
+def tiktok_production_checks() -> list[checks.CheckMessage]:
+    problems = []
+    if settings.FAKE_TIKTOK_ENABLED:
+        problems.append(
+            checks.Error(
+                "FAKE_TIKTOK_ENABLED is on: anyone can log in as any TikTok account.",
+                hint="Unset FAKE_TIKTOK_ENABLED.",
+                id="core.E122",
+            )
+        )
+    for name in ("TIKTOK_AUTH_BASE_URL", "TIKTOK_API_BASE_URL"):
+        if not str(getattr(settings, name, "")).startswith("https://"):
+            problems.append(
+                checks.Error(
+                    f"{name} is not an https URL (the local TikTok fake?).",
+                    hint=f"Unset {name} (TikTok's own address) or set it to https://….",
+                    id="core.E122",
+                )
+            )
+    apps = settings.SOCIALACCOUNT_PROVIDERS.get("tiktok", {}).get("APPS", [])
+    if not apps or any(app.get("client_id") in DEMO_TIKTOK_CREDENTIALS for app in apps):
+        problems.append(
+            checks.Error(
+                "TikTok login uses the demo client key.",
+                hint="Set TIKTOK_CLIENT_KEY and TIKTOK_CLIENT_SECRET to the app's credentials.",
+                id="core.E122",
+            )
+        )
+    elif any(app.get("secret") in DEMO_TIKTOK_CREDENTIALS for app in apps):
+        problems.append(
+            checks.Error("TikTok login uses the demo client secret.", hint="Set TIKTOK_CLIENT_SECRET.", id="core.E122")
+        )
+    return problems
+
+
+# --- the platform --------------------------------------------------------------------------------
+
+
+class TikTokPlatform(Platform):
+    name = "tiktok"
+    label = "TikTok"
+    proof = "oauth"
+
+    def identity_from_session(self, request) -> ProvenIdentity | None:
+        login = claim_login(request, provider=self.name)
+        if login is None:
+            return None
+        return ProvenIdentity(
+            platform=self.name,
+            uid=login["uid"],
+            name=login.get("name", ""),
+            token=login["token"],
+            evidence=trigger_evidence("tiktok_login", **claim_login_evidence(login, provider=self.name)),
+        )
+
+    def content_list(self, *, identity: ProvenIdentity) -> list[Content]:
+        return tiktok_videos_list(access_token=identity.token)
+
+    def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
+        return tiktok_videos_query(access_token=token, video_ids=ids)
+
+    def webhook_verify(self, *, body: bytes, headers: Mapping[str, str]) -> Verified | Rejected:
+        return tiktok_webhook_verify(body=body, headers=headers)
+
+    def webhook_events(self, *, body: bytes) -> list[InboundEvent]:
+        return tiktok_webhook_events(body=body)
+
+    def webhook_handle(self, *, webhook_id: int, events: list[InboundEvent]) -> str:
+        return tiktok_webhook_handle(webhook_id=webhook_id, events=events)
+
+    def production_checks(self) -> list[checks.CheckMessage]:
+        return tiktok_production_checks()

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, Case, F, Value, When
 from django.utils import timezone
 
-from campaigns.evaluation import periods_for
+from campaigns.evaluation import counter_periods, periods_for
 from campaigns.locks import lock_campaign_tally
 from campaigns.models import Campaign, CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
 from campaigns.services.brands import brand_funds_account
@@ -126,7 +126,8 @@ def _require(reward: Reward, allowed: tuple[str, ...], action: str) -> None:
 
 def _counters_release(reward: Reward) -> None:
     """The reward no longer counts against the rule's campaign-wide caps."""
-    periods = ("all", periods_for(reward.occurred_at, reward.campaign.tz).day_key)
+    # Every period it may have counted in, whatever caps the rule has now.
+    periods = counter_periods(periods_for(reward.occurred_at, reward.campaign.tz).day_key)
     RuleCounter.objects.filter(rule_id=reward.rule_id, period__in=periods, rewards_count__gt=0).update(
         rewards_count=F("rewards_count") - 1
     )
@@ -282,6 +283,44 @@ def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind:
             fields += ["decided_by", "decided_at"]
         reward.save(update_fields=fields)
         _audit(reward, kind=kind, from_status=previous, actor=actor, reason=reason, now=now)
+    return reward
+
+
+def reward_reduce(
+    *, reward: Reward, amount_minor: int, fee_minor: int, key: str, actor=None, reason: str, note: dict | None = None
+) -> Reward:
+    """review | held → the same status with a smaller amount and fee (a partial refund while the
+    money is still only reserved): maturing then commits the smaller sum and releases the rest of
+    the hold (``ledger_holds_commit`` takes between 1 and the hold). Idempotent by ``key`` (kept
+    on the audit row with ``note``): a reduction with a key seen before on this reward changes
+    nothing.
+    Raises InvalidInput (not smaller, not positive), InvalidTransition (another status)."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward)
+        if RewardEvent.objects.filter(reward=reward, kind="reward.reduced", data__key=key).exists():
+            return reward
+        _require(reward, (RewardStatus.REVIEW, RewardStatus.HELD), "reduced")
+        if not 0 < amount_minor <= reward.amount_minor or not 0 <= fee_minor <= reward.fee_minor:
+            raise InvalidInput("A reduction keeps a positive, not larger amount.", code="invalid_reduction")
+        before = (reward.amount_minor, reward.fee_minor)
+        reward.amount_minor, reward.fee_minor, reward.updated_at = amount_minor, fee_minor, now
+        reward.save(update_fields=["amount_minor", "fee_minor", "updated_at"])
+        _audit(
+            reward,
+            kind="reward.reduced",
+            from_status=reward.status,
+            actor=actor,
+            reason=reason,
+            data={
+                **(note or {}),
+                "key": key,
+                "amount_before": before[0],
+                "fee_before": before[1],
+                "amount_minor": amount_minor,
+            },
+            now=now,
+        )
     return reward
 
 

@@ -27,7 +27,6 @@ from django.utils import timezone
 from campaigns.models import ApiKey, Brand, BrandStatus, WebhookEndpoint
 from campaigns.selectors import brand_plan_current
 from campaigns.services.brands import brand_create, brand_funds_account
-from campaigns.services.plans import brand_plan_change
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from reconciliation.models import JournalEntry
@@ -61,8 +60,8 @@ def _free_slug(base: str) -> str:
 
 
 def trial_tenant_open(*, brand: Brand) -> Brand:
-    """The live ``brand``'s active test tenant, created on first use: same name, currency, fees and
-    plan, a slug ``<slug>-test`` (or the next free one), ``TRIAL_BALANCE_MINOR`` of test money in its
+    """The live ``brand``'s active test tenant, created on first use: same name, currency and plan
+    (its fees), a slug ``<slug>-test`` (or the next free one), ``TRIAL_BALANCE_MINOR`` of test money in its
     funds. Idempotent; two first uses at once make one tenant (the live brand row is locked and the
     partial unique constraint is the backstop). Raises PermissionDenied (``test_of_test``) for a
     test tenant and for a suspended brand. Durable transaction."""
@@ -83,16 +82,12 @@ def trial_tenant_open(*, brand: Brand) -> Brand:
                 name=brand.name[:200],
                 slug=_free_slug(f"{brand.slug[:70]}-test"),
                 default_currency=brand.default_currency,
-                fee_fixed_minor=brand.fee_fixed_minor,
-                fee_bps=brand.fee_bps,
+                plan=brand_plan_current(brand=brand),
                 live=False,
             )
             # One UPDATE sets both, as the CHECK pairing them wants.
             Brand.objects.filter(pk=tenant.pk).update(livemode=False, test_of=brand)
             tenant.refresh_from_db()
-            plan = brand_plan_current(brand=brand)
-            if plan is not None:
-                brand_plan_change(brand=tenant, plan=plan, reason="Test mode, on the live brand's plan")
             _test_money_post(
                 tenant=tenant,
                 amount_minor=TRIAL_BALANCE_MINOR,

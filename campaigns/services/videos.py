@@ -22,8 +22,9 @@ from campaigns.models import (
     VideoStatus,
     VideoSubmission,
 )
-from campaigns.platforms.tiktok import TikTokUnavailable, Video, tiktok_videos_query
+from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
+from campaigns.triggers import trigger_evidence
 from recipients import crypto
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def _rules(campaign_id: int) -> dict[str, RewardRule]:
     return {r.trigger: r for r in RewardRule.objects.filter(campaign_id=campaign_id, is_active=True)}
 
 
-def _ingest(submission: VideoSubmission, *, trigger: str, video: Video, code: str) -> str:
+def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: str) -> str:
     campaign = submission.campaign
     result = event_ingest(
         brand=campaign.brand,
@@ -51,18 +52,20 @@ def _ingest(submission: VideoSubmission, *, trigger: str, video: Video, code: st
             social_uid=submission.social_uid,
             code=code,
             view_count=video.view_count if trigger == Trigger.VIEW_THRESHOLD else None,
-            evidence={"video_id": video.id, "description": video.description[:500], "share_url": video.share_url},
+            evidence=trigger_evidence(
+                trigger, video_id=video.id, description=video.description[:500], share_url=video.share_url
+            ),
         ),
     )
     return result.reason
 
 
-def _fetch(submission: VideoSubmission) -> Video | None:
+def _fetch(submission: VideoSubmission) -> Content | None:
     """The video as TikTok sees it now (None: not among this person's videos)."""
     token = crypto.decrypt(submission.token_ciphertext) if submission.token_ciphertext else ""
     if not token:
         return None
-    videos = tiktok_videos_query(access_token=token, video_ids=[submission.video_id])
+    videos = platform_get("tiktok").content_query(token=token, ids=[submission.video_id])
     return next((v for v in videos if v.id == submission.video_id), None)
 
 
@@ -73,7 +76,7 @@ def _record(submission: VideoSubmission, **fields) -> None:
     VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
 
 
-def _check_views(submission: VideoSubmission, video: Video, rules: dict[str, RewardRule]) -> bool:
+def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, RewardRule]) -> bool:
     """Ingest the view-threshold event once the video passed it. True when nothing more to watch."""
     rule = rules.get(Trigger.VIEW_THRESHOLD)
     if rule is None:
@@ -95,7 +98,7 @@ def video_submission_verify(*, submission_id: int) -> str:
         return submission.status
     rules = _rules(submission.campaign_id)
     tag = next((r.required_code for r in rules.values() if r.required_code), "")
-    # TikTokUnavailable propagates: the queue retries and the submission stays pending.
+    # PlatformUnavailable propagates: the queue retries and the submission stays pending.
     video = _fetch(submission)
     if video is None:
         _record(submission, status=VideoStatus.REJECTED, reason="video_not_found")
@@ -126,11 +129,11 @@ def video_views_poll(*, limit: int = 200) -> int:
     """Verify submissions still pending ``VERIFY_LOST_AFTER`` after they were made (oldest first),
     then re-check the views of verified videos still below a threshold (oldest check first), for
     campaigns still running. Returns how many passed their threshold. Stops at the first
-    TikTokUnavailable: the next run goes on."""
+    PlatformUnavailable: the next run goes on."""
     since = timezone.now() - timedelta(days=WATCH_DAYS)
     try:
         _verify_lost(since=since, limit=limit)
-    except TikTokUnavailable as exc:
+    except PlatformUnavailable as exc:
         logger.warning("TikTok unavailable while verifying lost submissions: %s", exc)
         return 0
     watching = (
@@ -147,7 +150,7 @@ def video_views_poll(*, limit: int = 200) -> int:
     for submission in watching:
         try:
             video = _fetch(submission)
-        except TikTokUnavailable as exc:
+        except PlatformUnavailable as exc:
             logger.warning("TikTok unavailable while polling views: %s", exc)
             break
         if video is None:

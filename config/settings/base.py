@@ -3,6 +3,7 @@ environment; the defaults here are the embedded demo (SQLite + django-q2's ORM b
 
 import os
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.contrib.sitemaps",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -55,16 +57,24 @@ INSTALLED_APPS = [
     "web",
 ]
 
+# The client's address behind our proxies first (core.proxy), then the probes and /metrics
+# (core.health): before the host check, the https redirect and the session, so a load balancer
+# probing by address gets its answer. HTTP metrics (django-prometheus) wrap everything else.
 MIDDLEWARE = [
+    "core.proxy.TrustedProxyMiddleware",
+    "core.health.HealthMiddleware",
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    # Django's, with the public site's /it/ prefix kept to the site's own pages (web.site.middleware).
+    "web.site.middleware.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -88,8 +98,29 @@ TEMPLATES = [
 ]
 
 
-def database_from_url(url: str, *, conn_max_age: int = 0) -> dict:
-    """The default database from a URL, with each engine's options."""
+# Behind PgBouncer in transaction mode (DATABASE_POOLER=pgbouncer, or ?pgbouncer=1 on the URL) each
+# transaction may run on another server connection: a named cursor (Django's ``.iterator()``) or a
+# prepared statement made on one is missing on the next. Django then reads ``.iterator()`` results
+# with client-side cursors (the whole result in memory, handed out in chunks) and psycopg prepares
+# nothing. core.checks_production refuses the pooler without both.
+POOLERS = ("", "pgbouncer")
+
+
+def url_pooler(url: str) -> tuple[str, str]:
+    """``url`` without a ``pgbouncer`` query flag (not a driver option), and the pooler it names."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(key, value) for key, value in query if key != "pgbouncer"]
+    if len(kept) == len(query):
+        return url, ""
+    return urlunsplit(parts._replace(query=urlencode(kept))), "pgbouncer"
+
+
+def database_from_url(url: str, *, conn_max_age: int = 0, pooler: str = "") -> dict:
+    """The default database from a URL, with each engine's options. ``pgbouncer=1`` in the URL's
+    query is the same as ``pooler="pgbouncer"``."""
+    url, flagged = url_pooler(url)
+    pooler = pooler or flagged
     database = dj_database_url.parse(url, conn_max_age=conn_max_age)
     if database["ENGINE"] == "django.db.backends.sqlite3":
         # WAL + a busy timeout let the web process and the qcluster worker share the demo database
@@ -100,23 +131,27 @@ def database_from_url(url: str, *, conn_max_age: int = 0) -> dict:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+    elif database["ENGINE"] == "django.db.backends.postgresql" and pooler == "pgbouncer":
+        database["DISABLE_SERVER_SIDE_CURSORS"] = True
+        database.setdefault("OPTIONS", {})["prepare_threshold"] = None
     elif database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_PREPARED_STATEMENTS", True):
         # Django turns psycopg's prepared statements off (prepare_threshold=None), and psycopg
         # then ignores even an explicit ``execute(..., prepare=True)``: the hot paths' pipelined
         # statements (``core.bulk``) were parsed and planned on every event. A threshold no
         # query reaches keeps Django's own queries unprepared (its client-side cursors interpolate
         # literals anyway) and lets the statements that ask for it be prepared once per
-        # connection. Behind PgBouncer in transaction mode older than 1.21, set
-        # DB_PREPARED_STATEMENTS=false.
+        # connection. Behind PgBouncer in transaction mode, DATABASE_POOLER=pgbouncer turns this
+        # off (or DB_PREPARED_STATEMENTS=false).
         database.setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
     return database
 
 
+_database_url = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+DATABASE_POOLER = os.environ.get("DATABASE_POOLER", "").strip().lower() or url_pooler(_database_url)[1]
+if DATABASE_POOLER not in POOLERS:
+    raise ImproperlyConfigured(f"DATABASE_POOLER must be one of {', '.join(repr(p) for p in POOLERS)}")
 DATABASES = {
-    "default": database_from_url(
-        os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
-        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
-    )
+    "default": database_from_url(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), pooler=DATABASE_POOLER)
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -201,19 +236,30 @@ Q_ROUTES = {
     "campaigns.webhook_tasks.": "webhooks",
 }
 
+# One line of text per record, or one JSON object per line (LOG_FORMAT=json) for a log shipper.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured("LOG_FORMAT must be plain or json")
 # Log lines carry no personal data (core.logging): every handler masks e-mails, phone numbers,
 # IBANs and IPs, so erasure never has a log to rewrite. Django's own loggers are routed here too,
 # or its default handlers (runserver's request lines, mail to ADMINS) would write unmasked.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "core.logging.JsonFormatter"},
+    },
     "filters": {
         "no_traceback_below_500": {"()": "core.logging.NoTracebackBelow500"},
         "redact_personal_data": {"()": "core.logging.RedactPersonalData"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_personal_data"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["redact_personal_data"],
+        },
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -301,6 +347,19 @@ if os.environ.get("ADYEN_BASE_URL"):
             "api_key": os.environ.get("ADYEN_API_KEY", ""),
             "balance_account_id": os.environ.get("ADYEN_BALANCE_ACCOUNT_ID", ""),
             "fallback": not env_bool("ADYEN_INSTANT_ONLY", False),
+        },
+    }
+# PayPal Payouts (payouts.rails.paypal): people who choose a PayPal e-mail on a campaign that
+# allows it are paid from the platform's PayPal balance.
+if os.environ.get("PAYPAL_BASE_URL"):
+    PAYOUT_RAILS["paypal"] = {
+        "BACKEND": "payouts.rails.paypal.PayPalPayoutsRail",
+        "OPTIONS": {
+            "base_url": os.environ["PAYPAL_BASE_URL"],
+            "client_id": os.environ.get("PAYPAL_CLIENT_ID", ""),
+            "client_secret": os.environ.get("PAYPAL_CLIENT_SECRET", ""),
+            "webhook_id": os.environ.get("PAYPAL_WEBHOOK_ID", ""),
+            "unclaimed_cancel_after_hours": env_int("PAYPAL_UNCLAIMED_CANCEL_HOURS", 24),
         },
     }
 # Verification of Payee for rails without their own check (payouts.rails.vop): an EPC VOP API.
@@ -433,6 +492,19 @@ if CACHE_URL:
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "joyback"),
         }
     }
+
+# --- Health and metrics (core.health, core.metrics) ------------------------------------------------
+# /metrics answers a request carrying "Authorization: Bearer <METRICS_TOKEN>", or one from an
+# address in METRICS_ALLOWED_IPS (addresses or networks; scrape each node directly). Production
+# refuses to start with neither (core.E141). /readyz turns red when the oldest task waiting in a
+# class's queue has waited longer than READY_QUEUE_MAX_AGE_SECONDS (0: queues are not part of
+# readiness).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+READY_QUEUE_MAX_AGE_SECONDS = env_int("READY_QUEUE_MAX_AGE_SECONDS", 300)
+# Our own load balancers' addresses or networks: only a request from one of them has its
+# X-Forwarded-For read for the client's address (core.proxy; per-IP rate limits). Empty: none.
+TRUSTED_PROXY_IPS = env_list("TRUSTED_PROXY_IPS", "")
 
 # --- Partner API and webhooks (helper F, issue 6) -------------------------------------------------
 # Per-key rate limit (fixed one-minute window in the Django cache, see CACHE_URL above), largest

@@ -7,7 +7,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import env_bool, env_int
+from .base import env_bool, env_int, env_list
 
 DEBUG = False
 if not SECRET_KEY or len(SECRET_KEY) < 32:  # noqa: F405
@@ -25,6 +25,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 
 # Staff reach the admin only through allauth's login (which asks for the second factor) and only
 # once they have TOTP set up (web.portal.middleware).
@@ -43,3 +48,23 @@ SANDBOXED_DEPLOYMENT = os.environ.get("SANDBOXED_DEPLOYMENT", "")
 # Without a Verification of Payee provider (VOP_BASE_URL) the checks refuse to start (core.E114)
 # unless this says, by name, that names are paid unchecked: then they warn (core.W114).
 PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES = env_bool("PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES", False)
+
+# Who may read /metrics (core.health): no address by default; core.E141 refuses to start until
+# METRICS_TOKEN or METRICS_ALLOWED_IPS says who.
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "")
+# Query counts and durations per database (django-prometheus's wrapper of Django's PostgreSQL
+# backend, psycopg 3 included); METRICS_DB=false keeps Django's own.
+if env_bool("METRICS_DB", True) and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"  # noqa: F405
+
+# Errors to Sentry, scrubbed of personal data (core.error_reporting), once SENTRY_DSN is set.
+SENTRY_DSN = os.environ.get("SENTRY_DSN", "")
+if SENTRY_DSN:
+    from core.error_reporting import error_reporting_init
+
+    error_reporting_init(
+        dsn=SENTRY_DSN,
+        environment=os.environ.get("SENTRY_ENVIRONMENT", "production"),
+        release=os.environ.get("SENTRY_RELEASE", ""),
+        traces_sample_rate=float(os.environ.get("SENTRY_TRACES_SAMPLE_RATE", "0")),
+    )

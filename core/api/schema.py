@@ -29,6 +29,17 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
 )
 
 
+# For an operation that must never run twice for one request (a partial refund): the same header,
+# required.
+IDEMPOTENCY_KEY_REQUIRED = OpenApiParameter(
+    name=IDEMPOTENCY_KEY_PARAMETER.name,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    type=IDEMPOTENCY_KEY_PARAMETER.type,
+    description="Required here: the same key never acts twice, even after the replay is no longer stored.",
+)
+
+
 class ApiKeyAuthScheme(OpenApiAuthenticationExtension):
     target_class = "core.api.auth.ApiKeyAuthentication"
     name = "ApiKey"
@@ -60,7 +71,8 @@ class ProblemAutoSchema(AutoSchema):
 
     def get_override_parameters(self):
         params = super().get_override_parameters()
-        if self.method in ("POST", "PATCH"):
+        declared = any(getattr(p, "name", None) == IDEMPOTENCY_KEY_PARAMETER.name for p in params)
+        if self.method in ("POST", "PATCH") and not declared:  # an operation may require it
             params = [*params, IDEMPOTENCY_KEY_PARAMETER]
         return params
 

@@ -3,7 +3,8 @@
 
 from django.db import migrations
 
-from core.roles import ROLES, ops_roles_migrate
+from core.migrations._roles import ops_roles_migrate
+from core.roles import ROLES
 
 
 def roles_remove(apps, schema_editor):

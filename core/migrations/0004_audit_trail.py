@@ -5,7 +5,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from core.audit_sql import AUDIT_TABLES, SEAL_GUARD_SQL, SEAL_UNGUARD_SQL, install_sql, uninstall_sql
+from core.audit_sql import SEAL_GUARD_SQL, SEAL_UNGUARD_SQL, install_sql, uninstall_sql
+from core.migrations._audit_0004 import AUDIT_TABLES
 
 VIEW = " UNION ALL ".join(
     f"SELECT '{t.label}:' || id AS uid, '{t.label}' AS object_type, {t.stream} AS object_id, kind, actor_id, "

@@ -3,7 +3,7 @@
 
 from django.db import migrations
 
-from core.roles import ops_roles_migrate
+from core.migrations._roles import ops_roles_migrate
 
 
 class Migration(migrations.Migration):

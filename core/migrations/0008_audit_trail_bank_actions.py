@@ -9,7 +9,7 @@ place (grants on it stay), so every column keeps its type; SQLite cannot, and dr
 
 from django.db import migrations
 
-from core.audit_sql import AUDIT_TABLES
+from core.migrations._audit_0004 import AUDIT_TABLES
 
 # The four selects of 0004, as 0004 wrote them.
 EVENTS = " UNION ALL ".join(

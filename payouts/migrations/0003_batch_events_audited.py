@@ -9,7 +9,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from core.audit_sql import PAYOUT_BATCH_EVENTS, install_sql, uninstall_sql
+from core.audit_sql import install_sql, uninstall_sql
+from payouts.audit import PAYOUT_BATCH_EVENTS
 
 
 def backfill(apps, schema_editor):

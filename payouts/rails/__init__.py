@@ -20,6 +20,7 @@ BUILTIN_RAILS: dict[str, dict[str, Any]] = {
     "sepa_file": {"BACKEND": "payouts.rails.sepa_file.SepaFileRail", "OPTIONS": {}},
     "psp_api": {"BACKEND": "payouts.rails.psp_api.WiseRail", "OPTIONS": {}},
     "psp_instant": {"BACKEND": "payouts.rails.adyen.AdyenTransfersRail", "OPTIONS": {}},
+    "paypal": {"BACKEND": "payouts.rails.paypal.PayPalPayoutsRail", "OPTIONS": {}},
 }
 
 

@@ -26,7 +26,7 @@ from enum import StrEnum
 from core.exceptions import ApplicationError, InvalidInput
 from core.http import HttpAnswer, HttpUnreachable, http_call
 from payouts.iso import reason_text as iso_reason_text
-from recipients.normalise import IBAN
+from recipients.normalise import BANK, IBAN, PAYPAL
 
 # The EPC's SEPA character set for references, narrowed as the EPC rules narrow identifiers:
 # no leading or trailing "/" and no "//" anywhere.
@@ -135,12 +135,13 @@ class PayeeMatch(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class RailPayment:
-    """One payout as a rail sees it. ``creditor_iban`` for an IBAN; ``creditor_account`` for a
-    local account: its ``type`` and fields under the keys of the PSP's account-requirements
-    contract (``recipients.accounts``), e.g. ``{"type": "sort_code", "sortCode": "040075",
-    "accountNumber": "37778842"}`` (GBP) or ``{"type": "aba", "abartn": …, "accountNumber": …,
-    "accountType": "CHECKING", "address.country": "US", "address.city": …, "address.firstLine": …,
-    "address.postCode": …, "address.state": "NY"}`` (USD)."""
+    """One payout as a rail sees it. ``creditor_email`` for a PayPal account (no country);
+    ``creditor_iban`` for an IBAN; ``creditor_account`` for a local account: its ``type`` and
+    fields under the keys of the PSP's account-requirements contract (``recipients.accounts``),
+    e.g. ``{"type": "sort_code", "sortCode": "040075", "accountNumber": "37778842"}`` (GBP) or
+    ``{"type": "aba", "abartn": …, "accountNumber": …, "accountType": "CHECKING",
+    "address.country": "US", "address.city": …, "address.firstLine": …, "address.postCode": …,
+    "address.state": "NY"}`` (USD)."""
 
     end_to_end_id: str
     amount_minor: int
@@ -152,10 +153,13 @@ class RailPayment:
     creditor_iban: str | None = None
     creditor_account: Mapping[str, str] | None = field(default=None, hash=False)
     creditor_bic: str | None = None
+    creditor_email: str | None = None
     requested_execution_date: date | None = None
 
     @property
     def account_type(self) -> str:
+        if self.creditor_email is not None:
+            return PAYPAL
         return IBAN if self.creditor_iban is not None else str(self.creditor_account["type"])
 
     def __post_init__(self) -> None:
@@ -164,11 +168,14 @@ class RailPayment:
             raise InvalidInput("amount_minor must be a positive integer.", code="invalid_amount")
         if not _CURRENCY.fullmatch(self.currency or ""):
             raise InvalidInput(f"Currency {self.currency!r} is not an ISO 4217 code.", code="unknown_currency")
-        if not _COUNTRY.fullmatch(self.creditor_country or ""):
+        if self.creditor_email is None and not _COUNTRY.fullmatch(self.creditor_country or ""):
             raise InvalidInput(f"Country {self.creditor_country!r} is not ISO 3166 alpha-2.", code="invalid_country")
         if not (self.creditor_name or "").strip():
             raise InvalidInput("creditor_name is required.", code="invalid_creditor")
-        if self.creditor_iban is not None:
+        if self.creditor_email is not None:
+            if "@" not in self.creditor_email:
+                raise InvalidInput("creditor_email is not an e-mail address.", code="invalid_creditor")
+        elif self.creditor_iban is not None:
             iban = normalise_iban(self.creditor_iban)
             if not _IBAN.fullmatch(iban):
                 raise InvalidInput("creditor_iban is not an IBAN.", code="invalid_iban")
@@ -187,7 +194,7 @@ class RailPayment:
 @dataclass(frozen=True, kw_only=True)
 class Capabilities:
     currencies: frozenset[str]
-    countries: frozenset[str]
+    countries: frozenset[str] | None  # None: any, the destination has no country (a PayPal e-mail)
     instant: bool
     max_amount_minor: int | None
     verify_payee: bool
@@ -199,7 +206,7 @@ class Capabilities:
     def supports(self, *, currency: str, country: str, amount_minor: int, account_type: str = IBAN) -> bool:
         return (
             currency in self.currencies
-            and country in self.countries
+            and (self.countries is None or country in self.countries)
             and (self.max_amount_minor is None or amount_minor <= self.max_amount_minor)
             and (self.account_types is None or account_type in self.account_types)
         )
@@ -279,6 +286,18 @@ class Rail(ABC):
     of their ``settings.PAYOUT_RAILS`` entry as keyword arguments."""
 
     name: str = ""
+    # The kinds of payout destination it pays (``recipients.normalise.destination_kind``): bank
+    # accounts (IBANs, and the local types ``Capabilities.account_types`` lists) or PayPal
+    # accounts. Routing never sends a payout to a rail that does not name its destination's kind.
+    destination_kinds: frozenset[str] = frozenset({BANK})
+    # The ledger account this rail pays from in ``currency``, when it is not the platform's bank
+    # account (``payouts.services.states.debtor_bank_account``): PayPal pays from the platform's
+    # PayPal balance. None: the bank.
+    funding_account_code_format: str | None = None
+    # ``status`` can find a payment only by the rail's own reference (PayPal documents no look-up
+    # by our id), and ``submit`` is idempotent on ``end_to_end_id`` at the rail itself: without a
+    # reference the engine submits again rather than asking, and never fails a payout blind.
+    finds_by_reference_only: bool = False
 
     @abstractmethod
     def submit(self, payment: RailPayment) -> SubmitResult:

@@ -2,7 +2,8 @@
 rail, record, poll, recover), ``payee`` (Verification of Payee, the campaigns' policy, the
 person's confirmation or correction), ``actions`` (staff actions, returns, bank settlement),
 ``batches`` (pain.001 files), ``states`` (the state machine and its ledger entries),
-``unclaimed`` (reminders, then money nobody gave an account for goes back)."""
+``unclaimed`` (reminders, then money nobody gave an account for goes back), ``paypal`` (PayPal
+as a destination: offered where a campaign allows it; its item events)."""
 
 from payouts.services.actions import (
     payout_approve,

@@ -19,12 +19,13 @@ from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import format_minor
-from core.payment_files import ERASED, payout_files_pseudonymise
+from core.personal_data import ERASED
 from core.queue import enqueue
 from payouts import conf
 from payouts.iso import EXPIRED_REASON_CODE
 from payouts.models import BatchStatus, Payout, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus
 from payouts.pain002 import Outcome, Pain002Report
+from payouts.payment_files import payout_files_pseudonymise
 from payouts.rails.base import ServiceLevel
 from payouts.rails.sepa_file import DebtorAccount, build_pain001, instant_file_account, uetr_for
 from payouts.services.execute import rail_payment_for
@@ -218,7 +219,7 @@ def payout_batch_approve(*, batch: PayoutBatch, approver, reason: str = "") -> P
 def payout_batch_download(*, batch: PayoutBatch, actor) -> bytes:
     """The pain.001 bytes for upload to the bank; the first download marks the batch
     ``downloaded`` and then pseudonymises, in the stored copy only, the transactions of people
-    erased while the file waited (``core.payment_files``): the bank gets whom to pay, we keep
+    erased while the file waited (``payouts.payment_files``): the bank gets whom to pay, we keep
     no more than erasure would. Every download records ``batch.downloaded`` with the actor and
     the sha256 of the bytes handed out, in the same durable transaction. Raises
     PermissionDenied, InvalidTransition (approval missing; ``batch_expired``: the file must never

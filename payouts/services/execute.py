@@ -41,7 +41,7 @@ from payouts.rails.base import (
 from payouts.services.payee import payee_ask, payee_check_record, payout_vop_action, payouts_payee_verify
 from payouts.services.states import drive, event_record, payout_lock, payouts_execute_enqueue
 from payouts.services.test_mode import REFUSED_REASON, payout_rail_refusal
-from recipients.normalise import IBAN
+from recipients.normalise import BANK, IBAN, PAYPAL, destination_kind
 
 logger = logging.getLogger(__name__)
 
@@ -137,9 +137,20 @@ def payouts_recover_stale(*, now: datetime | None = None, deadline: float | None
 
 
 def rail_payment_for(payout: Payout, *, iban: str | None = None) -> RailPayment:
-    """What the rail sees: the IBAN, or a local account's type and fields; ``iban`` saves a
-    decryption when the caller already has it."""
+    """What the rail sees: the IBAN, a local account's type and fields, or a PayPal account's
+    e-mail; ``iban`` saves a decryption when the caller already has it."""
     bank = payout.bank_account
+    if bank.kind == PAYPAL:
+        return RailPayment(
+            end_to_end_id=payout.end_to_end_id,
+            amount_minor=payout.amount_minor,
+            currency=payout.currency,
+            creditor_name=payout.creditor_name,
+            creditor_country=payout.creditor_country,
+            creditor_email=bank.details().get("email", ""),
+            remittance=f"JoyBack {payout.end_to_end_id}",
+            debtor_account_code=payout.debtor_account_code,
+        )
     local = bank.kind != IBAN
     return RailPayment(
         end_to_end_id=payout.end_to_end_id,
@@ -172,11 +183,14 @@ def _attempt(claim: _Claim, *, recovered: bool) -> str:
         refusal = payout_rail_refusal(payout, rail)
         if refusal:
             raise FinalRailError(refusal, reason_code=REFUSED_REASON, reason_text=refusal)
-        if recovered:
+        # A rail that finds payments only by its own reference is asked once it gave one; before
+        # that, its submit is the look-up (idempotent on end_to_end_id at the rail).
+        if recovered and (payout.rail_reference or not rail.finds_by_reference_only):
             known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
             if known.status != RailStatus.UNKNOWN:
                 return _record_status(claim, known, via="rail")
-        if payout.vop_checked_at is None:
+        # Verification of Payee checks a name against a bank account: a PayPal account has none.
+        if payout.vop_checked_at is None and destination_kind(payout.bank_account.kind) == BANK:
             vop = payee_ask(rail, payout)
             check = _PayeeCheck(vop, payout_vop_action(payout_id=payout.pk, outcome=vop.outcome))
             if check.action != VopAction.PAY:
@@ -210,7 +224,10 @@ def _after_retryable(claim: _Claim, rail: Rail, payout: Payout, exc: RetryableRa
     if claim.attempt < conf.max_attempts():
         return _record_retry(claim, exc, check=check)
     # Out of attempts. Failing releases the money for a new payout, which is only safe if the
-    # rail holds no transfer under this id: ask once more.
+    # rail holds no transfer under this id: ask once more (a rail that cannot be asked without
+    # its reference goes to staff instead).
+    if rail.finds_by_reference_only and not payout.rail_reference:
+        return _record_review(claim, check=check, reason=f"Rail unreachable after {claim.attempt} attempts: {exc}")
     try:
         known = rail.status(payout.end_to_end_id, rail_reference=payout.rail_reference or None)
     except RetryableRailError:

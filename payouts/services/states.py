@@ -6,6 +6,7 @@ Money (DESIGN §4), all balanced entries with keys derived from the payout id an
 
 * sent:      ``recipient:<person>:payable`` → ``payouts:in_transit``     (the rail accepted)
 * settled:   ``payouts:in_transit`` → ``platform:bank:<iban>``         (rail, pain.002 or bank line)
+             (a PayPal payout: → ``platform:paypal:<currency>``, from PayPal's item status)
 * failed:    ``payouts:in_transit`` → payable, only if it had been sent
 * returned:  ``platform:bank:<iban>`` → payable                         (the money came back)
 
@@ -25,7 +26,7 @@ Locks (classes 6 to 8 of the engine's order, ``core.locks``): statement lines (t
 engine locks a chunk's lines before its matchers run), then a payout batch row, then payout rows
 in ascending id, then ledger accounts (ascending id). Applying a pain.002
 (``batches``), the batch matcher and the download lock the batch, then its payouts; erasure and
-the retention purge, which cannot import payouts, lock through ``core.payment_files.payouts_lock``
+the retention purge, declared by payouts (``payouts.privacy``), lock through ``payouts.payment_files.payouts_lock``
 in the same order, after the person's root row (a payout path never takes a person's lock) and
 the person's statement lines. Code holding a payout never asks for its batch or a line.
 """
@@ -112,6 +113,24 @@ def debtor_bank_account(currency: str) -> PlatformBankAccount | None:
     if iban:
         accounts = accounts.filter(iban=iban)
     return accounts.order_by("id").first()
+
+
+def funding_account_code(*, rail: Rail, currency: str) -> str | None:
+    """The ledger account a payout on ``rail`` in ``currency`` is paid from, and settles against:
+    the rail's own balance where it has one (PayPal's: ``platform:paypal:<currency>``, an asset
+    mirroring a balance the provider keeps, so it may go below zero in the books until ops
+    record a top-up), else the platform bank account of the currency. None: there is none yet."""
+    if rail.funding_account_code_format:
+        return account_get_or_create(
+            code=rail.funding_account_code_format.format(currency=currency),
+            name=f"{rail.name} balance {currency}",
+            kind=AccountKind.ASSET,
+            currency=currency,
+            allow_overdraft=True,
+            owner_type="platform",
+        ).code
+    debtor = debtor_bank_account(currency)
+    return debtor.ledger_account.code if debtor is not None else None
 
 
 def payout_lock(payout_id: int) -> Payout:

@@ -1,21 +1,23 @@
 """Writes about people (the app's services, one module per concern):
 
-* ``identity``: who may link people and change where they are paid; the one-identity slow path;
-* ``people``: the person resolver (``people_resolve``, set-wise; ``person_resolve``, a batch of
-  one) and ``person_set_iban``;
+* ``people``: the person resolver, one set-wise algorithm (``people_resolve``; ``person_resolve``
+  and ``person_set_iban`` are a batch of one), with the linking rules of ``identity``;
+* ``roots``: the one lock helper for person roots and the retry loop of writes about a person;
+* ``bank_accounts``: the one writer of a new current account and its ``iban_set`` event;
 * ``privacy``: consent, access requests (export) and erasure.
 """
 
-from recipients.services.identity import IdentityInput, person_root_lock
+from recipients.services.bank_accounts import bank_account_holder_name_set
+from recipients.services.identity import IdentityInput
 from recipients.services.people import (
     ComplexBatch,
     Resolved,
-    bank_account_holder_name_set,
     people_resolve,
     person_resolve,
     person_set_iban,
 )
 from recipients.services.privacy import consent_record, person_erase, person_export
+from recipients.services.roots import person_root_lock
 
 __all__ = [
     "ComplexBatch",

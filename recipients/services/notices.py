@@ -1,5 +1,6 @@
 """Notices to people (``recipients.models_notices``): recording them with the change they announce,
-and delivering them at least once, once per channel.
+and delivering them at least once, once per channel. Their wording is registered by payouts
+(``notice_renderer_register``, from its ``AppConfig.ready``).
 
 * ``notices_record`` joins the caller's transaction: the notice commits with the payout that
   settled, the reward that expired, the account that changed — or not at all. A replay of the

@@ -3,9 +3,10 @@ wiping it.
 
 Erasure reaches every table a person's data lands in, not only this app's: the trigger events
 (identifiers, IP, device, evidence), payouts (creditor name, VoP suggestion, masked IBAN) and the
-pain.001 files that carry them, raw inbound webhook bodies, finished django-q task records and
-the free-form columns of audit rows. Those tables belong to apps that import recipients, so they
-are reached through the app registry (``apps.get_model``), never imported.
+pain.001 files and statement lines that carry them, raw inbound webhook bodies, finished django-q
+task records and the free-form columns of audit rows. Those tables belong to apps that import
+recipients, so each app declares its own to the personal-data registry (``core.personal_data``)
+and its audit tables to the audit registry (``core.audit_sql``); erasure and export iterate them.
 
 Audit rows are append-only and hash-chained in PostgreSQL (``core.audit_sql``): their one
 allowed UPDATE removes personal keys from ``data`` and blanks a ``reason`` that names the
@@ -15,18 +16,16 @@ hash covers a salted digest of those columns, not the columns themselves.
 
 import ipaddress
 import json
-from datetime import timedelta
 
-from django.apps import apps
-from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
-from django.db.models import F, Q, Value
+from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from core.audit_sql import audited_tables
 from core.exceptions import Conflict, InvalidInput, InvalidTransition, TemporaryFailure
-from core.payment_files import ERASED, payout_files_pseudonymise, payouts_lock
+from core.personal_data import EraseAgain, Erasure, mentions, personal_data
 from recipients.models import (
     AccountChange,
     BankAccount,
@@ -39,10 +38,10 @@ from recipients.models import (
     PersonEvent,
     PersonEventKind,
 )
-from recipients.models_claims import AccountChangeStatus
+from recipients.models_claims import AccountChangeStatus, WhatsAppOptInCode
 from recipients.normalise import IBAN
-from recipients.services.identity import Retry, cluster_ids, run_with_retries
-from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
+from recipients.selectors import person_cluster_ids
+from recipients.services.roots import Retry, person_root_lock, run_with_retries
 
 # A local account's fields shared by strangers — a kind, a branch's sort code or routing number,
 # a city or post code: searching other rows for them would erase strangers' data. They go with
@@ -91,18 +90,13 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
     as JSON-serialisable data: an access request's answer. Clear identifier values and — only
     here — the clear IBANs are included; amounts are integer minor units with their currency.
 
-    Reaches the same tables as erasure (through the app registry): trigger events, rewards,
-    payouts, notices (and their deliveries), WhatsApp codes and video submissions. Records one ``exported``
+    Reaches the same tables as erasure (the personal-data registry: trigger events, rewards,
+    video submissions, payouts), notices (and their deliveries) and WhatsApp codes. Records one ``exported``
     event with the actor on the root, in the caller's transaction (savepoint), so every export
     is in the audit trail. Video access tokens are never exported. Raises Person.DoesNotExist."""
     root = Person.objects.select_related("merged_into").get(pk=person.pk)
     root = root.merged_into or root
-    cluster = cluster_ids(root)
-    TriggerEvent = apps.get_model("campaigns", "TriggerEvent")
-    Reward = apps.get_model("campaigns", "Reward")
-    VideoSubmission = apps.get_model("campaigns", "VideoSubmission")
-    Payout = apps.get_model("payouts", "Payout")
-    WhatsAppOptInCode = apps.get_model("recipients", "WhatsAppOptInCode")
+    cluster = person_cluster_ids(person=root)
     people = Person.objects.filter(id__in=cluster).order_by("id")
     export = {
         "person_id": root.pk,
@@ -169,66 +163,6 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
             "detail",
             "created_at",
         ),
-        "trigger_events": _rows(
-            TriggerEvent.objects.filter(person_id__in=cluster),
-            "id",
-            "campaign_id",
-            "campaign__name",
-            "type",
-            "custom_name",
-            "external_id",
-            "occurred_at",
-            "received_at",
-            "source",
-            "email",
-            "whatsapp",
-            "social_provider",
-            "social_uid",
-            "iban_country",
-            "ip",
-            "device_fingerprint",
-            "evidence",
-            "purchase_amount_minor",
-            "purchase_currency",
-            "order_id",
-            "code",
-            "view_count",
-            "outcome",
-            "reason",
-        ),
-        "rewards": _rows(
-            Reward.objects.filter(person_id__in=cluster),
-            "id",
-            "event_id",
-            "campaign_id",
-            "campaign__name",
-            "amount_minor",
-            "currency",
-            "status",
-            "occurred_at",
-            "matures_at",
-            "decided_at",
-            "decision_reason",
-            "created_at",
-            "updated_at",
-        ),
-        "payouts": _rows(
-            Payout.objects.filter(person_id__in=cluster),
-            "id",
-            "amount_minor",
-            "currency",
-            "status",
-            "rail",
-            "end_to_end_id",
-            "creditor_name",
-            "creditor_iban_masked",
-            "creditor_country",
-            "vop_result",
-            "vop_suggested_name",
-            "reason_code",
-            "reason_text",
-            "created_at",
-        ),
         "notices": _rows(
             Notice.objects.filter(person_id__in=cluster),
             "id",
@@ -258,18 +192,11 @@ def person_export(*, person: Person, actor=None, source: str = "admin") -> dict:
             "expires_at",
             "used_at",
         ),
-        "video_submissions": _rows(
-            VideoSubmission.objects.filter(person_id__in=cluster),
-            "id",
-            "campaign_id",
-            "social_uid",
-            "video_id",
-            "status",
-            "reason",
-            "view_count",
-            "checked_at",
-            "created_at",
-        ),
+        **{
+            entry.kind: _rows(entry.model.objects.filter(person_id__in=cluster), *entry.export)
+            for entry in personal_data()
+            if entry.export
+        },
     }
     sections = {k: len(v) for k, v in export.items() if isinstance(v, list)}
     PersonEvent.objects.create(
@@ -302,9 +229,11 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     reversed without the fingerprint key. All identifiers become inactive: the person can no
     longer be found, and coming back with the same identifiers creates a new person.
 
+    Beyond this app, each table is erased as its app declared it (``core.personal_data``).
+
     Lock order: the root person row, then the statement lines tied to their payouts, then the
     person's payout batches and payouts in the payout
-    engine's order (``core.payment_files.payouts_lock``: batches before payouts, as pain.002
+    engine's order (``payouts.payment_files.payouts_lock``: batches before payouts, as pain.002
     takes them). A deadlock or serialization failure against some other writer rolls the attempt
     back (its savepoint) and runs it again; nothing is ever half erased.
 
@@ -313,12 +242,11 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
     (``erasure_contended``, nothing erased: try again) when every attempt lost to another writer."""
 
     def erase_once() -> Person:
-        row = Person.objects.filter(pk=person.pk).values("merged_into_id").get()
-        (root,) = _lock_roots_allow_erased(row["merged_into_id"] or person.pk)
+        root = person_root_lock(person=person)
         if root.erased_at:
             return root
         now = timezone.now()
-        cluster = cluster_ids(root)
+        cluster = person_cluster_ids(person=root)
         values = _personal_values(cluster)
         elsewhere = _erase_beyond_recipients(brand_id=root.brand_id, cluster=cluster, values=values, now=now)
         Person.objects.filter(id__in=cluster).update(display_name="", preferred_language="", erased_at=now)
@@ -361,13 +289,6 @@ def person_erase(*, person: Person, actor=None, source: str = "admin") -> Person
         ) from exc
 
 
-def _lock_roots_allow_erased(root_id: int) -> list[Person]:
-    roots = list(Person.objects.select_for_update().filter(id=root_id))
-    if not roots or roots[0].merged_into_id:
-        raise Retry
-    return roots
-
-
 def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
     """Every clear value we hold about the people in ``cluster``, by kind, read before wiping."""
     values: dict[str, set[str]] = {
@@ -395,10 +316,11 @@ def _personal_values(cluster: list[int]) -> dict[str, set[str]]:
                 for k, v in account.details().items()
                 if k not in ACCOUNT_DETAILS_NOT_SEARCHED and len(v) >= _ACCOUNT_NEEDLE_MIN
             }
-    Payout = apps.get_model("payouts", "Payout")
-    names = Payout.objects.filter(person_id__in=cluster).values_list("creditor_name", "vop_suggested_name")
-    for name, suggested in names:
-        values["name"] |= {n for n in (name, suggested) if n and n != ERASED}
+    for entry in personal_data():
+        for field in entry.names:
+            erased = entry.blank.get(field)
+            rows = entry.model.objects.filter(person_id__in=cluster).values_list(field, flat=True)
+            values["name"] |= {n for n in rows if n and n != erased}
     return values
 
 
@@ -416,134 +338,33 @@ def _needles(values: dict[str, set[str]]) -> list[str]:
     return sorted(n for n in found if len(n) >= 4)
 
 
-def _mentions(value, needles: list[str]) -> bool:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return any(n.lower() in text.lower() for n in needles)
-
-
 def _erase_beyond_recipients(*, brand_id, cluster: list[int], values: dict[str, set[str]], now) -> dict[str, int]:
-    needles = _needles(values)
-    # Lines before payouts: the lock order (``core.locks``).
-    lines, tied = _statement_lines_erase(cluster=cluster, values=values, needles=needles)
-    counts = {
-        "trigger_events": _trigger_events_erase(brand_id=brand_id, cluster=cluster, values=values),
-        "payouts": _payouts_erase(cluster=cluster, now=now, lines_done=tied),
-        "statement_lines": lines,
-        "inbound_webhooks": _raw_rows_erase("core_inboundwebhook", "body", needles, {"body": b"", "headers": "{}"}),
-        "task_records": _task_records_erase(needles),
-        "audit_rows": _audit_rows_erase(cluster=cluster, needles=needles),
-    }
+    """Every other app's tables (the personal-data registry, in its order), then the audit rows."""
+    erasure = Erasure(brand_id=brand_id, cluster=cluster, values=values, needles=_needles(values), now=now)
+    counts: dict[str, int] = {}
+    for entry in personal_data():
+        if entry.erase is not None:
+            try:
+                counts |= entry.erase(erasure)
+            except EraseAgain:
+                raise Retry
+    counts["audit_rows"] = _audit_rows_erase(cluster=cluster, needles=erasure.needles)
     return counts
-
-
-def _trigger_events_erase(*, brand_id, cluster: list[int], values: dict[str, set[str]]) -> int:
-    TriggerEvent = apps.get_model("campaigns", "TriggerEvent")
-    theirs = Q(person_id__in=cluster)
-    uids = {v.split(":", 1)[1] for v in values["social"] if ":" in v}
-    if brand_id is not None and (values["email"] or values["whatsapp"] or uids):
-        # Rejected events may name no person but still carry their identifiers.
-        theirs |= Q(brand_id=brand_id) & (
-            Q(email__in=values["email"]) | Q(whatsapp__in=values["whatsapp"]) | Q(social_uid__in=uids)
-        )
-    return TriggerEvent.objects.filter(theirs).update(
-        email="", whatsapp="", social_uid="", ip=None, device_fingerprint="", evidence={}
-    )
-
-
-def _payout_lines(payouts) -> dict:
-    rows = list(payouts.values_list("pk", "end_to_end_id", "batch_id", "bank_debit_line_id", "bank_return_line_id"))
-    batches: dict[int, set[str]] = {}
-    for _, end_to_end_id, batch_id, _, _ in rows:
-        if batch_id is not None:
-            batches.setdefault(batch_id, set()).add(end_to_end_id)
-    return {
-        "payout_ids": [r[0] for r in rows],
-        "line_ids": {line for r in rows for line in r[3:] if line is not None},
-        "batch_end_to_end_ids": batches,
-        "end_to_end_ids": {r[1] for r in rows},
-    }
-
-
-def _statement_lines_erase(*, cluster: list[int], values: dict[str, set[str]], needles: list[str]):
-    """Their payee data out of the statement lines tied to their payouts, and of lines carrying
-    their IBAN (``reconciliation.services.pseudonymise``); dedupe keys, amounts, dates, bank
-    references and matches stay. Returns how many lines changed and the lines tied."""
-    Payout = apps.get_model("payouts", "Payout")
-    tied = _payout_lines(Payout.objects.filter(person_id__in=cluster))
-    return statement_lines_pseudonymise(**tied, ibans=values["iban"], needles=needles)
-
-
-def _payouts_erase(*, cluster: list[int], now, lines_done: set[int]) -> int:
-    """Names out of payouts, and name and IBAN out of their transactions in stored pain.001
-    files (``core.payment_files``: a file not downloaded yet stays whole until its download). A
-    payout keeps its amount, status, ledger entries and the masked IBAN's country;
-    ``PRIVACY_PAYOUT_NAME_KEEP_DAYS`` keeps the creditor name, and the file's copy of it, of
-    payouts younger than that where bookkeeping law requires it (purged when older)."""
-    Payout = apps.get_model("payouts", "Payout")
-    payouts = Payout.objects.filter(pk__in=payouts_lock(payouts=Payout.objects.filter(person_id__in=cluster)))
-    tied = _payout_lines(payouts)
-    if (
-        statement_lines_tied(
-            payout_ids=tied["payout_ids"], line_ids=tied["line_ids"], batch_ids=tied["batch_end_to_end_ids"]
-        )
-        - lines_done
-    ):
-        raise Retry  # a line was matched to them after their lines were done: do them again
-    keep_days = getattr(settings, "PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
-    erasable = payouts.filter(created_at__lt=now - timedelta(days=keep_days)) if keep_days else payouts
-    erased = erasable.update(
-        creditor_name=ERASED, vop_suggested_name="", creditor_iban_masked=Concat(F("creditor_country"), Value(" ***"))
-    )
-    payout_files_pseudonymise(payouts=erasable)
-    return erased
-
-
-def _task_records_erase(needles: list[str]) -> int:
-    """Finished task records (django-q keeps the last ``save_limit``, 250 by default) whose
-    arguments or result name the person: deleted. Their columns are pickles, so read in Python."""
-    if not needles:
-        return 0
-    Task = apps.get_model("django_q", "Task")
-    naming = [
-        task.pk
-        for task in Task.objects.only("args", "kwargs", "result").iterator()
-        if _mentions(repr((task.args, task.kwargs, task.result)), needles)
-    ]
-    return Task.objects.filter(pk__in=naming).delete()[0]
-
-
-def _raw_rows_erase(table: str, column: str, needles: list[str], blank: dict) -> int:
-    """Rows of ``table`` whose raw bytes contain a needle, blanked: inbound webhook bodies, which
-    no ORM lookup can search."""
-    if not needles:
-        return 0
-    quoted = connection.ops.quote_name(table)
-    columns = [column]
-    if connection.vendor == "postgresql":
-        match = " OR ".join(f"position(convert_to(%s, 'UTF8') in coalesce({c}, ''::bytea)) > 0" for c in columns)
-    else:
-        match = " OR ".join(f"instr(CAST({c} AS BLOB), CAST(%s AS BLOB)) > 0" for c in columns)
-    where = " OR ".join(f"({match})" for _ in needles)
-    params = [n for n in needles for _ in columns]
-    sets = ", ".join(f"{connection.ops.quote_name(k)} = %s" for k in blank)
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {quoted} SET {sets} WHERE {where}", [*blank.values(), *params])
-        return cursor.rowcount
 
 
 def _audit_rows_erase(*, cluster: list[int], needles: list[str]) -> int:
     """The one UPDATE the audit tables allow (``core.audit_sql``): personal keys out of ``data``
-    and a ``reason`` naming the person blanked; everything else stays and the chain verifies."""
-    streams = [
-        ("campaigns_rewardevent", "reward_id", "reason", "data", _ids("campaigns", "Reward", cluster)),
-        ("payouts_payoutevent", "payout_id", None, "data", _ids("payouts", "Payout", cluster)),
-        ("recipients_personevent", "person_id", None, "detail", cluster),
-    ]
+    and a ``reason`` naming the person blanked; everything else stays and the chain verifies.
+    Each audit table that is about people says which of its streams are theirs."""
     erased = 0
     with connection.cursor() as cursor:
-        for table, stream, reason_col, data_col, ids in streams:
+        for spec in audited_tables():
+            if spec.person_streams is None:
+                continue
+            ids = spec.person_streams(cluster)
             if not ids:
                 continue
+            table, stream, reason_col, data_col = spec.table, spec.stream, spec.reason, spec.data
             placeholders = ", ".join("%s" for _ in ids)
             cursor.execute(
                 f"SELECT id, {reason_col or repr('')}, {data_col} FROM {table} WHERE {stream} IN ({placeholders})",
@@ -551,8 +372,8 @@ def _audit_rows_erase(*, cluster: list[int], needles: list[str]) -> int:
             )
             for row_id, reason, raw in cursor.fetchall():
                 data = (json.loads(raw) if isinstance(raw, str) else raw) or {}
-                kept = {k: v for k, v in data.items() if k not in PERSONAL_DATA_KEYS and not _mentions(v, needles)}
-                new_reason = "" if reason and _mentions(reason, needles) else reason
+                kept = {k: v for k, v in data.items() if k not in PERSONAL_DATA_KEYS and not mentions(v, needles)}
+                new_reason = "" if reason and mentions(reason, needles) else reason
                 if kept == data and new_reason == reason:
                     continue
                 sets = [f"{data_col} = %s"] + ([f"{reason_col} = %s"] if reason_col else [])
@@ -563,7 +384,3 @@ def _audit_rows_erase(*, cluster: list[int], needles: list[str]) -> int:
                 cursor.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s", [*params, row_id])
                 erased += 1
     return erased
-
-
-def _ids(app: str, model: str, cluster: list[int]) -> list[int]:
-    return list(apps.get_model(app, model).objects.filter(person_id__in=cluster).values_list("id", flat=True))

@@ -7,7 +7,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from core.audit_sql import RECONCILIATION_ACTIONS, install_sql, uninstall_sql
+from core.audit_sql import install_sql, uninstall_sql
+from reconciliation.audit import RECONCILIATION_ACTIONS
 
 
 def install(apps, schema_editor):

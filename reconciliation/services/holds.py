@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from core.bulk import rows_insert
 from core.exceptions import CurrencyMismatch, HoldNotPending, IdempotencyConflict, InactiveAccount, InvalidInput
-from reconciliation.db import constraint_name, ledger_error_from
+from reconciliation.db import ledger_error_from
 from reconciliation.models import Account, AccountKind, Hold, HoldStatus
 from reconciliation.services.accounts import accounts_lock
 from reconciliation.services.entries import (
@@ -77,8 +77,9 @@ def ledger_holds_create(*, account: Account, currency: str, holds: Sequence[Hold
             with transaction.atomic():
                 return _holds_insert(account, holds)
         except IntegrityError as exc:
-            # A concurrent caller inserted one of the keys first: once, then its holds are there to replay.
-            if attempt == 2 or "idempotency_key" not in (constraint_name(exc) or str(exc)):
+            # A concurrent caller inserted one of the keys first (the table says so, not the error's
+            # text): once, then its holds are there to replay.
+            if attempt == 2 or not Hold.objects.filter(idempotency_key__in=keys).exists():
                 raise ledger_error_from(exc) from exc
     raise AssertionError("unreachable")
 

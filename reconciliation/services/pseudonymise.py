@@ -6,7 +6,7 @@ and the bank's own statement say who was paid. So for an erased person the lines
 payouts keep everything but who they were: amount, currency, dates, direction, status, the
 bank's references (AcctSvcrRef, EndToEndId, UETR, batch ids), the return reason, the dedupe key
 and the matches; the counterparty name becomes ``(erased)``, the IBAN ``<country>00ERASED``
-(``core.payment_files.pseudonym_iban``), and their values in remittance text, notes and the
+(``core.personal_data.pseudonym_iban``), and their values in remittance text, notes and the
 transaction details are replaced by ``(erased)``.
 
 Re-import. A booking's identity (``dedupe_key``, ``services.statements.booking_identity``) is its
@@ -28,7 +28,7 @@ from collections.abc import Collection
 from django.db import transaction
 from django.db.models import Q
 
-from core.payment_files import ERASED, pseudonym_iban
+from core.personal_data import ERASED, pseudonym_iban
 from reconciliation.models import Match, StatementLine
 
 # The payouts app's match target types (``payouts.matchers``): a single payout, a whole file.

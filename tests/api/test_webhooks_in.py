@@ -17,10 +17,10 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import EventSource, Reward, TriggerEvent
+from campaigns.platforms.whatsapp import whatsapp_optin_code_issue
 from core.models import InboundStatus, InboundWebhook
 from recipients.models import Identifier
 from tests.campaigns.factories import funded_campaign
-from web.whatsapp_webhook import whatsapp_optin_code_issue
 
 APP_SECRET = "wa-app-secret"
 TIKTOK_SECRET = "tt-client-secret"

@@ -13,13 +13,13 @@ from django.core import mail
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from campaigns.models import Brand
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import rewards_mature
 from payouts.services import payout_execute, payouts_create_for_payable
 from payouts.tasks import payout_settled_followup_task
 from recipients.models_claims import WhatsAppOptInCode
 from reconciliation.services.statements import statement_import
 from tests.payouts.payout_fixtures import DEBTOR_IBAN
-from web.whatsapp_webhook import whatsapp_optin_redeem
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

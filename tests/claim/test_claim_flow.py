@@ -11,6 +11,7 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from campaigns.models import Campaign, EventOutcome, Reward, TriggerEvent, VideoSubmission
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import EventInput, event_ingest, rewards_mature
 from campaigns.services.claim_links import claim_links_send_due
 from payouts.links import STATUS_SALT, token_make, token_read
@@ -27,7 +28,6 @@ from tests.claim.conftest import tiktok_login
 from web.claim.forms import PayoutForm
 from web.claim.services import PayoutDetails, claim_tiktok_login_submit
 from web.claim.views import _phone_region
-from web.whatsapp_webhook import whatsapp_optin_redeem
 
 pytestmark = pytest.mark.django_db
 

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import Reward
+from campaigns.platforms.whatsapp import whatsapp_optin_redeem
 from campaigns.services import event_ingest, rewards_mature
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout
@@ -24,7 +25,6 @@ from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.claim.test_claim_flow import GOOD_IBAN, pay_everything
 from web.claim.services import ACCOUNT_CHANGES_PER_DAY
-from web.whatsapp_webhook import whatsapp_optin_redeem
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -165,7 +165,19 @@ def _check_deploy(extra: dict) -> subprocess.CompletedProcess:
         key: value
         for key, value in os.environ.items()
         if not key.startswith(
-            ("WISE_", "PAYOUT_", "TIKTOK_", "PLATFORM_", "SEPA_", "WEBHOOK_", "FAKE_", "WHATSAPP_", "VOP_")
+            (
+                "WISE_",
+                "PAYOUT_",
+                "TIKTOK_",
+                "PLATFORM_",
+                "SEPA_",
+                "WEBHOOK_",
+                "FAKE_",
+                "WHATSAPP_",
+                "VOP_",
+                "CACHE_",
+                "METRICS_",
+            )
         )
         # the browser tests set it for Playwright's event loop; no deployment has it
         and key != "DJANGO_ALLOW_ASYNC_UNSAFE"
@@ -209,6 +221,8 @@ def test_check_deploy_is_green_only_with_a_complete_real_configuration():
             "TIKTOK_CLIENT_SECRET": secrets.token_hex(16),
             "VOP_BASE_URL": "https://vop.bank.example",
             "VOP_REQUESTER_BIC": "INGBNL2A",
+            "CACHE_URL": "redis://127.0.0.1:6379/0",
+            "METRICS_TOKEN": secrets.token_urlsafe(32),
         }
     )
     assert real.returncode == 0, real.stderr

@@ -175,10 +175,12 @@ class _HttpHandler(BaseHTTPRequestHandler):
         self._send(status, payload, headers)
 
     def _send(self, status: int, payload: object, headers: dict) -> None:
-        data = json.dumps(payload).encode()
+        # bytes go as they are (a certificate), under the Content-Type the route names
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = dict(headers)
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

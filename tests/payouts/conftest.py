@@ -2,9 +2,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from payouts.rails.adyen import AdyenTransfersRail
+from payouts.rails.paypal import PayPalPayoutsRail
 from payouts.rails.psp_api import WiseRail
 from payouts.rails.sandbox import sandbox_store
 from tests.fakes.adyen_server import FakeAdyen
+from tests.fakes.paypal_server import FakePayPal
 from tests.fakes.vop_server import FakeVop
 from tests.fakes.wise_server import FakeWise
 
@@ -121,3 +123,44 @@ def instant(settings, sandbox, fake_adyen, fake_vop):
     }
     settings.PAYOUT_DEFAULT_RAIL = "psp_instant"
     return fake_adyen
+
+
+@pytest.fixture(scope="session")
+def paypal_signing_key():
+    """The fake PayPal's webhook key pair, made once."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def fake_paypal(paypal_signing_key):
+    fake = FakePayPal(private_key=paypal_signing_key).start()
+    yield fake
+    fake.stop()
+
+
+def paypal_options(fake: FakePayPal) -> dict:
+    return {
+        "base_url": fake.base_url,
+        "client_id": fake.client_id,
+        "client_secret": fake.client_secret,
+        "webhook_id": fake.webhook_id,
+        "timeout_seconds": 2.0,
+    }
+
+
+@pytest.fixture
+def paypal_rail(fake_paypal):
+    return PayPalPayoutsRail(**paypal_options(fake_paypal))
+
+
+@pytest.fixture
+def paypal(settings, fake_paypal):
+    """The fake PayPal configured as the ``paypal`` rail (its certificate cache empty)."""
+    from django.core.cache import cache
+
+    settings.PAYOUT_RAILS = {
+        **settings.PAYOUT_RAILS,
+        "paypal": {"BACKEND": "payouts.rails.paypal.PayPalPayoutsRail", "OPTIONS": paypal_options(fake_paypal)},
+    }
+    cache.clear()
+    return fake_paypal

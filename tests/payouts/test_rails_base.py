@@ -74,10 +74,10 @@ def test_final_error_carries_iso_text():
     )
 
 
-def test_registry_knows_the_four_rails_and_refuses_others(settings):
+def test_registry_knows_the_five_rails_and_refuses_others(settings):
     settings.PAYOUT_RAILS = {}
 
-    assert rail_names() == ["psp_api", "psp_instant", "sandbox", "sepa_file"]
+    assert rail_names() == ["paypal", "psp_api", "psp_instant", "sandbox", "sepa_file"]
     with pytest.raises(InvalidInput) as raised:
         get_rail("carrier_pigeon")
     assert raised.value.code == "unknown_rail"

@@ -18,6 +18,7 @@ from django.test import Client
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from campaigns.models import Campaign, Reward, TriggerEvent, VopAction
+from campaigns.platforms.whatsapp import whatsapp_optin_code_issue
 from campaigns.services import event_ingest
 from core.audit import audit_verify
 from payouts.models import Payout, PayoutEvent, PayoutStatus, RouteRule
@@ -41,7 +42,6 @@ from tests.core.test_logging import written_by_the_app
 from tests.payouts.payout_fixtures import DEBTOR_IBAN, debtor, iban, sandbox, staff  # noqa: F401 - fixtures
 from tests.payouts.test_e2e_local_accounts import US_ACCOUNT, atlantic, books, claim, pay, reward_in  # noqa: F401
 from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
-from web.whatsapp_webhook import whatsapp_optin_code_issue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 

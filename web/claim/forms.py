@@ -6,9 +6,10 @@ from django.utils.translation import gettext_lazy as _
 
 from core.exceptions import InvalidInput
 from recipients.accounts import AccountType, account_normalise, account_types
-from recipients.normalise import IBAN, email_normalise, iban_normalise, phone_normalise
+from recipients.normalise import BANK, IBAN, PAYPAL, email_normalise, iban_normalise, paypal_normalise, phone_normalise
 
 ACCOUNT_TYPE = "account_type"
+DESTINATION = "destination"
 
 
 class PayoutForm(forms.Form):
@@ -20,7 +21,9 @@ class PayoutForm(forms.Form):
     then the person picks one (``account_type``) and fills in its fields, named
     ``<type>__<key>`` (``sort_code__sortCode``). A field the contract refreshes on change (the
     country of a US address) is read from the submitted data, so the re-rendered form carries
-    what that country adds (its state). ``cleaned_data["account"]`` is the validated account."""
+    what that country adds (its state). Where the campaign offers PayPal (``paypal``), the person
+    chooses a bank account or PayPal (``destination``) and gives the PayPal account's e-mail
+    (``paypal_email``). ``cleaned_data["account"]`` is the validated account."""
 
     name = forms.CharField(label=_("Your full name"), max_length=140, help_text=_("As on your bank account."))
     email = forms.EmailField(label=_("Email"), required=False, help_text=_("We tell you when the money is sent."))
@@ -36,14 +39,25 @@ class PayoutForm(forms.Form):
     consent = forms.BooleanField(label=_("I accept the terms and the privacy notice."), required=True)
     website = forms.CharField(required=False, label="Website")
 
-    def __init__(self, *args, needs_contact: bool = True, phone_region: str = "IT", currency: str = "EUR", **kwargs):
+    def __init__(
+        self,
+        *args,
+        needs_contact: bool = True,
+        phone_region: str = "IT",
+        currency: str = "EUR",
+        paypal: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.needs_contact = needs_contact
         self.phone_region = phone_region  # numbers typed without +country are read as from here
         self.currency = currency
+        self.paypal = paypal
         self.account_types = self._account_types()
         if self.account_types:
             self._account_fields_add()
+        if paypal:
+            self._paypal_fields_add()
         self.fields["iban"].widget.attrs.update(
             {
                 "autocomplete": "off",
@@ -101,6 +115,26 @@ class PayoutForm(forms.Form):
                 form_field.widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
                 self.fields[self._name(account_type, field.key)] = form_field
 
+    def _paypal_fields_add(self) -> None:
+        self.fields["iban"].required = False
+        self.fields[DESTINATION] = forms.ChoiceField(
+            label=_("Where to send the money"),
+            choices=[(BANK, _("My bank account")), (PAYPAL, _("My PayPal account"))],
+            initial=BANK,
+            widget=forms.RadioSelect,
+        )
+        self.fields["paypal_email"] = forms.CharField(
+            label=_("PayPal e-mail address"),
+            max_length=254,
+            required=False,
+            help_text=_(
+                "The address of your PayPal account. No bank checks the name for PayPal: Verification of Payee"
+                " applies to bank accounts only."
+            ),
+        )
+        self.fields["paypal_email"].widget.attrs.update({"autocomplete": "email", "spellcheck": "false"})
+        self.order_fields(["name", "email", "whatsapp", DESTINATION, "paypal_email"])
+
     def account_groups(self) -> list[tuple[AccountType, list]]:
         """Each account type with its bound fields, for the template (the IBAN type: the IBAN)."""
         groups = []
@@ -112,7 +146,7 @@ class PayoutForm(forms.Form):
         return groups
 
     def clean_iban(self):
-        if not self.cleaned_data["iban"].strip() and self.account_types:
+        if not self.cleaned_data["iban"].strip() and (self.account_types or self.paypal):
             return ""  # required only when the IBAN is the account chosen (``clean``)
         try:
             return iban_normalise(self.cleaned_data["iban"]).normalised
@@ -162,11 +196,22 @@ class PayoutForm(forms.Form):
         except InvalidInput as exc:
             raise forms.ValidationError(exc.message) from exc
 
+    def _paypal_clean(self, data: dict) -> None:
+        try:
+            data["account"] = paypal_normalise(data.get("paypal_email", ""))
+        except InvalidInput:
+            self.add_error("paypal_email", _("Enter the e-mail address of your PayPal account."))
+        data["iban"] = ""
+
     def clean(self):
         data = super().clean()
         data["account"] = None
-        if self.account_types:
+        if self.paypal and data.get(DESTINATION) == PAYPAL:
+            self._paypal_clean(data)
+        elif self.account_types:
             self._account_clean(data)
+        elif self.paypal and not data.get("iban") and "iban" not in self.errors:
+            self.add_error("iban", forms.ValidationError(self.fields["iban"].error_messages["required"]))
         if self.needs_contact and not data.get("email") and not data.get("whatsapp"):
             raise forms.ValidationError(_("Give an email or a WhatsApp number, so we can tell you about your money."))
         return data

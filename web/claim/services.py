@@ -41,7 +41,7 @@ from recipients.services import (
     person_resolve,
     person_root_lock,
 )
-from recipients.services.identity import Identity, identity_normalise, resolve_once, run_with_retries
+from recipients.services.identity import Identity, identity_normalise
 from recipients.services.notices import NoticeNew, notices_record
 
 CHANNEL = "claim_page"
@@ -83,9 +83,7 @@ def _person_apply(
 ) -> Person:
     """In the caller's transaction: the person behind ``anchor`` takes these details, the account
     (an IBAN or a local one) becoming their current account, and their consent is recorded."""
-    person, _ = run_with_retries(
-        lambda: resolve_once(normalised, brand_id=brand_id, source=CHANNEL, anchor=anchor, iban_always_current=True)
-    )
+    person = person_resolve(brand_id=brand_id, identity=_identity(details), source=CHANNEL, anchor=anchor)
     consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
     # The form asks for the name "as on your bank account": the account is held under it.
     bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)

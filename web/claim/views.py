@@ -17,6 +17,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from campaigns.entitlements import claim_page_available
 from campaigns.models import (
     AmountType,
     Campaign,
@@ -29,10 +30,11 @@ from campaigns.models import (
     VideoStatus,
     VideoSubmission,
 )
-from campaigns.platforms.allauth_adapter import claim_identity, claim_login_evidence
-from campaigns.platforms.tiktok import TikTokUnavailable, tiktok_videos_list
-from campaigns.selectors import campaign_budget
+from campaigns.platforms import PlatformUnavailable, platform_get
+from campaigns.platforms.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem, whatsapp_optin_started_by
+from campaigns.selectors import brand_plan_current, campaign_budget
 from campaigns.services import smallest_reservation_minor
+from campaigns.triggers import trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
 from payouts.links import (
@@ -47,6 +49,7 @@ from payouts.links import (
     token_make,
     token_read,
 )
+from payouts.services.paypal import paypal_offered
 from recipients.models_claims import AccountChange, AccountChangeStatus, WhatsAppOptInCode
 from recipients.normalise import iban_normalise
 from recipients.selectors import person_cluster_ids
@@ -71,24 +74,22 @@ from web.claim.services import (
 )
 from web.claim.status import reward_claim_status
 from web.claim.texts import reason_text
-from web.whatsapp_webhook import (
-    whatsapp_optin_code_issue,
-    whatsapp_optin_hand_over,
-    whatsapp_optin_redeem,
-    whatsapp_optin_started_by,
-)
+from web.whatsapp_webhook import whatsapp_optin_hand_over
 
-TIKTOK_TRIGGERS = (Trigger.TIKTOK_LOGIN,)
-VIDEO_TRIGGERS = (Trigger.UGC_SHARE, Trigger.VIEW_THRESHOLD)
 LANGUAGES = {"en", "it"}
 # The session key of the secret that ties WhatsApp codes to the browser that asked for them.
 WHATSAPP_STARTER = "claim_whatsapp_starter"
 
 
 def _campaign(brand_slug: str, campaign_slug: str) -> Campaign:
-    return get_object_or_404(
+    """The campaign of a public claim page; 404 also for a campaign of an API-only plan (the
+    Cashback API alone) unless its brand turned on claim links for buyers (``claim_page_available``)."""
+    campaign = get_object_or_404(
         Campaign.objects.select_related("brand", "budget_account"), brand__slug=brand_slug, slug=campaign_slug
     )
+    if not claim_page_available(campaign=campaign, plan=brand_plan_current(brand=campaign.brand)):
+        raise Http404
+    return campaign
 
 
 def _language(request, campaign: Campaign) -> None:
@@ -206,7 +207,7 @@ def campaign_page(request, brand_slug: str, campaign_slug: str):
     offers = [
         {"trigger": t, "rule": r, "amount": _amount_text(r, campaign.currency)}
         for t, r in rules.items()
-        if t in (*TIKTOK_TRIGGERS, *VIDEO_TRIGGERS, Trigger.WHATSAPP_OPTIN, Trigger.PURCHASE)
+        if t in trigger_values(claim_page=True)
     ]
     here = reverse("claim:campaign", kwargs={"brand_slug": brand_slug, "campaign_slug": campaign_slug})
     return render(
@@ -229,15 +230,16 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
     """After the TikTok login: the payout form, then one ``tiktok_login`` event."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
-    identity = claim_identity(request)
+    identity = platform_get("tiktok").identity_from_session(request)
     if identity is None:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     form = PayoutForm(
         request.POST or None,
-        initial={"name": identity.get("name", "")},
+        initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -247,10 +249,10 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
             try:
                 outcome = claim_tiktok_login_submit(
                     campaign=campaign,
-                    social_uid=identity["uid"],
+                    social_uid=identity.uid,
                     details=_details(form, request.LANGUAGE_CODE),
                     ip=client_ip(request),
-                    evidence=claim_login_evidence(identity),
+                    evidence=dict(identity.evidence),
                 )
             except ApplicationError as exc:
                 messages.error(request, exc.message)
@@ -268,7 +270,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
             campaign,
             form=form,
             step="details",
-            tiktok_name=identity.get("name", ""),
+            tiktok_name=identity.name,
             closed=_closed_reason(campaign),
         ),
     )
@@ -280,22 +282,24 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
     details; a job verifies the video and sends the event(s)."""
     campaign = _campaign(brand_slug, campaign_slug)
     _language(request, campaign)
-    identity = claim_identity(request)
-    if identity is None or not identity.get("token"):
+    tiktok = platform_get("tiktok")
+    identity = tiktok.identity_from_session(request)
+    if identity is None or not identity.token:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     rules = _rules(campaign)
     tag = next((r.required_code for r in rules.values() if r.required_code), "")
     try:
-        videos = tiktok_videos_list(access_token=identity["token"])
-    except TikTokUnavailable:
+        videos = tiktok.content_list(identity=identity)
+    except PlatformUnavailable:
         videos = []
         messages.error(request, _("TikTok is not answering right now. Please try again in a minute."))
     form = PayoutForm(
         request.POST or None,
-        initial={"name": identity.get("name", "")},
+        initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     chosen = request.POST.get("video_id", "")
     if request.method == "POST" and not _limited(request, campaign):
@@ -308,8 +312,8 @@ def video_claim(request, brand_slug: str, campaign_slug: str):
             try:
                 submission = claim_video_submit(
                     campaign=campaign,
-                    social_uid=identity["uid"],
-                    access_token=identity["token"],
+                    social_uid=identity.uid,
+                    access_token=identity.token,
                     video_id=chosen,
                     details=_details(form, request.LANGUAGE_CODE),
                     ip=client_ip(request),
@@ -419,6 +423,7 @@ def payout_form(request, token: str):
         needs_contact=not (event.email or event.whatsapp),
         phone_region=_phone_region(reward.campaign),
         currency=reward.currency,
+        paypal=paypal_offered(campaign=campaign),
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:

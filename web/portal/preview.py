@@ -6,23 +6,13 @@ from dataclasses import dataclass
 
 from django.utils.formats import number_format
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import ngettext
 
 from campaigns.evaluation import fee_for, reward_amount
 from campaigns.models import AmountType, ApprovalPolicy, Brand, PayoutMode, RewardRule, Trigger
+from campaigns.selectors import brand_plan_current
+from campaigns.triggers import trigger_spec
 from core.money import format_minor
-
-# Each completes "A person who … receives": the sentence is translated whole, these are its middle.
-ACTION_WORDS = {
-    Trigger.PURCHASE: gettext_lazy("buys from you (the purchase confirmed by your system)"),
-    Trigger.TIKTOK_LOGIN: gettext_lazy("logs in with TikTok on the claim page"),
-    Trigger.WHATSAPP_OPTIN: gettext_lazy("opts in on WhatsApp by sending the code from the claim page"),
-    Trigger.UGC_SHARE: gettext_lazy("posts a TikTok video with your hashtag and picks it on the claim page"),
-    Trigger.LIKE: gettext_lazy("likes your content (reported by your system or checked by hand)"),
-    Trigger.COMMENT: gettext_lazy("comments on your content (reported by your system or checked by hand)"),
-    Trigger.VIEW_THRESHOLD: gettext_lazy("posts a TikTok video that passes the view count"),
-    Trigger.CUSTOM: gettext_lazy("does the custom action your system reports"),
-}
 
 
 @dataclass(frozen=True)
@@ -38,11 +28,15 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
     def money(v: int) -> str:
         return format_minor(v, currency)
 
+    plan = brand_plan_current(brand=brand)
+
     lines: list[str] = []
-    action = ACTION_WORDS.get(rule.trigger, rule.trigger)
+    spec = trigger_spec(rule.trigger)
+    # The spec's ``action`` completes "A person who … receives": the sentence is translated whole.
+    action = spec.action if spec else rule.trigger
     if rule.amount_type == AmountType.FIXED:
         amount = rule.fixed_minor or 0
-        fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
+        fee = fee_for(plan=plan, amount_minor=amount, currency=currency)
         lines.append(_("A person who %(action)s receives %(amount)s.") % {"action": action, "amount": money(amount)})
         lines.append(
             _("Each reward uses %(cost)s of the budget (%(fee)s platform fee).")
@@ -70,7 +64,7 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
             _("The video must reach %(views)s views; we check its count through TikTok.")
             % {"views": number_format(rule.view_threshold, force_grouping=True)}
         )
-    if rule.trigger in (Trigger.LIKE, Trigger.COMMENT):
+    if spec and spec.unverifiable:
         lines.append(_("TikTok cannot tell us who liked or commented: these rewards rely on your report or a review."))
     if rule.hold_days:
         lines.append(
@@ -122,6 +116,6 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
     if rule.amount_type == AmountType.PERCENT:
         for purchase in (2_000, 5_000, 20_000):
             amount = reward_amount(rule=rule, purchase_amount_minor=purchase, currency=currency)
-            fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
+            fee = fee_for(plan=plan, amount_minor=amount, currency=currency)
             examples.append((money(purchase), money(amount), money(amount + fee)))
     return Preview(lines=lines, examples=examples, warning=rule.terms_warning)

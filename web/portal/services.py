@@ -40,6 +40,7 @@ LIVE_EDITABLE = (
     "vop_close_match",
     "vop_not_possible",
     "claim_window_days",
+    "buyer_claim_links",
 )
 
 

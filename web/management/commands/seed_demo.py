@@ -111,7 +111,7 @@ class Command(BaseCommand):
         """ "Bici Trial", signed up and in test mode: its test tenant with the free test money and a
         launched test campaign; its go-live checklist still open (idempotent)."""
         brand = Brand.objects.filter(slug="bici-trial").first() or brand_create(
-            name="Bici Trial", slug="bici-trial", fee_fixed_minor=10, fee_bps=100, live=False
+            name="Bici Trial", slug="bici-trial", live=False
         )
         brand_membership_set(brand=brand, user=self._login(*DEMO_TRIAL_USER), role=BrandRole.OWNER)
         tenant = trial_tenant_open(brand=brand)
@@ -133,9 +133,7 @@ class Command(BaseCommand):
     def _brand(self) -> None:
         """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
         platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
-        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(
-            name="Sole Shoes", slug="sole-shoes", fee_fixed_minor=10, fee_bps=100
-        )
+        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(name="Sole Shoes", slug="sole-shoes")
         user = self._login(*DEMO_BRAND_USER)
         brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
         # The brand's money arrives as it would in production: on the bank statement, matched by

@@ -43,7 +43,12 @@ PORTAL_MESSAGES = {
 }
 
 
-def report(request, exc: ApplicationError) -> None:
-    """The one place the portal turns a service error into words for the brand."""
+def report(request, exc: ApplicationError, *, form=None) -> None:
+    """The one place the portal turns a service error into words for the brand: on ``form`` (its
+    errors at the top) when the page has one, else as a message."""
     words = PORTAL_MESSAGES.get(exc.code)
-    messages.error(request, (words and words(exc)) or exc.message)
+    text = (words and words(exc)) or exc.message
+    if form is not None:
+        form.add_error(None, text)
+    else:
+        messages.error(request, text)

@@ -20,27 +20,21 @@ Lock order. Rewriting a stored file locks its batch row, and the callers that al
 rows, each ascending by id — the order pain.002, the batch matcher and the download take them in
 (defined in ``core.locks``), so none of them can wait on another in a cycle.
 
-The tables belong to payouts, which imports core, so they are reached through the app registry.
+Erasure and the retention purge reach this module through payouts' personal-data declaration
+(``payouts.privacy``).
 """
 
-import re
 from collections import defaultdict
 from collections.abc import Collection
 
-from django.apps import apps
 from django.db import transaction
 from lxml import etree
 
 from core.exceptions import TemporaryFailure
+from core.personal_data import ERASED, pseudonym_iban
+from payouts.models import PayoutBatch
 
-ERASED = "(erased)"
-_COUNTRY = re.compile(r"[A-Za-z]{2}")
 _LOCK_ATTEMPTS = 5
-
-
-def pseudonym_iban(iban: str) -> str:
-    country = iban[:2].upper() if _COUNTRY.match(iban or "") else "XX"
-    return f"{country}00ERASED"
 
 
 def pain001_payees_pseudonymise(document: str, end_to_end_ids: Collection[str]) -> tuple[str, int]:
@@ -86,7 +80,6 @@ def payouts_lock(*, payouts) -> list[int]:
     own: the attempt is rolled back (its savepoint, so its locks go too) and made again. Joins the
     caller's transaction. Raises TemporaryFailure (``payouts_contended``) when payouts keep moving
     into new batches (practically never), having locked nothing."""
-    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
     for _ in range(_LOCK_ATTEMPTS):
         try:
             with transaction.atomic():
@@ -106,7 +99,6 @@ def payout_files_pseudonymise(*, payouts) -> int:
     every file they travelled in that has been downloaded; returns how many transactions changed.
     Joins the caller's transaction and locks the batch rows it rewrites: a caller that writes the
     payouts too locks both first, in order (``payouts_lock``)."""
-    PayoutBatch = apps.get_model("payouts", "PayoutBatch")
     by_batch: dict[int, set[str]] = defaultdict(set)
     for batch_id, end_to_end_id in payouts.exclude(batch=None).values_list("batch_id", "end_to_end_id"):
         by_batch[batch_id].add(end_to_end_id)

@@ -1,4 +1,4 @@
-"""Erased people out of the stored pain.001 copies (issue 18, core.payment_files): their creditor
+"""Erased people out of the stored pain.001 copies (issue 18, payouts.payment_files): their creditor
 name and IBAN are pseudonymised by EndToEndId, XML-aware, the file stays valid against its XSD and
 its control sums hold; a file not downloaded yet stays whole until it is."""
 
@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from lxml import etree
 
-from core.payment_files import pain001_payees_pseudonymise
 from core.retention import retention_purge
 from payouts.models import Payout, PayoutBatch, RouteRule
+from payouts.payment_files import pain001_payees_pseudonymise
 from payouts.rails.sepa_file import PAIN001_NAMESPACE, pain001_schema
 from payouts.services import payout_batch_create, payout_batch_download, payouts_create_for_payable
 from recipients.services import person_erase

@@ -16,7 +16,7 @@ def existing_brands_live(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0020_claim_sweeps_home'),
+        ('campaigns', '0022_plans_entitlements'),
     ]
 
     operations = [

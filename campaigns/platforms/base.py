@@ -1,0 +1,148 @@
+"""The one interface every social platform implements, and the values that cross it.
+
+A platform is the outside world where a person does what a JoyBack campaign pays for (TikTok,
+WhatsApp). Like a payout rail (``payouts.rails.base.Rail``), each sits behind this interface, is
+built by the registry (``campaigns.platforms``) and has a fake that follows the provider's
+documented contract, its production checks beside it.
+
+What the engine asks of a platform:
+
+- **Identity proof**: how a person shows an account is theirs (``proof``). ``oauth``: a login on the
+  claim page (allauth) leaves the proven account in the session, read back with
+  ``identity_from_session``. ``inbound_code``: the person sends a one-time code from the account,
+  and the signed inbound webhook redeems it.
+- **Action verification and re-checking**, for a platform that reads people's content:
+  ``content_list`` shows the person's own recent items to pick from; ``content_query`` fetches
+  given items again — still there, still theirs (another person's item comes back missing), how
+  many views now.
+- **Inbound webhooks**: ``webhook_verify`` checks the signature over the raw body before anything
+  is stored; ``webhook_events`` parses a stored body into ``InboundEvent`` values;
+  ``webhook_handle`` acts on them and says whether the delivery was processed or ignored.
+  ``core.webhooks_in`` stores, deduplicates and retries; the HTTP view is only the door.
+- **Production checks**: ``production_checks`` says what a real deployment must set (the fake off,
+  real credentials, https); ``core.checks`` runs them unless the deployment is declared sandboxed.
+
+Calls to a platform never run inside a database transaction (STYLE 4): callers fetch first, then
+write. A platform reads its settings when called, so a test's override takes effect at once.
+"""
+
+import json
+from abc import ABC
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from django.core import checks
+
+from core.exceptions import ApplicationError, InvalidInput
+from core.models import InboundStatus
+from core.webhooks_in import Rejected, Verified
+
+
+class PlatformUnavailable(ApplicationError):
+    """The platform did not answer or answered with an error: retry later (a job) or say so (a
+    page)."""
+
+    code = "platform_unavailable"
+    http_status = 503
+
+
+@dataclass(frozen=True)
+class ProvenIdentity:
+    """An account the person proved is theirs on a platform."""
+
+    platform: str
+    uid: str  # the platform's id of the account (TikTok open_id, WhatsApp number)
+    name: str = ""
+    # A credential to read the person's own content (an OAuth access token): never stored in
+    # evidence, never logged.
+    token: str = field(default="", repr=False)
+    evidence: Mapping = field(default_factory=dict)  # what a trigger event keeps as proof of it
+
+
+@dataclass(frozen=True)
+class Content:
+    """An item the person published on a platform (a video, a story), as the platform sees it now."""
+
+    id: str
+    description: str
+    view_count: int
+    share_url: str = ""
+    create_time: int = 0
+
+    def has_tag(self, tag: str) -> bool:
+        """Case-insensitive hashtag/code match; ``#`` optional on either side."""
+        wanted = tag.strip().lstrip("#").lower()
+        words = {w.strip(".,!?;:").lstrip("#").lower() for w in self.description.split()}
+        return bool(wanted) and wanted in words
+
+
+@dataclass(frozen=True)
+class InboundEvent:
+    """One thing a platform's webhook told us, in our words (``kind``: ``message``,
+    ``authorization_removed``, …)."""
+
+    kind: str
+    uid: str = ""  # the account it is about
+    ref: str = ""  # the platform's id of the thing (a message id, a video id)
+    name: str = ""
+    text: str = ""
+    data: Mapping = field(default_factory=dict)
+
+
+class Platform(ABC):
+    name: ClassVar[str]  # registry key, event source and social provider ("tiktok")
+    label: ClassVar[str]
+    proof: ClassVar[str]  # "oauth" | "inbound_code"
+
+    # --- identity proof ---------------------------------------------------------------------
+
+    def identity_from_session(self, request) -> ProvenIdentity | None:
+        """The account proven by a login in this browser session (``oauth`` platforms), or None."""
+        return None
+
+    # --- action verification and re-checking ------------------------------------------------
+
+    def content_list(self, *, identity: ProvenIdentity) -> list[Content]:
+        """The person's recent items. Raises PlatformUnavailable."""
+        raise NotImplementedError(f"{self.name} does not read people's content.")
+
+    def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
+        """Fresh data on the person's own items by id; another person's come back missing.
+        Raises PlatformUnavailable."""
+        raise NotImplementedError(f"{self.name} does not read people's content.")
+
+    # --- inbound webhooks --------------------------------------------------------------------
+
+    def webhook_verify(self, *, body: bytes, headers: Mapping[str, str]) -> Verified | Rejected:
+        """The signature check over the raw body, before anything is stored."""
+        return Rejected(f"{self.name} sends no webhooks")
+
+    def webhook_events(self, *, body: bytes) -> list[InboundEvent]:
+        """The events of a verified body. Raises InvalidInput for a body that is not the platform's."""
+        return []
+
+    def webhook_handle(self, *, webhook_id: int, events: list[InboundEvent]) -> str:
+        """Act on a delivery's events; ``InboundStatus.PROCESSED`` or ``IGNORED``."""
+        return InboundStatus.IGNORED
+
+    def webhook_challenge(self, *, params: Mapping[str, str]) -> str | None:
+        """The answer to the provider's subscription check (a GET on the webhook), or None to refuse."""
+        return None
+
+    # --- production --------------------------------------------------------------------------
+
+    def production_checks(self) -> list[checks.CheckMessage]:
+        """What a deployment that pays real people must set for this platform."""
+        return []
+
+
+def json_object(body: bytes, *, what: str) -> dict:
+    """A webhook body as a JSON object, or InvalidInput (``webhook_invalid``, a final failure)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        raise InvalidInput("The body is not JSON.", code="webhook_invalid")
+    if not isinstance(payload, dict):
+        raise InvalidInput(f"The body is not {what}.", code="webhook_invalid")
+    return payload

@@ -1,0 +1,111 @@
+"""Campaigns' personal data, declared to the personal-data registry (``core.personal_data``):
+trigger events (identifiers, IP, device, evidence), and rewards and video submissions, which an
+access request lists. Registered by ``CampaignsConfig.ready``."""
+
+from django.db.models import Q
+
+from campaigns.models import Reward, RewardStatus, TriggerEvent, VideoSubmission
+from core.personal_data import BLANK, Erasure, PersonalData, Retention
+
+TRIGGER_EVENT_BLANK = {
+    "email": "",
+    "whatsapp": "",
+    "social_uid": "",
+    "ip": None,
+    "device_fingerprint": "",
+    "evidence": {},
+}
+
+
+def _trigger_events_erase(erasure: Erasure) -> dict[str, int]:
+    """The person's events, and the brand's events carrying their identifiers: rejected events
+    may name no person but still carry them."""
+    theirs = Q(person_id__in=erasure.cluster)
+    values = erasure.values
+    uids = {v.split(":", 1)[1] for v in values["social"] if ":" in v}
+    if erasure.brand_id is not None and (values["email"] or values["whatsapp"] or uids):
+        theirs |= Q(brand_id=erasure.brand_id) & (
+            Q(email__in=values["email"]) | Q(whatsapp__in=values["whatsapp"]) | Q(social_uid__in=uids)
+        )
+    return {"trigger_events": TriggerEvent.objects.filter(theirs).update(**TRIGGER_EVENT_BLANK)}
+
+
+# Registered by the app's ``AppConfig.ready``, in this order.
+PERSONAL_DATA = (
+    PersonalData(
+        kind="trigger_events",
+        model=TriggerEvent,
+        blank=TRIGGER_EVENT_BLANK,
+        erase=_trigger_events_erase,
+        # Events whose reward is still reserved (in review or held) keep their evidence until
+        # it is decided or matures.
+        retention=Retention(
+            kind="trigger_events",
+            setting="RETENTION_TRIGGER_EVENT_DAYS",
+            default_days=400,
+            date_field="received_at",
+            purge=BLANK,
+            keep=Q(reward__status__in=(RewardStatus.REVIEW, RewardStatus.HELD)),
+        ),
+        export=(
+            "id",
+            "campaign_id",
+            "campaign__name",
+            "type",
+            "custom_name",
+            "external_id",
+            "occurred_at",
+            "received_at",
+            "source",
+            "email",
+            "whatsapp",
+            "social_provider",
+            "social_uid",
+            "iban_country",
+            "ip",
+            "device_fingerprint",
+            "evidence",
+            "purchase_amount_minor",
+            "purchase_currency",
+            "order_id",
+            "code",
+            "view_count",
+            "outcome",
+            "reason",
+        ),
+    ),
+    PersonalData(
+        kind="rewards",
+        model=Reward,
+        export=(
+            "id",
+            "event_id",
+            "campaign_id",
+            "campaign__name",
+            "amount_minor",
+            "currency",
+            "status",
+            "occurred_at",
+            "matures_at",
+            "decided_at",
+            "decision_reason",
+            "created_at",
+            "updated_at",
+        ),
+    ),
+    PersonalData(
+        kind="video_submissions",
+        model=VideoSubmission,
+        export=(
+            "id",
+            "campaign_id",
+            "social_uid",
+            "video_id",
+            "status",
+            "reason",
+            "view_count",
+            "checked_at",
+            "created_at",
+        ),
+    ),
+)
