@@ -85,8 +85,9 @@ def test_a_test_tenant_is_a_linked_brand_with_free_test_money(live):
     # then a test tenant of its own exists, on the live brand's plan, with €1,000 of test money
     assert not tenant.livemode and tenant.test_of_id == live.pk and tenant.slug == "joy-shoes-test"
     assert tenant.live_since is None and tenant.funding_reference != live.funding_reference
-    assert (tenant.fee_fixed_minor, tenant.fee_bps) == (10, 200)
     assert brand_plan_current(brand=tenant) == brand_plan_current(brand=live)
+    plan = brand_plan_current(brand=tenant)
+    assert (plan.fee_fixed_minor, plan.fee_bps) == (10, 200)
     funds = account_balance_by_code(code=f"brand:{tenant.pk}:funds:EUR")
     assert funds.posted_minor == TRIAL_BALANCE_MINOR
     # and the money came from the test books' sandbox bank, not a platform bank account
