@@ -49,6 +49,7 @@ run: demo
 	@echo "  Demo staff login:             ops / ops-demo-password  (superuser: admin / admin-demo-password)"
 	@echo "  Second approver (four-eyes):  approver / approver-demo-password"
 	@echo "  Brand portal:                 http://$(HOST):$(PORT)/portal/  (brand@demo.joyback.example / brand-demo-password)"
+	@echo "  Trial brand in test mode:     http://$(HOST):$(PORT)/portal/  (trial@demo.joyback.example / trial-demo-password)"
 	@echo "  Claim pages (JoyBack):         http://$(HOST):$(PORT)/c/sole-shoes/summer-joy/  (fake TikTok and WhatsApp built in)"
 	@echo "  Claim pages (cashback):        http://$(HOST):$(PORT)/c/sole-shoes/cashback/"
 	@echo "  Emails (sign-up, claim links): printed here, in this terminal"

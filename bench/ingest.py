@@ -52,7 +52,7 @@ from bench.common import (  # noqa: E402
     write_results,
 )
 from bench.ingest_floor import floor_write  # noqa: E402
-from campaigns.models import Brand, Campaign, Reward, RewardStatus, TriggerEvent  # noqa: E402
+from campaigns.models import Brand, Campaign, Channel, Plan, Reward, RewardStatus, Trigger, TriggerEvent  # noqa: E402
 from campaigns.selectors import campaign_budget  # noqa: E402
 from campaigns.services import (  # noqa: E402
     EventInput,
@@ -106,9 +106,18 @@ def nl_iban(n: int) -> str:
 
 def setup_campaign(run: str, phase: str, *, events: int) -> tuple[Brand, Campaign]:
     """A brand with a fee and a launched campaign funded for every event (untimed)."""
-    brand = brand_create(
-        name=f"Bench {run} {phase}", slug=f"bench-{run}-{phase}", fee_fixed_minor=FEE_FIXED_MINOR, fee_bps=FEE_BPS
+    plan, _ = Plan.objects.get_or_create(
+        slug=f"bench-{FEE_FIXED_MINOR}-{FEE_BPS}",
+        defaults={
+            "name": "Bench",
+            "triggers": list(Trigger.values),
+            "channels": list(Channel.values),
+            "fee_fixed_minor": FEE_FIXED_MINOR,
+            "fee_bps": FEE_BPS,
+            "is_public": False,
+        },
     )
+    brand = brand_create(name=f"Bench {run} {phase}", slug=f"bench-{run}-{phase}", plan=plan)
     campaign = campaign_create(
         brand=brand, name=phase, slug=phase, mode="joyback", starts_at=datetime(2026, 1, 1, tzinfo=UTC)
     )

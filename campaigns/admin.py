@@ -4,9 +4,16 @@ Thin: lists are annotated through selectors, actions call one service each and r
 ApplicationError messages; statuses and money never change through a form.
 """
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
 
+from campaigns.entitlements import entitlement_campaign_check, entitlement_trigger_check
 from campaigns.models import (
     ENGAGEMENT_TERMS_WARNING,
     ENGAGEMENT_TRIGGERS,
@@ -21,11 +28,13 @@ from campaigns.models import (
     RewardInReview,
     RewardRule,
     TriggerEvent,
+    UpgradeRequest,
     WebhookEndpoint,
     WebhookEndpointEvent,
 )
-from campaigns.selectors import campaigns_with_budget, review_queue
+from campaigns.selectors import brand_plan_current, brands_with_plan, campaigns_with_budget, review_queue
 from campaigns.services import (
+    brand_plan_change,
     campaign_end,
     campaign_pause,
     campaign_provision,
@@ -33,8 +42,10 @@ from campaigns.services import (
     reward_void,
     rewards_approve_bulk,
     rewards_reject_bulk,
+    upgrade_requests_handle,
 )
 from campaigns.webhooks import webhook_endpoint_enable
+from core.admin_confirm import CONFIRM_FIELD
 from core.exceptions import ApplicationError
 from core.money import format_minor
 
@@ -72,34 +83,174 @@ class PlanAdmin(admin.ModelAdmin):
 
     @admin.display(description="fee per reward")
     def fee(self, obj: Plan) -> str:
-        parts = [format_minor(obj.fee_fixed_minor, obj.currency)] if obj.fee_fixed_minor else []
-        if obj.fee_bps:
-            parts.append(f"{obj.fee_bps / 100:g}%")
-        return " + ".join(parts) or "no fee"
+        return obj.fee_description()
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # brands' history points at it (PROTECT); retire a plan by hiding it
 
 
+class ChangePlanForm(forms.Form):
+    plan = forms.ModelChoiceField(queryset=Plan.objects.order_by("position", "id"), label="New plan")
+    reason = forms.CharField(max_length=200, help_text="Why (kept on the plan history).")
+
+
 @admin.register(Brand)
 class BrandAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "funding_reference", "default_currency", "fee", "status"]
-    list_filter = ["status", "default_currency"]
+    list_display = ["name", "slug", "funding_reference", "default_currency", "plan", "status", "livemode", "live_since"]
+    list_filter = ["status", "livemode", "default_currency"]
     search_fields = ["name", "slug", "funding_reference"]
-    readonly_fields = ["funding_reference", "created_at"]
+    # A test tenant never turns live (its funds are test money) nor a live brand into a test one.
+    readonly_fields = ["funding_reference", "created_at", "plan", "livemode", "test_of", "live_since"]
     inlines = [MembershipInline, PlanPeriodInline]
 
-    @admin.display(description="fee per reward")
-    def fee(self, obj: Brand) -> str:
-        return obj.fee_description()
+    def get_queryset(self, request):
+        return brands_with_plan()
+
+    @admin.display(description="plan", ordering="plan_name")
+    def plan(self, obj: Brand) -> str:
+        if obj.pk is None:
+            return "—"
+        url = reverse("admin:campaigns_brand_change_plan", args=[obj.pk])
+        return format_html('{} · <a href="{}">Change plan</a>', obj.plan_name or "no plan", url)
 
     def has_add_permission(self, request) -> bool:
         # A brand needs a funding reference with a check character: created by brand_create.
         return False
 
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.change_plan_view)
+        return [path("<int:pk>/change-plan/", view, name="campaigns_brand_change_plan"), *super().get_urls()]
+
+    def change_plan_view(self, request, pk: int):
+        """Choose a plan and a reason, see what changes (fees, triggers, channels, allowances),
+        confirm: only the confirmation's POST calls ``brand_plan_change`` with the actor. The new
+        period (who, when, why) is the audit row; the admin's history of the brand logs it too."""
+        brand = get_object_or_404(Brand, pk=pk)
+        if not self.has_change_permission(request, brand):
+            raise PermissionDenied
+        current = brand_plan_current(brand=brand)
+        form = ChangePlanForm(request.POST or None, initial={"plan": current})
+        if request.method == "POST" and form.is_valid():
+            plan, reason = form.cleaned_data["plan"], form.cleaned_data["reason"]
+            if request.POST.get(CONFIRM_FIELD) == "yes":
+                brand_plan_change(brand=brand, plan=plan, actor=request.user, reason=reason)
+                self.log_change(request, brand, f"Plan changed from {current or 'none'} to {plan}: {reason}")
+                self.message_user(request, f"{brand} is on {plan} from now.", messages.SUCCESS)
+                return redirect("admin:campaigns_brand_change", brand.pk)
+            return TemplateResponse(
+                request,
+                "admin/campaigns/brand_change_plan_confirm.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.model._meta,
+                    "title": f"Change the plan of {brand}",
+                    "brand": brand,
+                    "form": form,
+                    "lines": plan_change_lines(current, plan),
+                    "confirm_field": CONFIRM_FIELD,
+                },
+            )
+        return TemplateResponse(
+            request,
+            "admin/campaigns/brand_change_plan.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": f"Change the plan of {brand}",
+                "brand": brand,
+                "current": current,
+                "form": form,
+                "requests": UpgradeRequest.objects.filter(brand=brand, handled_at__isnull=True),
+            },
+        )
+
+
+def plan_change_lines(current: Plan | None, new: Plan) -> list[str]:
+    """What a plan change changes, one line per difference, for the confirmation page."""
+
+    def allowance(value, money=False) -> str:
+        if value is None:
+            return "no limit"
+        return format_minor(value, new.currency) if money else str(value)
+
+    if current is None:
+        return [f"The brand has no plan; it goes on {new}."]
+    if current == new:
+        return [f"The brand is on {new} already: nothing changes."]
+    pairs = [
+        ("Plan", str(current), str(new)),
+        ("Fee per reward (new rewards)", current.fee_description(), new.fee_description()),
+        (
+            "Monthly fee",
+            format_minor(current.monthly_fee_minor, current.currency),
+            format_minor(new.monthly_fee_minor, new.currency),
+        ),
+        ("Triggers", ", ".join(current.triggers), ", ".join(new.triggers)),
+        ("Channels", ", ".join(current.channels), ", ".join(new.channels)),
+        ("Actions per month", allowance(current.monthly_actions), allowance(new.monthly_actions)),
+        (
+            "Rewards per month",
+            allowance(current.monthly_payouts_minor, True),
+            allowance(new.monthly_payouts_minor, True),
+        ),
+    ]
+    lines = [f"{label}: {before} → {after}" for label, before, after in pairs if before != after]
+    lost = sorted(set(current.triggers) - set(new.triggers))
+    if lost:
+        lines.append(f"Live rules for {', '.join(lost)} stop rewarding (events are refused plan_excludes_trigger).")
+    return lines
+
+
+@admin.register(UpgradeRequest)
+class UpgradeRequestAdmin(admin.ModelAdmin):
+    """Brands asking for another plan from the portal; answered on the brand's Change plan page."""
+
+    list_display = ["created_at", "brand", "current_plan", "wanted_plan", "requested_by", "handled_at", "change"]
+    list_filter = [("handled_at", admin.EmptyFieldListFilter), "wanted_plan"]
+    list_select_related = ["brand", "current_plan", "wanted_plan", "requested_by"]
+    readonly_fields = ["brand", "current_plan", "wanted_plan", "message", "requested_by", "created_at", "handled_at"]
+    actions = ["mark_handled"]
+
+    @admin.display(description="")
+    def change(self, obj: UpgradeRequest) -> str:
+        return format_html(
+            '<a href="{}">Change plan</a>', reverse("admin:campaigns_brand_change_plan", args=[obj.brand_id])
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False  # brands make them in the portal
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.action(description="Mark the selected requests handled")
+    def mark_handled(self, request, queryset):
+        done = upgrade_requests_handle(request_ids=list(queryset.values_list("pk", flat=True)), actor=request.user)
+        self.message_user(request, f"Handled: {done}.", messages.SUCCESS)
+
+
+class RuleInlineFormSet(forms.BaseInlineFormSet):
+    """The admin's rules obey the brand's plan like the portal's and the API's (``rule_create``'s
+    check, run here because the inline saves the rows itself): a refused trigger is a form error."""
+
+    def clean(self):
+        super().clean()
+        campaign = self.instance
+        if not campaign.brand_id:
+            return
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE") or not form.has_changed() or not data.get("trigger"):
+                continue
+            try:
+                entitlement_trigger_check(brand=campaign.brand, trigger=data["trigger"])
+            except ApplicationError as exc:
+                form.add_error("trigger", exc.message)
+
 
 class RuleInline(admin.StackedInline):
     model = RewardRule
+    formset = RuleInlineFormSet
     extra = 0
     fieldsets = [
         (None, {"fields": ["name", "trigger", "custom_name", "is_active", "verification", "platform_terms"]}),
@@ -146,6 +297,20 @@ class CampaignEventInline(admin.TabularInline):
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
+
+
+class CampaignAdminFormMixin:
+    """A new campaign obeys the brand's plan (``campaign_provision``'s check, shown on the form)."""
+
+    def clean(self):
+        data = super().clean()
+        brand, mode = data.get("brand"), data.get("mode")
+        if self.instance.pk is None and brand is not None and mode:
+            try:
+                entitlement_campaign_check(brand=brand, mode=mode)
+            except ApplicationError as exc:
+                raise forms.ValidationError(exc.message, code=exc.code) from exc
+        return data
 
 
 def _run(modeladmin, request, queryset: QuerySet, action, label: str) -> None:
@@ -207,6 +372,10 @@ class CampaignAdmin(admin.ModelAdmin):
         if not engaging:
             return "—"
         return f"{', '.join(engaging)}: {ENGAGEMENT_TERMS_WARNING}"
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        return type("CampaignAdminForm", (CampaignAdminFormMixin, form), {})
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -32,6 +32,8 @@ from campaigns.serializers import (
     EventInputSerializer,
     EventResultSerializer,
     EventSerializer,
+    OrderRefundResultSerializer,
+    OrderRefundSerializer,
     RewardSerializer,
     RewardVoidSerializer,
     RuleSerializer,
@@ -51,6 +53,7 @@ from campaigns.services import (
     campaign_resume,
     event_ingest,
     event_ingest_bulk,
+    order_refund,
     reward_approve,
     reward_void,
     rule_create,
@@ -65,7 +68,9 @@ from campaigns.webhooks import (
 from core.api.errors import _flatten
 from core.api.filters import DateTimeFilter, FilterSet, IdFilter
 from core.api.reuse import reused
+from core.api.schema import IDEMPOTENCY_KEY_REQUIRED
 from core.api.views import BrandAPIView, BrandListAPIView
+from core.exceptions import InvalidInput
 from reconciliation.models import Account
 
 # --- campaigns and rules -------------------------------------------------------------------------
@@ -401,6 +406,32 @@ class RewardVoidView(BrandAPIView):
         form.is_valid(raise_exception=True)
         reward = reward_void(reward=reward, actor=request.user.actor, reason=form.validated_data["reason"])
         return Response(RewardSerializer(_rewards(self.brand).get(pk=reward.pk)).data)
+
+
+class OrderRefundView(BrandAPIView):
+    serializer_class = OrderRefundSerializer
+
+    @extend_schema(
+        operation_id="orders_refund",
+        request=OrderRefundSerializer,
+        responses=OrderRefundResultSerializer,
+        summary="Refund an order: void, reduce or claw back what its purchase earned",
+        description="Full (no `amount_minor`) or partial. A reward still in review or held is voided, or "
+        "reduced by the refunded share of the purchase; a payable one is clawed back (in full only); money "
+        "already paid is not recovered. Send an `Idempotency-Key`: the same key never refunds twice.",
+        examples=[OpenApiExample("A partial refund", value={"amount_minor": 2500}, request_only=True)],
+        parameters=[IDEMPOTENCY_KEY_REQUIRED],
+    )
+    def post(self, request, order_id: str):
+        key = request.headers.get("Idempotency-Key", "")
+        if not key:
+            raise InvalidInput("A refund needs an Idempotency-Key header.", code="idempotency_key_required")
+        form = OrderRefundSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        result = order_refund(
+            brand=self.brand, order_id=order_id, key=key, actor=request.user.actor, **form.validated_data
+        )
+        return Response(OrderRefundResultSerializer(result).data)
 
 
 # --- balances ------------------------------------------------------------------------------------

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from decimal import Decimal
 
-from campaigns.models import AmountType, ApprovalPolicy, Brand, CampaignStatus, RewardRule, Trigger, Verification
+from campaigns.models import AmountType, ApprovalPolicy, CampaignStatus, RewardRule, Trigger, Verification
 from campaigns.models.events import EventSource
+from campaigns.models.plans import Plan
 from campaigns.triggers import first_party_platforms
 from core.money import currency_exponent, round_to_minor
 
@@ -42,10 +43,13 @@ def reward_amount(*, rule: RewardRule, purchase_amount_minor: int | None, curren
     return amount
 
 
-def fee_for(*, brand: Brand, amount_minor: int, currency: str) -> int:
-    """The platform fee on one reward: fixed + basis points of the amount, ROUND_HALF_UP."""
-    percent = Decimal(amount_minor) * Decimal(brand.fee_bps) / Decimal(10000)
-    return int(brand.fee_fixed_minor) + round_to_minor(percent.scaleb(-currency_exponent(currency)), currency)
+def fee_for(*, plan: Plan | None, amount_minor: int, currency: str) -> int:
+    """The platform fee on one reward under the brand's plan: fixed + basis points of the amount,
+    ROUND_HALF_UP (no plan: no fee). The fixed part is in minor units of the reward's currency."""
+    if plan is None:
+        return 0
+    percent = Decimal(amount_minor) * Decimal(plan.fee_bps) / Decimal(10000)
+    return int(plan.fee_fixed_minor) + round_to_minor(percent.scaleb(-currency_exponent(currency)), currency)
 
 
 @dataclass
@@ -97,6 +101,10 @@ class Facts:
     campaign_status: str = CampaignStatus.ACTIVE
     budget_available_minor: int | None = None
     campaign_counts: Mapping[str, int] = field(default_factory=dict)
+    # What the brand's plan still allows this calendar month (None: no limit), as its usage row
+    # (``BrandUsage``) and the batch's events before this one say.
+    plan_actions_left: int | None = None
+    plan_payouts_left_minor: int | None = None
 
 
 def condition_failure(*, rule: RewardRule, facts: Facts, currency: str) -> str | None:
@@ -291,10 +299,12 @@ class Decision:
     review_reasons: list[str] = field(default_factory=list)
 
 
-def decide(*, rule: RewardRule, campaign, brand: Brand, facts: Facts) -> Decision:
+def decide(*, rule: RewardRule, campaign, plan: Plan | None, facts: Facts) -> Decision:
     """Decide one event in the order the engine has always checked: the campaign's status,
     the conditions, the amount, the person and IBAN caps, fraud signals and the approval policy,
-    then what only the campaign's lock makes exact: its budget and campaign-wide counts."""
+    then what only the campaign's lock makes exact: its budget and campaign-wide counts, and
+    last the plan's monthly allowances (``plan_monthly_actions``, ``plan_monthly_payouts``).
+    The fee is the plan's (``fee_for``)."""
     if facts.campaign_status != CampaignStatus.ACTIVE:
         return Decision(reason="campaign_not_active")
     reason = condition_failure(rule=rule, facts=facts, currency=campaign.currency)
@@ -310,10 +320,14 @@ def decide(*, rule: RewardRule, campaign, brand: Brand, facts: Facts) -> Decisio
     verdict = approval_verdict(
         rule=rule, amount_minor=amount, fraud=fraud_reasons(campaign=campaign, signals=facts.signals)
     )
-    fee = fee_for(brand=brand, amount_minor=amount, currency=campaign.currency)
+    fee = fee_for(plan=plan, amount_minor=amount, currency=campaign.currency)
     if facts.budget_available_minor is not None and facts.budget_available_minor < amount + fee:
         return Decision(reason="budget_exhausted")
     for limit, period, reason in campaign_cap_limits(rule, periods_for(facts.occurred_at, campaign.tz).day_key):
         if facts.campaign_counts.get(period, 0) >= limit:
             return Decision(reason=reason)
+    if facts.plan_actions_left is not None and facts.plan_actions_left < 1:
+        return Decision(reason="plan_monthly_actions")
+    if facts.plan_payouts_left_minor is not None and facts.plan_payouts_left_minor < amount:
+        return Decision(reason="plan_monthly_payouts")
     return Decision(amount_minor=amount, fee_minor=fee, review_reasons=verdict.review_reasons)

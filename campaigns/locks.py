@@ -18,9 +18,11 @@ What must serialise for the caps to be exact:
 
 Ingestion (``campaigns.services.ingest_batch``; a single event is a batch of one) takes them for
 a whole batch: its people's roots, all its IBANs ascending, the tallies ascending, then the rule
-counters. A batch in which some identity needs writes (a merge, a new identifier, a switched
-account) is refused before anything is locked or written (``ComplexBatch``) and its events go one
-per transaction, so no transaction takes a person's lock after a tally.
+counters, then the brand's month of usage (``BrandUsage``: read locked only when its plan has a
+monthly allowance, always upserted last among the writes). A batch in which some identity needs
+writes (a merge, a new identifier, a switched account) is refused before anything is locked or
+written (``ComplexBatch``) and its events go one per transaction, so no transaction takes a
+person's lock after a tally.
 
 Advisory locks and FOR UPDATE are PostgreSQL-only; on SQLite every write transaction is already
 exclusive (``transaction_mode=IMMEDIATE``), so they are no-ops there.

@@ -47,7 +47,10 @@ class BrandTopupMatcher:
                 wanted[line.pk] = refs[0]
         brands = {
             b.funding_reference: b
-            for b in Brand.objects.filter(funding_reference__in=set(wanted.values())).only("pk", "funding_reference")
+            # A test tenant's reference names no brand: real money never lands in test mode.
+            for b in Brand.objects.filter(funding_reference__in=set(wanted.values()), livemode=True).only(
+                "pk", "funding_reference"
+            )
         }
         return [
             Proposal(

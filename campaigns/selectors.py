@@ -4,9 +4,21 @@ balances (one row each), so a list of campaigns with their budgets is one query.
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import F, QuerySet
+from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.utils import timezone
 
-from campaigns.models import Brand, BrandMembership, BrandPlan, Campaign, Plan, Reward, RewardStatus
+from campaigns.models import (
+    Brand,
+    BrandMembership,
+    BrandPlan,
+    BrandUsage,
+    Campaign,
+    Plan,
+    Reward,
+    RewardStatus,
+    UpgradeRequest,
+)
+from campaigns.models.plans import usage_month
 from core.exceptions import InvalidInput
 
 
@@ -70,6 +82,12 @@ def brand_plan_current(*, brand: Brand) -> Plan | None:
     return period.plan if period else None
 
 
+def brand_plans_current(*, brand_ids: set[int]) -> dict[int, Plan]:
+    """The current plan of each of ``brand_ids`` (brand id → plan), in one query."""
+    periods = BrandPlan.objects.select_related("plan").filter(brand_id__in=brand_ids, ended_at__isnull=True)
+    return {period.brand_id: period.plan for period in periods}
+
+
 def plans_for_sale() -> QuerySet[Plan]:
     """The packages shown on the public pricing page, in their order."""
     return Plan.objects.filter(is_public=True).order_by("position", "id")
@@ -83,3 +101,49 @@ def plan_default() -> Plan:
     if plan is None:
         raise InvalidInput(f"The default plan {slug!r} does not exist.", code="no_default_plan")
     return plan
+
+
+def brands_with_plan() -> QuerySet[Brand]:
+    """Brands annotated with ``plan_name``: their current plan's name (one query for a list)."""
+    current = BrandPlan.objects.filter(brand=OuterRef("pk"), ended_at__isnull=True).values("plan__name")[:1]
+    return Brand.objects.annotate(plan_name=Subquery(current))
+
+
+@dataclass(frozen=True)
+class PlanUsage:
+    """A brand's month so far against its plan's allowances (None: no limit)."""
+
+    month: object
+    actions: int
+    rewards_minor: int
+    actions_allowed: int | None
+    rewards_allowed_minor: int | None
+
+    @property
+    def actions_pct(self) -> int | None:
+        return None if not self.actions_allowed else min(100, self.actions * 100 // self.actions_allowed)
+
+    @property
+    def rewards_pct(self) -> int | None:
+        if not self.rewards_allowed_minor:
+            return None
+        return min(100, self.rewards_minor * 100 // self.rewards_allowed_minor)
+
+
+def brand_usage_month(*, brand: Brand, plan: Plan | None, now=None) -> PlanUsage:
+    """This calendar month's (UTC) rewarded actions and reward amounts (``BrandUsage``, counted by
+    ingestion) against ``plan``'s allowances."""
+    month = usage_month(now or timezone.now())
+    row = BrandUsage.objects.filter(brand=brand, month=month).values_list("actions", "rewards_minor").first()
+    actions, rewards = row or (0, 0)
+    return PlanUsage(
+        month=month,
+        actions=actions,
+        rewards_minor=rewards,
+        actions_allowed=plan.monthly_actions if plan else None,
+        rewards_allowed_minor=plan.monthly_payouts_minor if plan else None,
+    )
+
+
+def upgrade_requests_open(*, brand: Brand) -> QuerySet[UpgradeRequest]:
+    return UpgradeRequest.objects.filter(brand=brand, handled_at__isnull=True).select_related("wanted_plan")

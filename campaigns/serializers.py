@@ -30,7 +30,7 @@ class CampaignSerializer(fields.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "slug", "mode", "currency", "timezone", "starts_at", "ends_at", "status",
-            "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days",
+            "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days", "buyer_claim_links",
             "vop_no_match", "vop_close_match", "vop_not_possible", "created_at",
         ]  # fmt: skip
         read_only_fields = fields
@@ -55,6 +55,12 @@ class CampaignCreateSerializer(serializers.Serializer):
         default=None,
         help_text="Days a person has to give a bank account once a reward is owed to them; reminded after a "
         "third and two thirds, then the money goes back to the campaign (`reward.expired`). Null: never.",
+    )
+    buyer_claim_links = fields.BooleanField(
+        required=False,
+        default=False,
+        help_text="API-only plans (the Cashback API alone): e-mail buyers you sent without a bank account a "
+        "link to give one. Other plans have claim pages anyway.",
     )
 
 
@@ -195,6 +201,35 @@ class RewardSerializer(fields.ModelSerializer):
 
 class RewardVoidSerializer(serializers.Serializer):
     reason = fields.CharField(max_length=200)
+
+
+class OrderRefundSerializer(serializers.Serializer):
+    amount_minor = fields.IntegerField(
+        min_value=1,
+        max_value=MAX_MINOR,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The refunded part of the purchase, minor units; omit it for a full refund.",
+    )
+    reason = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class RewardRefundSerializer(serializers.Serializer):
+    reward = RewardBriefSerializer()
+    outcome = fields.ChoiceField(
+        choices=["voided", "clawed_back", "reduced", "unchanged", "paid", "payable_partial", "in_payout"],
+        help_text="What the refund did to this reward: `paid` (already sent, not recovered), `payable_partial` "
+        "(a payable reward is clawed back only in full), `in_payout` (its payout is running: send the refund "
+        "again when it ends).",
+    )
+
+
+class OrderRefundResultSerializer(serializers.Serializer):
+    order_id = fields.CharField()
+    purchase_amount_minor = fields.IntegerField()
+    refunded_minor = fields.IntegerField(help_text="This order's refunds so far, this one included.")
+    rewards = RewardRefundSerializer(many=True)
 
 
 class FundsSerializer(serializers.Serializer):

@@ -32,7 +32,7 @@ in its overlap window), record the result in one short transaction. Failures (a 
 too) retry with exponential backoff until the event is
 ``WEBHOOK_RETRY_HOURS`` old; an endpoint that has failed without a single success for
 ``WEBHOOK_DISABLE_AFTER_HOURS`` is disabled and the brand's owners are e-mailed. The payload
-``{id, type, created, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
+``{id, type, created, livemode, data}`` keeps the same ``id`` on every attempt: receivers de-duplicate by it.
 """
 
 import hashlib
@@ -608,8 +608,16 @@ def backoff(attempt: int) -> timedelta:
 
 
 def payload_bytes(event: WebhookEvent) -> bytes:
+    """The signed body. ``livemode`` is false for a test tenant's events (issue 28), as the
+    ``JoyBack-Livemode`` header says, so a receiver can tell test traffic before reading ``data``."""
     return json.dumps(
-        {"id": event.public_id, "type": event.type, "created": event.created_at.isoformat(), "data": event.data},
+        {
+            "id": event.public_id,
+            "type": event.type,
+            "created": event.created_at.isoformat(),
+            "livemode": event.brand.livemode,
+            "data": event.data,
+        },
         separators=(",", ":"),
         sort_keys=True,
     ).encode()
@@ -704,7 +712,7 @@ def _deliveries_claim(*, ids: list[int], due_at: datetime) -> list[WebhookDelive
         WebhookDelivery.objects.filter(pk__in=ids, queued_at__isnull=False).exclude(
             status=DeliveryStatus.SENDING
         ).update(queued_at=None)
-    return list(WebhookDelivery.objects.filter(pk__in=mine).select_related("event", "endpoint").order_by("pk"))
+    return list(WebhookDelivery.objects.filter(pk__in=mine).select_related("event__brand", "endpoint").order_by("pk"))
 
 
 def _delivery_post(delivery: WebhookDelivery) -> PostResult:
@@ -716,6 +724,7 @@ def _delivery_post(delivery: WebhookDelivery) -> PostResult:
             secrets_=signing_secrets(delivery.endpoint, now=timezone.now()), timestamp=int(time.time()), body=body
         ),
         "JoyBack-Event-Id": delivery.event.public_id,
+        "JoyBack-Livemode": "true" if delivery.event.brand.livemode else "false",
     }
     return webhook_post(url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
 

@@ -47,6 +47,7 @@ v1 = [
     path("rewards/<int:pk>/", campaigns_api.RewardDetailView.as_view(), name="reward-detail"),
     path("rewards/<int:pk>/approve/", campaigns_api.RewardApproveView.as_view(), name="reward-approve"),
     path("rewards/<int:pk>/void/", campaigns_api.RewardVoidView.as_view(), name="reward-void"),
+    path("orders/<str:order_id>/refund/", campaigns_api.OrderRefundView.as_view(), name="order-refund"),
     path("payouts/", payouts_api.PayoutListView.as_view(), name="payout-list"),
     path("payouts/<int:pk>/", payouts_api.PayoutDetailView.as_view(), name="payout-detail"),
     path("balances/", campaigns_api.BalancesView.as_view(), name="balances"),

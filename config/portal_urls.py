@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web.portal.views import campaigns, dashboard, funding, home, integrations, tables, team
+from web.portal.views import campaigns, dashboard, funding, home, integrations, plan, tables, team, test_mode
 
 app_name = "portal"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path(f"{campaign}rules/<int:rule_id>/retire/", campaigns.rule_retire_view, name="rule_retire"),
     path(f"{campaign}<str:action>/", campaigns.campaign_transition, name="campaign_transition"),
     path(f"{brand}funding/", funding.funding, name="funding"),
+    path(f"{brand}plan/", plan.plan, name="plan"),
     path(f"{brand}rewards/", tables.rewards, name="rewards"),
     path(f"{brand}payouts/", tables.payouts, name="payouts"),
     path(f"{brand}team/", team.team, name="team"),
@@ -34,4 +35,8 @@ urlpatterns = [
     path(f"{brand}webhooks/", integrations.webhooks, name="webhooks"),
     path(f"{brand}webhooks/<int:endpoint_id>/", integrations.webhook_detail, name="webhook"),
     path(f"{brand}webhooks/<int:endpoint_id>/<str:action>/", integrations.webhook_action, name="webhook_action"),
+    path(f"{brand}test-mode/", test_mode.test_mode, name="test_mode"),
+    path(f"{brand}test-mode/transfer/", test_mode.test_transfer, name="test_transfer"),
+    path(f"{brand}test-mode/reset/", test_mode.test_reset, name="test_reset"),
+    path(f"{brand}go-live/", test_mode.go_live, name="go_live"),
 ]

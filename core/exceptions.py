@@ -32,6 +32,13 @@ class PermissionDenied(ApplicationError):
     http_status = 403
 
 
+class PlanRefused(PermissionDenied):
+    """The brand's package does not include what was asked (a trigger, a channel, more actions
+    this month): the message names the plan and what it lacks."""
+
+    code = "plan_refuses"
+
+
 class InvalidInput(ApplicationError):
     code = "invalid_input"
     http_status = 400

@@ -7,6 +7,7 @@ from django.db.models import F, Q, Sum
 
 from core.exceptions import NotFound
 from reconciliation.models import DEBIT_NORMAL_KINDS, Account, Hold, HoldStatus, JournalEntry, Posting
+from reconciliation.test_books import TEST_BOOKS_PREFIX
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class VerifyReport:
     unbalanced_entries: list[tuple[int, str, int]] = field(default_factory=list)
     short_entries: list[int] = field(default_factory=list)
     overdrawn_accounts: list[tuple[str, int]] = field(default_factory=list)
+    mixed_books_entries: list[int] = field(default_factory=list)
     trial_balance: list[TrialBalanceRow] = field(default_factory=list)
 
     @property
@@ -137,6 +139,7 @@ class VerifyReport:
             or self.unbalanced_entries
             or self.short_entries
             or self.overdrawn_accounts
+            or self.mixed_books_entries
             or any(row.difference_minor for row in self.trial_balance)
         )
 
@@ -189,6 +192,17 @@ def ledger_verify_report(*, limit: int = 100) -> VerifyReport:
             [limit],
         )
         report.short_entries = [r[0] for r in cursor.fetchall()]
+        # Test mode's money never meets the platform's real books (reconciliation.test_books): an
+        # entry posting to a testmode: account and to a live platform account is a leak.
+        cursor.execute(
+            f"""SELECT p.entry_id FROM {post} p JOIN {acc} a ON a.id = p.account_id
+                 GROUP BY p.entry_id
+                HAVING MAX(CASE WHEN a.code LIKE %s THEN 1 ELSE 0 END) = 1
+                   AND MAX(CASE WHEN a.code LIKE %s OR a.code LIKE %s OR a.code LIKE %s THEN 1 ELSE 0 END) = 1
+                 LIMIT %s""",
+            [f"{TEST_BOOKS_PREFIX}%", "platform:%", "payouts:%", "suspense:%", limit],
+        )
+        report.mixed_books_entries = [r[0] for r in cursor.fetchall()]
         cursor.execute(f"SELECT COUNT(*) FROM {post}")
         report.postings_checked = cursor.fetchone()[0]
     report.accounts_checked = Account.objects.count()

@@ -1,7 +1,7 @@
-from importlib import import_module
-
 import pytest
 from django.conf import settings
+
+from tests.campaigns.factories import package
 
 
 def _on_postgres() -> bool:
@@ -25,19 +25,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True)
-def _packages_seeded(request):
-    """The packages on sale are migration data (campaigns 0019), which a transactional test's
-    flush deletes: put them back for the next test that uses the database, as a fresh install has
-    them (a brand cannot be created without its default plan)."""
-    if request.node.get_closest_marker("django_db") is None and not {"db", "transactional_db"} & set(
-        request.fixturenames
-    ):
-        return
-    request.getfixturevalue("_django_db_helper")
-    from campaigns.models import Plan
+_DB_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
 
-    if not Plan.objects.exists():
-        Plan.objects.bulk_create(
-            Plan(**fields) for fields in import_module("campaigns.migrations.0019_plans_seed").PLANS
-        )
+
+@pytest.fixture(autouse=True)
+def packages_seeded(request):
+    """The four packages migration 0019 seeds, made again when a transactional test before this
+    one flushed them: a brand is created on the default one (``brand_create``)."""
+    marker = request.node.get_closest_marker("django_db")
+    wanted = _DB_FIXTURES & set(request.fixturenames)
+    if marker is None and not wanted:
+        return
+    if marker is None:
+        request.getfixturevalue(sorted(wanted)[0])
+    for slug in ("all-in-one", "tiktok-only", "whatsapp-with-reward", "cashback-api"):
+        package(slug)

@@ -101,6 +101,6 @@ from campaigns.models.portal import (  # noqa: E402
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
 
 # Packages as entitlements (issue 28).
-from campaigns.models.plans import BrandPlan, Channel, Plan  # noqa: E402
+from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
 
-__all__ += ["BrandPlan", "Channel", "Plan"]
+__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]

@@ -32,7 +32,12 @@ class ApiKey(models.Model):
         constraints = [models.CheckConstraint(condition=~Q(secret_hash=""), name="api_key_secret_hash_set")]
 
     def __str__(self) -> str:
-        return f"{self.name} (jbk_{self.prefix}_…)"
+        return f"{self.name} ({self.shown_prefix}…)"
+
+    @property
+    def shown_prefix(self) -> str:
+        """The key's public start as the client sends it: test mode keys read ``jbk_test_``."""
+        return f"jbk_{'' if self.brand.livemode else 'test_'}{self.prefix}_"
 
     @property
     def is_active(self) -> bool:

@@ -3,8 +3,6 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from core.money import format_minor
-
 
 class BrandStatus(models.TextChoices):
     ACTIVE = "active", "Active"
@@ -14,16 +12,15 @@ class BrandStatus(models.TextChoices):
 class Brand(models.Model):
     """The tenant. Its prepaid money sits in the ledger account ``brand:<id>:funds:<CUR>``.
 
-    Fee policy: per reward the platform charges ``fee_fixed_minor`` plus ``fee_bps`` basis points
-    of the reward amount (ROUND_HALF_UP to the minor unit); the fee is reserved on the campaign
-    budget together with the reward and booked to ``platform:fees:<CUR>`` when the reward matures.
+    Fees are its plan's (``campaigns.models.plans``): per reward the platform charges the plan's
+    fixed fee plus its basis points of the reward amount (ROUND_HALF_UP to the minor unit),
+    reserved on the campaign budget together with the reward and booked to
+    ``platform:fees:<CUR>`` when the reward matures. A negotiated price is a private plan.
     """
 
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
     default_currency = models.CharField(max_length=3, default="EUR")
-    fee_fixed_minor = models.BigIntegerField(default=0, help_text="Fixed fee per reward, in minor units.")
-    fee_bps = models.PositiveIntegerField(default=0, help_text="Percentage fee per reward in basis points (100 = 1%).")
     funding_reference = models.CharField(
         max_length=12,
         unique=True,
@@ -31,25 +28,38 @@ class Brand(models.Model):
     )
     status = models.CharField(max_length=12, choices=BrandStatus.choices, default=BrandStatus.ACTIVE)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Test mode (issue 28): a test tenant is a Brand of its own, linked to its live brand, so every
+    # row it makes is scoped by brand like any tenant's and its money sits in its own accounts
+    # (campaigns.services.test_mode). A retired test tenant (reset) is suspended.
+    livemode = models.BooleanField(default=True)
+    test_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="test_tenants")
+    # Going live: what a brand that signed up itself must give before a live campaign launches.
+    # ``live_since`` is set once the checklist was complete (brands made by ops, and every brand
+    # before test mode existed, are live from the start).
+    company_legal_name = models.CharField(max_length=200, blank=True, default="")
+    company_address = models.CharField(max_length=300, blank=True, default="")
+    company_vat_number = models.CharField(max_length=30, blank=True, default="")
+    terms_accepted_at = models.DateTimeField(null=True, blank=True)
+    live_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(fee_fixed_minor__gte=0), name="brand_fee_fixed_not_negative"),
-            models.CheckConstraint(condition=Q(fee_bps__lte=10000), name="brand_fee_bps_at_most_100pct"),
+            models.CheckConstraint(
+                condition=Q(livemode=True, test_of__isnull=True) | Q(livemode=False, test_of__isnull=False),
+                name="brand_test_tenant_has_live_brand",
+            ),
+            models.CheckConstraint(
+                condition=Q(livemode=True) | Q(live_since__isnull=True), name="brand_test_tenant_never_live"
+            ),
+            models.UniqueConstraint(
+                fields=["test_of"], condition=Q(status="active"), name="brand_one_active_test_tenant"
+            ),
             models.CheckConstraint(condition=Q(status__in=BrandStatus.values), name="brand_status_valid"),
             models.CheckConstraint(condition=~Q(funding_reference=""), name="brand_funding_reference_set"),
         ]
 
     def __str__(self) -> str:
-        return self.name
-
-    def fee_description(self) -> str:
-        parts = []
-        if self.fee_fixed_minor:
-            parts.append(format_minor(self.fee_fixed_minor, self.default_currency))
-        if self.fee_bps:
-            parts.append(f"{self.fee_bps / 100:g}%")
-        return " + ".join(parts) or "no fee"
+        return self.name if self.livemode else f"{self.name} (test)"
 
 
 class BrandRole(models.TextChoices):

@@ -121,6 +121,13 @@ class Campaign(models.Model):
         "after a third and two thirds, then the money goes back to the campaign (the brand's funds once closed). "
         "Empty: it waits for ever.",
     )
+    # A plan without claim pages (the Cashback API alone) gives its campaigns no public claim page;
+    # this turns on the payout-form links for buyers the shop sent without a bank account.
+    buyer_claim_links = models.BooleanField(
+        default=False,
+        verbose_name=_("Claim links for buyers without a bank account"),
+        help_text=_("API-only plans: e-mail buyers a link to give their bank account when your shop sent none."),
+    )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."

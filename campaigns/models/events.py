@@ -90,6 +90,9 @@ class TriggerEvent(models.Model):
                 condition=~Q(device_fingerprint=""),
             ),
             models.Index(fields=["campaign", "outcome", "id"], name="trigger_event_campaign_idx"),
+            # Refund by order id (``order_refund``); only purchases carry one, so the rest of the
+            # inserts write no entry.
+            models.Index(fields=["brand", "order_id"], name="trigger_event_order_idx", condition=~Q(order_id="")),
         ]
 
     def __str__(self) -> str:

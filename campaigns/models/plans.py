@@ -8,12 +8,15 @@ four packages are seeded by migration 0018. A brand is on exactly one plan at a 
 constraint), changed only through ``brand_plan_change``.
 """
 
+from datetime import UTC, date, datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.brands import Brand
+from core.money import format_minor
 
 
 class Channel(models.TextChoices):
@@ -63,6 +66,13 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def fee_description(self) -> str:
+        """The fee per reward, e.g. "€0.15", "10%" or "€0.10 + 2%"."""
+        parts = [format_minor(self.fee_fixed_minor, self.currency)] if self.fee_fixed_minor else []
+        if self.fee_bps:
+            parts.append(f"{self.fee_bps / 100:g}%")
+        return " + ".join(parts) or str(_("no fee"))
+
 
 class BrandPlan(models.Model):
     """One period of a brand on a plan; the current one has no ``ended_at``."""
@@ -88,3 +98,52 @@ class BrandPlan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.brand} on {self.plan}"
+
+
+def usage_month(moment: datetime) -> date:
+    """The calendar month (UTC) a moment's usage counts in: its first day."""
+    return moment.astimezone(UTC).date().replace(day=1)
+
+
+class BrandUsage(models.Model):
+    """A brand's rewarded actions and their reward amounts in one calendar month (UTC, by the
+    moment ingestion accepted them), held against its plan's monthly allowances. Ingestion adds
+    each batch's share in one upsert and, when the plan has an allowance, reads the row locked
+    after the campaigns' tallies (``campaigns.locks``). A reward voided later still counts: the
+    plan sells actions processed, and the month's figure never goes back."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="usage_months")
+    month = models.DateField(help_text="The first day of the month.")
+    actions = models.PositiveIntegerField(default=0)
+    rewards_minor = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "month"], name="brandusage_one_per_month"),
+            models.CheckConstraint(condition=Q(rewards_minor__gte=0), name="brandusage_rewards_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brand} {self.month:%Y-%m}"
+
+
+class UpgradeRequest(models.Model):
+    """A brand asking ops for another plan from the portal; ops answer it in the admin (and change
+    the plan there with ``brand_plan_change``)."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="upgrade_requests")
+    current_plan = models.ForeignKey(Plan, null=True, on_delete=models.PROTECT, related_name="+")
+    wanted_plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="+")
+    message = models.TextField(blank=True, max_length=2000)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    handled_at = models.DateTimeField(null=True, blank=True)
+    handled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.brand}: {self.current_plan} → {self.wanted_plan}"

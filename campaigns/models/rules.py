@@ -35,6 +35,22 @@ UNVERIFIABLE_EXPLANATION = (
     "on someone else's video. Use partner-attested (your agency or tool reports them) or manual review."
 )
 
+# Purchases have no first-party proof: the shop's system reports them (the Cashback API), so a
+# purchase rule is partner-attested or manual; a first-party one would refuse every purchase.
+PURCHASE_NOT_FIRST_PARTY = _(
+    "A purchase is reported by the shop's system, never verified first-party: choose partner-attested "
+    "(the shop's API call says so) or manual review."
+)
+
+
+def verification_default(trigger: str) -> str:
+    """How a rule for ``trigger`` is verified unless the brand says otherwise: likes and comments
+    (TikTok cannot show them) and purchases (the shop reports them) are partner-attested."""
+    if trigger in (*UNVERIFIABLE_FIRST_PARTY, Trigger.PURCHASE):
+        return Verification.PARTNER_ATTESTED
+    return Verification.FIRST_PARTY
+
+
 # Paid engagement: TikTok's terms forbid artificially inflating engagement, and a like or a comment
 # on someone else's video is invisible to the public APIs. Shown wherever such a rule is made or read.
 ENGAGEMENT_TRIGGERS = tuple(Trigger(v) for v in trigger_values(engagement=True))
@@ -140,6 +156,10 @@ class RewardRule(models.Model):
                 condition=~Q(trigger__in=UNVERIFIABLE_FIRST_PARTY) | ~Q(verification="first_party"),
                 name="rule_like_comment_not_first_party",
             ),
+            models.CheckConstraint(
+                condition=~Q(trigger="purchase") | ~Q(verification="first_party"),
+                name="rule_purchase_not_first_party",
+            ),
             models.CheckConstraint(condition=Q(verification__in=Verification.values), name="rule_verification_valid"),
             models.CheckConstraint(
                 condition=(
@@ -178,6 +198,8 @@ class RewardRule(models.Model):
         errors: dict[str, str] = {}
         if self.trigger in UNVERIFIABLE_FIRST_PARTY and self.verification == Verification.FIRST_PARTY:
             errors["verification"] = UNVERIFIABLE_EXPLANATION
+        if self.trigger == Trigger.PURCHASE and self.verification == Verification.FIRST_PARTY:
+            errors["verification"] = str(PURCHASE_NOT_FIRST_PARTY)
         if self.trigger == Trigger.CUSTOM and not self.custom_name:
             errors["custom_name"] = "A custom trigger needs a name."
         if self.trigger != Trigger.CUSTOM and self.custom_name:

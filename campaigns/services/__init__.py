@@ -21,13 +21,15 @@ from campaigns.services.campaigns import (
 )
 from campaigns.services.ingest import event_ingest, event_ingest_bulk
 from campaigns.services.ingest_types import EventInput, IngestResult
-from campaigns.services.plans import brand_plan_change
+from campaigns.services.plans import brand_plan_change, upgrade_request_create, upgrade_requests_handle
+from campaigns.services.refunds import RefundResult, order_refund
 from campaigns.services.rewards import (
     BulkOutcome,
     reward_approve,
     reward_claw_back,
     reward_expire,
     reward_mark_paid,
+    reward_reduce,
     reward_reject,
     reward_void,
     rewards_approve_bulk,
@@ -39,6 +41,7 @@ __all__ = [
     "BulkOutcome",
     "EventInput",
     "IngestResult",
+    "RefundResult",
     "brand_create",
     "brand_funds_account",
     "brand_membership_set",
@@ -54,11 +57,13 @@ __all__ = [
     "campaign_resume",
     "event_ingest",
     "event_ingest_bulk",
+    "order_refund",
     "platform_bank_account",
     "reward_approve",
     "reward_claw_back",
     "reward_expire",
     "reward_mark_paid",
+    "reward_reduce",
     "reward_reject",
     "reward_void",
     "rewards_approve_bulk",
@@ -66,4 +71,6 @@ __all__ = [
     "rewards_reject_bulk",
     "rule_create",
     "smallest_reservation_minor",
+    "upgrade_request_create",
+    "upgrade_requests_handle",
 ]

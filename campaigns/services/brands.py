@@ -1,10 +1,11 @@
 """Brands, their team and their money before it is allocated to a campaign."""
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
-from campaigns.models import Brand, BrandMembership, BrandRole
+from campaigns.models import Brand, BrandMembership, BrandRole, Plan
 from campaigns.selectors import plan_default
 from campaigns.services.plans import brand_plan_change
 from core.exceptions import InvalidInput
@@ -15,14 +16,15 @@ from reconciliation.services import Leg, account_get_or_create, ledger_entry_pos
 
 
 def brand_create(
-    *, name: str, slug: str = "", default_currency: str = "EUR", fee_fixed_minor: int = 0, fee_bps: int = 0
+    *, name: str, slug: str = "", default_currency: str = "EUR", plan: Plan | None = None, live: bool = True
 ) -> Brand:
     """Create a brand with a fresh funding reference (a collision, 1 in 33 million per existing
-    brand, simply draws again), on the default plan (``plan_default``). Raises InvalidInput for a bad
-    currency or fee, or when the default plan is missing."""
+    brand, simply draws again), on ``plan`` or else the default plan (``plan_default``), whose
+    fees it pays. A brand made by ops is ``live`` at once; ``live=False`` (a brand that signed up
+    itself) launches live campaigns only once its go-live checklist is done
+    (``campaigns.services.test_mode``). Raises InvalidInput for a bad currency, or when the
+    default plan is missing."""
     currency = validate_currency(default_currency)
-    if fee_fixed_minor < 0 or not 0 <= fee_bps <= 10000:
-        raise InvalidInput("Fees are a non-negative fixed amount and 0 to 10000 basis points.", code="invalid_fee")
     for _ in range(5):
         try:
             with transaction.atomic():
@@ -30,11 +32,10 @@ def brand_create(
                     name=name,
                     slug=slug or slugify(name),
                     default_currency=currency,
-                    fee_fixed_minor=fee_fixed_minor,
-                    fee_bps=fee_bps,
                     funding_reference=funding_reference_generate(),
+                    live_since=timezone.now() if live else None,
                 )
-                brand_plan_change(brand=brand, plan=plan_default(), reason="Signed up")
+                brand_plan_change(brand=brand, plan=plan or plan_default(), reason="Signed up")
                 return brand
         except IntegrityError as exc:
             # Which unique column refused is read from the table, not from the error's text: the

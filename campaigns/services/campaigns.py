@@ -10,6 +10,7 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from campaigns.entitlements import entitlement_campaign_check, entitlement_launch_check, entitlement_trigger_check
 from campaigns.evaluation import fee_for
 from campaigns.locks import lock_campaign_tally
 from campaigns.models import (
@@ -21,8 +22,10 @@ from campaigns.models import (
     RewardRule,
 )
 from campaigns.models.events import RESERVED_STATUSES
+from campaigns.models.rules import verification_default
+from campaigns.selectors import brand_plan_current
 from campaigns.services.brands import brand_funds_account
-from campaigns.triggers import trigger_spec
+from campaigns.services.test_mode import golive_require
 from core.exceptions import InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
@@ -48,7 +51,8 @@ def campaign_create(
 ) -> Campaign:
     """Create a draft campaign with its no-overdraft budget account ``campaign:<id>:budget:<CUR>``
     and its tally row, in one transaction. ``settings`` are further Campaign fields (payout mode,
-    fraud thresholds). Raises InvalidInput (validation messages per field)."""
+    fraud thresholds). Raises InvalidInput (validation messages per field), PlanRefused (the
+    brand's plan has no trigger for this mode; ``campaign_provision`` asks)."""
     currency = validate_currency(currency or brand.default_currency)
     campaign = Campaign(
         brand=brand,
@@ -70,7 +74,9 @@ def campaign_create(
 
 def campaign_provision(*, campaign: Campaign) -> Campaign:
     """Save a new, validated campaign with its budget account and tally row, in one transaction
-    (the admin's add form calls this with the instance it built)."""
+    (the admin's add form calls this with the instance it built, after its form ran the same
+    plan check). Raises PlanRefused."""
+    entitlement_campaign_check(brand=campaign.brand, mode=campaign.mode)
     currency = validate_currency(campaign.currency)
     with transaction.atomic():
         campaign.save()
@@ -90,12 +96,12 @@ def campaign_provision(*, campaign: Campaign) -> Campaign:
 
 
 def rule_create(*, campaign: Campaign, **fields) -> RewardRule:
-    """Add a rule, validated with ``full_clean`` (the CHECK constraints are the backstop). A
-    trigger its platform cannot show (likes, comments: ``TriggerSpec.unverifiable``) defaults to
-    partner-attested."""
-    spec = trigger_spec(fields.get("trigger") or "")
-    if spec is not None and spec.unverifiable:
-        fields.setdefault("verification", "partner_attested")
+    """Add a rule, validated with ``full_clean`` (the CHECK constraints are the backstop). Likes,
+    comments and purchases default to partner-attested: TikTok cannot verify the first two, and a
+    purchase is what the shop's system reports. Raises PlanRefused (the brand's plan lacks the
+    trigger), InvalidInput."""
+    entitlement_trigger_check(brand=campaign.brand, trigger=fields.get("trigger", ""))
+    fields.setdefault("verification", verification_default(fields.get("trigger", "")))
     rule = RewardRule(campaign=campaign, **fields)
     try:
         rule.full_clean()
@@ -111,9 +117,9 @@ def smallest_reservation_minor(*, campaign: Campaign) -> int | None:
     rules = list(RewardRule.objects.filter(campaign=campaign, is_active=True))
     if not rules:
         return None
+    plan = brand_plan_current(brand=campaign.brand)
     return min(
-        r.smallest_reward_minor
-        + fee_for(brand=campaign.brand, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
+        r.smallest_reward_minor + fee_for(plan=plan, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
         for r in rules
     )
 
@@ -157,7 +163,11 @@ def _transition_or_raise(*, campaign: Campaign, from_statuses: tuple[str, ...], 
 def campaign_launch(*, campaign: Campaign, actor=None) -> Campaign:
     """draft → active. Requires at least one active rule and a budget that covers the smallest
     reward (``budget_insufficient``, as for resuming: a campaign that can pay nobody would pause
-    at its first event). Raises InvalidTransition."""
+    at its first event), a live brand that signed up itself must have gone live
+    (``go_live_incomplete``, naming what is missing), and its plan must still include every active
+    rule's trigger. Raises InvalidTransition, PlanRefused."""
+    golive_require(brand=campaign.brand)
+    entitlement_launch_check(campaign=campaign)
     if not RewardRule.objects.filter(campaign=campaign, is_active=True).exists():
         raise InvalidTransition("Add a reward rule before launching.", code="no_rules")
     if campaign.status == CampaignStatus.DRAFT:  # any other status is refused as a transition

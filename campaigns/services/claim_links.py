@@ -9,7 +9,9 @@ from django.db.models import Exists, OuterRef
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from campaigns.entitlements import claim_page_available
 from campaigns.models import EventSource, Reward, RewardStatus
+from campaigns.selectors import brand_plans_current
 from recipients.models import BankAccount, NoticeKind
 from recipients.selectors import person_current_bank_account
 from recipients.services.notices import NoticeNew, notices_record
@@ -18,7 +20,9 @@ from recipients.services.notices import NoticeNew, notices_record
 def claim_links_send_due(*, limit: int = 500) -> int:
     """Record the payout-form link notice (``claim_link``) once per reward earned through a
     partner's event (purchases and custom triggers) whose person has no bank account yet; the
-    notice outbox sends it. Returns how many were recorded."""
+    notice outbox sends it. A campaign with no claim page (an API-only plan, the Cashback API
+    alone, without ``buyer_claim_links``) sends none: its shop gives the buyer's account itself.
+    Returns how many were recorded."""
     people_with_account = (
         BankAccount.objects.filter(is_current=True)
         .annotate(root=Coalesce("person__merged_into_id", "person_id"))
@@ -33,9 +37,10 @@ def claim_links_send_due(*, limit: int = 500) -> int:
         .exclude(notices__kind=NoticeKind.CLAIM_LINK)
         .annotate(root=Coalesce("person__merged_into_id", "person_id"))
         .exclude(Exists(people_with_account))
-        .select_related("person")
+        .select_related("person", "campaign")
         .order_by("id")[:limit]
     )
+    plans = brand_plans_current(brand_ids={r.campaign.brand_id for r in rewards})
     notices = [
         NoticeNew(
             person_id=reward.person_id,
@@ -44,7 +49,8 @@ def claim_links_send_due(*, limit: int = 500) -> int:
             reward_id=reward.pk,
         )
         for reward in rewards
-        if person_current_bank_account(person=reward.person) is None
+        if claim_page_available(campaign=reward.campaign, plan=plans.get(reward.campaign.brand_id))
+        and person_current_bank_account(person=reward.person) is None
     ]
     with transaction.atomic():
         notices_record(notices=notices)

@@ -8,12 +8,13 @@ Per batch, in the lock order of ``campaigns.locks``:
 2. IBANs: one advisory-lock statement, fingerprints ascending, sent with
 3. what the rules need to know (``ingest_reads.Known.reads``): earlier rewards under the caps,
    "new to the brand", the velocity signals;
-4. the campaigns' tallies and budget accounts, then the rules' campaign-wide counters, locked
+4. the campaigns' tallies and budget accounts, then the rules' campaign-wide counters, then
+   (only when the plan has a monthly allowance) the brand's month of usage, locked
    (``Known.locked_reads``);
 5. each event decided in order by ``campaigns.evaluation.decide``, seeing what the events before
    it in the batch took, exactly as if they had been ingested one by one;
 6. writes, one statement per table: events, holds (``ledger_holds_create``), rewards and their
-   audit rows, counter deltas.
+   audit rows, counter deltas, the brand's month of usage (``BrandUsage``, against its plan).
 
 Everything joins the caller's transaction (``atomic(durable=True)``). When another transaction
 stored one of these events first, the event INSERT fails on ``(brand, external_id)`` with an
@@ -31,6 +32,7 @@ from django.db import connection, transaction
 from campaigns.evaluation import Decision, decide
 from campaigns.locks import lock_ibans_statement
 from campaigns.models import (
+    BrandUsage,
     BudgetAlert,
     CampaignEvent,
     CampaignStatus,
@@ -41,6 +43,7 @@ from campaigns.models import (
     RuleCounter,
     TriggerEvent,
 )
+from campaigns.models.plans import usage_month
 from campaigns.services.campaigns import _transition
 from campaigns.services.ingest_reads import Known, Tally
 from campaigns.services.ingest_types import Item
@@ -80,7 +83,7 @@ def ingest_batch(*, brand, items: list[Item], now: datetime) -> None:
 
 
 def _decide(brand, item: Item, known: Known) -> None:
-    decision = decide(rule=item.rule, campaign=item.ctx.campaign, brand=brand, facts=known.facts(item))
+    decision = decide(rule=item.rule, campaign=item.ctx.campaign, plan=item.ctx.plan, facts=known.facts(item))
     tally = known.tallies[item.ctx.campaign.pk]
     if decision.reason:
         _reject(item, decision.reason)
@@ -103,6 +106,8 @@ def _early_rejection(item: Item) -> str | None:
         return "outside_campaign_window"
     if item.rule is None:
         return "no_matching_rule"
+    if item.ctx.plan is not None and item.rule.trigger not in item.ctx.plan.triggers:
+        return "plan_excludes_trigger"  # the plan changed after the rule was made
     return None
 
 
@@ -220,6 +225,7 @@ def _write(brand, items: list[Item], taken: dict[tuple[int, str], int], *, now: 
     rows_insert(Reward, [i.reward for i in rewarded])
     rows_insert(RewardEvent, [_reward_event_row(i, now) for i in rewarded], keys=False)
     _counters_add(taken)
+    _usage_add(brand, rewarded, now=now)
     hook_fire(REWARD_CHANGED, *(item.reward for item in rewarded))
     hook_fire(AUDIT_ROWS_WRITTEN)
 
@@ -315,4 +321,18 @@ def _counters_add(taken: dict[tuple[int, str], int]) -> None:
             "ON CONFLICT (rule_id, period) DO UPDATE "
             f"SET rewards_count = {table}.rewards_count + excluded.rewards_count",
             [v for row in rows for v in row],
+        )
+
+
+def _usage_add(brand, rewarded: list[Item], *, now: datetime) -> None:
+    """Add the batch's accepted rewards to the brand's month (``BrandUsage``) in one upsert (a
+    delta, like the counters)."""
+    table = BrandUsage._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (brand_id, month, actions, rewards_minor) VALUES (%s, %s, %s, %s) "  # noqa: S608
+            "ON CONFLICT (brand_id, month) DO UPDATE SET "
+            f"actions = {table}.actions + excluded.actions, "
+            f"rewards_minor = {table}.rewards_minor + excluded.rewards_minor",
+            [brand.pk, usage_month(now), len(rewarded), sum(i.amount for i in rewarded)],
         )

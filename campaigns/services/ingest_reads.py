@@ -20,8 +20,9 @@ from django.db.models import Count, Q
 
 from campaigns.evaluation import Decision, Facts, Periods, Signals, Usage, campaign_cap_limits, fee_for, periods_for
 from campaigns.locks import tally_lock_parse, tally_lock_statement
-from campaigns.models import Campaign, Reward, RewardRule, RuleCounter, TriggerEvent
+from campaigns.models import BrandPlan, BrandUsage, Campaign, Plan, Reward, RewardRule, RuleCounter, TriggerEvent
 from campaigns.models.events import LIVE_STATUSES
+from campaigns.models.plans import usage_month
 from campaigns.services.ingest_types import CampaignContext, Item
 from core.bulk import Read, joined_models
 from core.exceptions import NotFound
@@ -30,35 +31,38 @@ from reconciliation.models import Account
 
 
 def campaign_context(brand, slug: str) -> CampaignContext:
-    """The brand's campaign ``slug`` with its brand, budget account and active rules, and the
-    smallest reservation any of them makes (what an automatic pause compares the budget with).
+    """The brand's campaign ``slug`` with its brand, budget account and active rules, its brand's
+    current plan (fees and monthly allowances; joined in the same query), and the smallest
+    reservation any rule makes (what an automatic pause compares the budget with).
     Raises NotFound."""
     rows = joined_models(
         _CONTEXT,
         f"FROM {Campaign._meta.db_table} c JOIN {Account._meta.db_table} a ON a.id = c.budget_account_id "  # noqa: S608
         f"LEFT JOIN {RewardRule._meta.db_table} r ON r.campaign_id = c.id AND r.is_active "
+        f"LEFT JOIN {BrandPlan._meta.db_table} bp ON bp.brand_id = c.brand_id AND bp.ended_at IS NULL "
+        f"LEFT JOIN {Plan._meta.db_table} p ON p.id = bp.plan_id "
         "WHERE c.brand_id = %s AND c.slug = %s ORDER BY r.id",
         [brand.pk, slug],
     )
     if not rows:
         raise NotFound(f"No campaign {slug!r} for this brand.", code="campaign_not_found")
-    campaign, account, _ = rows[0]
+    campaign, account, _, plan = rows[0]
     campaign.brand, campaign.budget_account = brand, account  # the caller's brand, which the filter matched
-    rules = [rule for _, _, rule in rows if rule is not None]
+    rules = [rule for _, _, rule, _ in rows if rule is not None]
     for rule in rules:
         rule.campaign = campaign
     smallest = min(
         (
             r.smallest_reward_minor
-            + fee_for(brand=campaign.brand, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
+            + fee_for(plan=plan, amount_minor=r.smallest_reward_minor, currency=campaign.currency)
             for r in rules
         ),
         default=None,
     )
-    return CampaignContext(campaign=campaign, rules=rules, smallest_reservation=smallest)
+    return CampaignContext(campaign=campaign, rules=rules, smallest_reservation=smallest, plan=plan)
 
 
-_CONTEXT = ((Campaign, "c"), (Account, "a"), (RewardRule, "r"))
+_CONTEXT = ((Campaign, "c"), (Account, "a"), (RewardRule, "r"), (Plan, "p"))
 
 
 @dataclass
@@ -131,6 +135,14 @@ class Known:
     tallies: dict[int, Tally] = field(default_factory=dict)
     counters: dict[tuple[int, str], int] = field(default_factory=dict)  # (rule, period) → rewards
     taken: dict[tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))  # … of this batch
+    # The brand's usage this month (``BrandUsage``), read only when its plan has an allowance,
+    # and what the batch's accepted events added to it.
+    month_used: tuple[int, int] = (0, 0)
+    month_taken: list[int] = field(default_factory=lambda: [0, 0])
+
+    @property
+    def plan(self):
+        return self.items[0].ctx.plan if self.items else None
 
     def reads(self) -> list[Read]:
         return [*self._uses_reads(), *self._not_new_reads(), *self._signals_reads()]
@@ -156,10 +168,23 @@ class Known:
             if connection.vendor == "postgresql":
                 query = query.select_for_update()
             reads.append((query, lambda rows: self.counters.update(((r, p), n) for r, p, n in rows)))
+        plan = self.plan
+        if plan is not None and (plan.monthly_actions is not None or plan.monthly_payouts_minor is not None):
+            # Locked last (``campaigns.locks``): two campaigns of the brand take turns here, so the
+            # allowance is exact; a plan without one reads nothing and waits for nobody.
+            query = BrandUsage.objects.filter(brand=self.brand, month=usage_month(self.now)).values_list(
+                "actions", "rewards_minor"
+            )
+            if connection.vendor == "postgresql":
+                query = query.select_for_update()
+            reads.append((query, self._month_parse))
         return reads
 
+    def _month_parse(self, rows: list[tuple]) -> None:
+        self.month_used = rows[0] if rows else (0, 0)
+
     def facts(self, item: Item) -> Facts:
-        p, rule, who, campaign = item.p, item.rule, item.who, item.ctx.campaign
+        p, rule, who, campaign, plan = item.p, item.rule, item.who, item.ctx.campaign, item.ctx.plan
         payload, fp, root = p.payload, who.fingerprint, who.person.pk
         periods = periods_for(p.occurred_at, campaign.tz)
         tally = self.tallies[campaign.pk]
@@ -191,6 +216,12 @@ class Known:
                 period: self.counters.get((rule.pk, period), 0) + self.taken[(rule.pk, period)]
                 for _, period, _ in campaign_cap_limits(rule, periods.day_key)
             },
+            plan_actions_left=None
+            if plan is None or plan.monthly_actions is None
+            else plan.monthly_actions - self.month_used[0] - self.month_taken[0],
+            plan_payouts_left_minor=None
+            if plan is None or plan.monthly_payouts_minor is None
+            else plan.monthly_payouts_minor - self.month_used[1] - self.month_taken[1],
         )
 
     def seen(self, item: Item) -> None:
@@ -214,6 +245,8 @@ class Known:
         if fp:
             self.iban_day[fp] = self.iban_day.get(fp, 0) + 1
         self.tallies[item.ctx.campaign.pk].available -= decision.amount_minor + decision.fee_minor
+        self.month_taken[0] += 1
+        self.month_taken[1] += decision.amount_minor
 
     def _tally_parse(self, campaign_id: int, rows: list[tuple]) -> None:
         t = tally_lock_parse(rows)

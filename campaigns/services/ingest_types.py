@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from campaigns.models import Campaign, EventSource, Reward, RewardRule, Trigger, TriggerEvent
+from campaigns.models import Campaign, EventSource, Plan, Reward, RewardRule, Trigger, TriggerEvent
 from core.exceptions import ApplicationError
 from recipients.normalise import AccountInfo
 from recipients.services import Resolved
@@ -71,6 +71,7 @@ class CampaignContext:
     campaign: Campaign
     rules: list[RewardRule]
     smallest_reservation: int | None
+    plan: Plan | None = None  # the brand's current plan: fees, triggers, monthly allowances
 
     def rule_for(self, payload: EventInput) -> RewardRule | None:
         custom = payload.custom_name if payload.type == Trigger.CUSTOM else ""

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from campaigns.evaluation import counter_periods, periods_for
 from campaigns.locks import lock_campaign_tally
-from campaigns.models import CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
+from campaigns.models import Campaign, CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
 from campaigns.services.brands import brand_funds_account
 from core.bulk import rows_insert
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
@@ -47,6 +47,7 @@ from reconciliation.services import (
     ledger_hold_void,
     ledger_holds_commit,
 )
+from reconciliation.test_books import trial_fees_account
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,13 @@ def recipient_payable_account(*, person_id: int, currency: str):
         owner_type="person",
         owner_id=str(person_id),
     )
+
+
+def trial_campaign_ids(*, campaign_ids: set[int]) -> set[int]:
+    """Which of ``campaign_ids`` belong to a test tenant: their fees go to the test books."""
+    if not campaign_ids:
+        return set()
+    return set(Campaign.objects.filter(pk__in=campaign_ids, brand__livemode=False).values_list("pk", flat=True))
 
 
 def platform_fees_account(*, currency: str):
@@ -133,8 +141,10 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
     once, after everything else is ready, until the commit a few statements later. Each reward
     keeps its own audit row. Raises what ``ledger_holds_commit`` raises; nothing written."""
     payables = _payable_accounts(rewards)
+    test_campaigns = trial_campaign_ids(campaign_ids={r.campaign_id for r in rewards if r.fee_minor})
     fees = {
-        currency: platform_fees_account(currency=currency) for currency in {r.currency for r in rewards if r.fee_minor}
+        (currency, test): trial_fees_account(currency=currency) if test else platform_fees_account(currency=currency)
+        for currency, test in {(r.currency, r.campaign_id in test_campaigns) for r in rewards if r.fee_minor}
     }
     # ONE ledger call for the whole batch, whatever its campaigns: it locks every hold, then every
     # account (budgets, payables, fees) once, in ascending id. A call per campaign locked budget B
@@ -145,7 +155,7 @@ def _commit(rewards: list[Reward], *, now: datetime, actor=None, announce: bool 
                 reward,
                 budget=reward.campaign.budget_account,
                 payable=payables[reward.pk],
-                fees=fees.get(reward.currency),
+                fees=fees.get((reward.currency, reward.campaign_id in test_campaigns)),
             )
             for reward in rewards
         ]
@@ -273,6 +283,44 @@ def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind:
             fields += ["decided_by", "decided_at"]
         reward.save(update_fields=fields)
         _audit(reward, kind=kind, from_status=previous, actor=actor, reason=reason, now=now)
+    return reward
+
+
+def reward_reduce(
+    *, reward: Reward, amount_minor: int, fee_minor: int, key: str, actor=None, reason: str, note: dict | None = None
+) -> Reward:
+    """review | held → the same status with a smaller amount and fee (a partial refund while the
+    money is still only reserved): maturing then commits the smaller sum and releases the rest of
+    the hold (``ledger_holds_commit`` takes between 1 and the hold). Idempotent by ``key`` (kept
+    on the audit row with ``note``): a reduction with a key seen before on this reward changes
+    nothing.
+    Raises InvalidInput (not smaller, not positive), InvalidTransition (another status)."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        reward = _locked(reward)
+        if RewardEvent.objects.filter(reward=reward, kind="reward.reduced", data__key=key).exists():
+            return reward
+        _require(reward, (RewardStatus.REVIEW, RewardStatus.HELD), "reduced")
+        if not 0 < amount_minor <= reward.amount_minor or not 0 <= fee_minor <= reward.fee_minor:
+            raise InvalidInput("A reduction keeps a positive, not larger amount.", code="invalid_reduction")
+        before = (reward.amount_minor, reward.fee_minor)
+        reward.amount_minor, reward.fee_minor, reward.updated_at = amount_minor, fee_minor, now
+        reward.save(update_fields=["amount_minor", "fee_minor", "updated_at"])
+        _audit(
+            reward,
+            kind="reward.reduced",
+            from_status=reward.status,
+            actor=actor,
+            reason=reason,
+            data={
+                **(note or {}),
+                "key": key,
+                "amount_before": before[0],
+                "fee_before": before[1],
+                "amount_minor": amount_minor,
+            },
+            now=now,
+        )
     return reward
 
 

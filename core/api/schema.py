@@ -29,6 +29,17 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
 )
 
 
+# For an operation that must never run twice for one request (a partial refund): the same header,
+# required.
+IDEMPOTENCY_KEY_REQUIRED = OpenApiParameter(
+    name=IDEMPOTENCY_KEY_PARAMETER.name,
+    location=OpenApiParameter.HEADER,
+    required=True,
+    type=IDEMPOTENCY_KEY_PARAMETER.type,
+    description="Required here: the same key never acts twice, even after the replay is no longer stored.",
+)
+
+
 class ApiKeyAuthScheme(OpenApiAuthenticationExtension):
     target_class = "core.api.auth.ApiKeyAuthentication"
     name = "ApiKey"
@@ -60,7 +71,8 @@ class ProblemAutoSchema(AutoSchema):
 
     def get_override_parameters(self):
         params = super().get_override_parameters()
-        if self.method in ("POST", "PATCH"):
+        declared = any(getattr(p, "name", None) == IDEMPOTENCY_KEY_PARAMETER.name for p in params)
+        if self.method in ("POST", "PATCH") and not declared:  # an operation may require it
             params = [*params, IDEMPOTENCY_KEY_PARAMETER]
         return params
 
@@ -72,6 +84,12 @@ Send trigger events, register people, read rewards, payouts and balances, receiv
 Every call carries a brand's API key: `Authorization: Bearer jbk_<prefix>_<secret>`. Keys have
 scopes: `read` (GET), `write` (campaigns, rules, people, reward decisions, webhook endpoints) and
 `events` (POST trigger events). Objects of other brands are never visible: their ids answer 404.
+
+## Test mode
+A test mode key (`jbk_test_<prefix>_<secret>`, made in the portal's test mode) works on the brand's
+test tenant: test campaigns, people, rewards and payouts, paid on the sandbox rail with test money;
+its webhooks carry `"livemode": false`. Test and live objects never mix: a test key asking for a
+live object's id gets 404, and so does a live key asking for a test one.
 
 ## Types, text and time
 Amounts are integers in minor units of the named currency (`4999` EUR = €49.99). Every field takes
@@ -110,7 +128,7 @@ Services add their own codes with the same shape, e.g. `invalid_iban`, `invalid_
 Register an endpoint (`POST /api/v1/webhook-endpoints/`) and keep the `secret` it returns. The URL
 must be https on a public internet address (private, loopback and link-local addresses, also behind
 a name, answer 400 `invalid_webhook_url`). Each
-delivery is `POST {"id", "type", "created", "data"}` with
+delivery is `POST {"id", "type", "created", "livemode", "data"}` with
 `JoyBack-Signature: t=<unix seconds>,v1=<hex>`, where `v1` is HMAC-SHA256 of `"<t>.<raw body>"`
 keyed with the secret. Verify it before trusting the body:
 

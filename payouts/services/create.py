@@ -18,8 +18,10 @@ from payouts.models import Payout, PayoutItem, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.rails.routing import NoRoute, route
 from payouts.rails.routing import RouteRule as RouteSpec
+from payouts.rails.sandbox import SandboxRail
 from payouts.selectors import rewards_awaiting_payout
 from payouts.services.states import event_record, funding_account_code, payouts_execute_enqueue, usable_rails
+from payouts.services.test_mode import live_money_refuses_sandbox, trial_debtor_code, trial_route
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.normalise import BANK, destination_kind
 from recipients.selectors import person_cluster_ids, person_current_bank_account, person_root
@@ -40,21 +42,26 @@ def end_to_end_id_new() -> str:
     return f"JBP{timezone.now():%y%m%d}{secrets.token_hex(8).upper()}"
 
 
-def _route(*, currency: str, country: str, amount_minor: int, account_type: str) -> tuple[str, str]:
+def _route(*, currency: str, country: str, amount_minor: int, account_type: str, test: bool = False) -> tuple[str, str]:
     """The rail (and fallback) for one payout: the active routing rules, else the default rail,
     else the first other configured rail. A rail that cannot carry the payout — the kind of
     destination (``Rail.destination_kinds``: a bank account or PayPal), its currency, country,
     amount or type of account (the SEPA file and the sandbox take only IBANs) — counts as
-    unavailable, so no rule can send a payout where it cannot travel. Rules that name no rail of
-    a PayPal destination's kind (routing written for bank accounts) leave it to the default order.
-    Raises NoRoute."""
+    unavailable, so no rule can send a payout where it cannot travel; so does the sandbox where
+    production refuses it for live money. Rules that name no rail of a PayPal destination's kind
+    (routing written for bank accounts) leave it to the default order. A test payout goes to the
+    sandbox whatever the rules say (``trial_route``). Raises NoRoute."""
+    if test:
+        return trial_route(currency=currency, country=country, amount_minor=amount_minor, account_type=account_type)
     usable = usable_rails()
+    no_sandbox = live_money_refuses_sandbox()
     kind = destination_kind(account_type)
     carries = {
         name: kind in rail.destination_kinds
         and rail.capabilities().supports(
             currency=currency, country=country, amount_minor=amount_minor, account_type=account_type
         )
+        and not (no_sandbox and isinstance(rail, SandboxRail))
         for name, rail in usable.items()
     }
     of_kind = {name for name, rail in usable.items() if kind in rail.destination_kinds}
@@ -228,6 +235,8 @@ def payouts_create_for_payable(
 def _payout_create(
     *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
 ) -> int | None:
+    # A person no brand knows (from before people were per brand) is a live brand's.
+    test = person.brand_id is not None and not person.brand.livemode
     root = person_root(person=person)
     try:
         with transaction.atomic(durable=True):
@@ -239,11 +248,15 @@ def _payout_create(
             amount = sum(r.amount_minor for r in rewards)
             try:
                 rail, fallback = _route(
-                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind
+                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind, test=test
                 )
             except NoRoute:
                 return None
-            debtor_code = funding_account_code(rail=get_rail(rail), currency=currency)
+            # A test payout is paid from the test books' bank, never from a live account.
+            if test:
+                debtor_code = trial_debtor_code(currency=currency)
+            else:
+                debtor_code = funding_account_code(rail=get_rail(rail), currency=currency)
             if debtor_code is None:
                 logger.warning("No platform bank account to pay %s from; payouts wait", currency)
                 return None

@@ -40,6 +40,7 @@ from payouts.rails.base import (
 )
 from payouts.services.payee import payee_ask, payee_check_record, payout_vop_action, payouts_payee_verify
 from payouts.services.states import drive, event_record, payout_lock, payouts_execute_enqueue
+from payouts.services.test_mode import REFUSED_REASON, payout_rail_refusal
 from recipients.normalise import BANK, IBAN, PAYPAL, destination_kind
 
 logger = logging.getLogger(__name__)
@@ -179,6 +180,9 @@ def _attempt(claim: _Claim, *, recovered: bool) -> str:
     rail = get_rail(payout.rail)
     check: _PayeeCheck | None = None
     try:
+        refusal = payout_rail_refusal(payout, rail)
+        if refusal:
+            raise FinalRailError(refusal, reason_code=REFUSED_REASON, reason_text=refusal)
         # A rail that finds payments only by its own reference is asked once it gave one; before
         # that, its submit is the look-up (idempotent on end_to_end_id at the rail).
         if recovered and (payout.rail_reference or not rail.finds_by_reference_only):

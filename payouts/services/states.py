@@ -47,10 +47,12 @@ from payouts import conf
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
 from payouts.rails import get_rail, rail_names
 from payouts.rails.base import Rail
+from payouts.services.test_mode import payout_is_test
 from recipients.models import NoticeKind
 from recipients.services.notices import NoticeNew, notices_record
 from reconciliation.models import Account, AccountKind, PlatformBankAccount
 from reconciliation.services import Leg, account_get_or_create, bank_fees_account, ledger_entry_post
+from reconciliation.test_books import trial_in_transit_account
 
 IN_TRANSIT = "payouts:in_transit:{currency}"
 
@@ -91,7 +93,10 @@ def usable_rails() -> dict[str, Rail]:
     return rails
 
 
-def in_transit_account(currency: str) -> Account:
+def in_transit_account(currency: str, *, test: bool = False) -> Account:
+    """``payouts:in_transit:<CUR>``, or the test books' own for a test payout."""
+    if test:
+        return trial_in_transit_account(currency=currency)
     return account_get_or_create(
         code=IN_TRANSIT.format(currency=currency),
         name=f"Payouts in transit {currency}",
@@ -212,7 +217,7 @@ def step_submitted(
         key=f"payout:{payout.pk}:sent",
         kind="payout_sent",
         debit=_payable(payout),
-        credit=in_transit_account(payout.currency),
+        credit=in_transit_account(payout.currency, test=payout_is_test(payout)),
         memo=f"Payout {payout.end_to_end_id} sent on {payout.rail}",
     )
     payout.status = PayoutStatus.SUBMITTED
@@ -253,7 +258,7 @@ def settled_entry_post(payout: Payout, *, via: str, bank: Account | None = None,
         idempotency_key=settled_entry_key(payout.pk, seq),
         kind="payout_settled",
         legs=[
-            Leg.debit(in_transit_account(payout.currency), payout.amount_minor),
+            Leg.debit(in_transit_account(payout.currency, test=payout_is_test(payout)), payout.amount_minor),
             *_fee_legs(payout, left - payout.amount_minor),
             Leg.credit(_bank(payout, bank), left),
         ],
@@ -300,7 +305,7 @@ def step_failed(
             payout,
             key=f"payout:{payout.pk}:failed",
             kind="payout_failed",
-            debit=in_transit_account(payout.currency),
+            debit=in_transit_account(payout.currency, test=payout_is_test(payout)),
             credit=_payable(payout),
             memo=f"Payout {payout.end_to_end_id} failed: {reason_code}",
         )

@@ -148,6 +148,15 @@ def test_brand_runs_a_campaign_and_people_get_paid(new_page, shots, live_server,
     brand_page.click("text=Put the amount in the code")
     shots(brand_page, "funding-instructions-qr")
     fund_by_statement(reference=reference, amount="100.00")
+    # --- a brand that signed up itself goes live through the checklist ---------------------------
+    brand_page.click("[data-testid=go-live-link]")
+    assert brand_page.get_attribute("[data-step=topup]", "data-done") == "yes"  # the transfer arrived
+    brand_page.fill("input[name=legal_name]", "Sole Shoes S.r.l.")
+    brand_page.fill("input[name=address]", "Via Roma 1, 20100 Milano")
+    brand_page.click("[data-testid=save-company]")
+    brand_page.check("[data-testid=accept-terms]")
+    brand_page.click("[data-testid=save-terms]")
+    shots(brand_page, "go-live-checklist")
     brand_page.goto(f"/portal/{slug}/campaigns/{campaign_id}/")
     assert brand_page.inner_text("[data-testid=unallocated]").startswith("€100.00")
     brand_page.fill("input[name=amount]", "100.00")

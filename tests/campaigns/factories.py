@@ -1,7 +1,9 @@
+import importlib
 from datetime import UTC, datetime
 
 import factory
 
+from campaigns.models import Channel, Plan, Trigger
 from campaigns.services import (
     brand_create,
     brand_topup_record,
@@ -31,7 +33,39 @@ IBAN_NL_2 = nl_iban(123456789)
 IBAN_DE = "DE89370400440532013000"
 
 
+_SEED = importlib.import_module("campaigns.migrations.0019_plans_seed")
+
+
+def package(slug: str) -> Plan:
+    """One of the four packages on sale, as migration 0019 seeds it (made again when a
+    transactional test flushed the seeded rows)."""
+    fields = next(p for p in _SEED.PLANS if p["slug"] == slug)
+    plan, _ = Plan.objects.get_or_create(slug=slug, defaults=fields)
+    return plan
+
+
+def plan_with_fees(*, fee_fixed_minor: int = 0, fee_bps: int = 0, **fields) -> Plan:
+    """A private plan with these fees that allows every trigger and channel, with no allowance
+    unless told (``fields``): the tests' brands pay exactly the fees they name."""
+    slug = fields.pop("slug", f"test-{fee_fixed_minor}-{fee_bps}")
+    plan, _ = Plan.objects.get_or_create(
+        slug=slug,
+        defaults={
+            "name": fields.pop("name", f"Test {fee_fixed_minor} + {fee_bps} bps"),
+            "triggers": list(Trigger.values),
+            "channels": list(Channel.values),
+            "fee_fixed_minor": fee_fixed_minor,
+            "fee_bps": fee_bps,
+            "is_public": False,
+            **fields,
+        },
+    )
+    return plan
+
+
 class BrandFactory(factory.Factory):
+    """A brand on a private plan with the fees it names (none by default); ``plan=`` picks one."""
+
     class Meta:
         model = dict
 
@@ -39,10 +73,13 @@ class BrandFactory(factory.Factory):
     slug = factory.Sequence(lambda n: f"brand-{n}")
     fee_fixed_minor = 0
     fee_bps = 0
+    plan = None
 
     @classmethod
     def _create(cls, model_class, **kwargs):
-        return brand_create(**kwargs)
+        fees = {"fee_fixed_minor": kwargs.pop("fee_fixed_minor"), "fee_bps": kwargs.pop("fee_bps")}
+        plan = kwargs.pop("plan") or plan_with_fees(**fees)
+        return brand_create(plan=plan, **kwargs)
 
 
 def funded_campaign(

@@ -21,7 +21,7 @@ from campaigns.evaluation import (
     periods_for,
     reward_amount,
 )
-from campaigns.models import Brand, Campaign, RewardRule
+from campaigns.models import Campaign, Plan, RewardRule
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=ZoneInfo("UTC"))
 
@@ -85,8 +85,8 @@ def test_reward_amount(fields, purchase, currency, expected):
 )
 def test_fee(fixed, bps, amount, expected):
     # 2.5 % of 1.01 = 0.02525 → 0.03 (half up); of 0.99 = 0.02475 → 0.02
-    brand = Brand(fee_fixed_minor=fixed, fee_bps=bps)
-    assert fee_for(brand=brand, amount_minor=amount, currency="EUR") == expected
+    plan = Plan(fee_fixed_minor=fixed, fee_bps=bps)
+    assert fee_for(plan=plan, amount_minor=amount, currency="EUR") == expected
 
 
 @pytest.mark.parametrize(

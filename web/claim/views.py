@@ -17,6 +17,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from campaigns.entitlements import claim_page_available
 from campaigns.models import (
     AmountType,
     Campaign,
@@ -30,7 +31,7 @@ from campaigns.models import (
 )
 from campaigns.platforms import PlatformUnavailable, platform_get
 from campaigns.platforms.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem, whatsapp_optin_started_by
-from campaigns.selectors import campaign_budget
+from campaigns.selectors import brand_plan_current, campaign_budget
 from campaigns.services import smallest_reservation_minor
 from campaigns.triggers import content_trigger, trigger_spec, trigger_values
 from core.exceptions import ApplicationError, InvalidInput
@@ -80,9 +81,14 @@ WHATSAPP_STARTER = "claim_whatsapp_starter"
 
 
 def _campaign(brand_slug: str, campaign_slug: str) -> Campaign:
-    return get_object_or_404(
+    """The campaign of a public claim page; 404 also for a campaign of an API-only plan (the
+    Cashback API alone) unless its brand turned on claim links for buyers (``claim_page_available``)."""
+    campaign = get_object_or_404(
         Campaign.objects.select_related("brand", "budget_account"), brand__slug=brand_slug, slug=campaign_slug
     )
+    if not claim_page_available(campaign=campaign, plan=brand_plan_current(brand=campaign.brand)):
+        raise Http404
+    return campaign
 
 
 def _language(request, campaign: Campaign) -> None:

@@ -8,7 +8,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 
-from campaigns.models import Brand, BrandMembership, BrandRole
+from campaigns.models import Brand, BrandMembership, BrandRole, BrandStatus
 
 # What each role may do, from least to most.
 _RANK = {BrandRole.ANALYST: 0, BrandRole.ADMIN: 1, BrandRole.OWNER: 2}
@@ -16,8 +16,13 @@ _RANK = {BrandRole.ANALYST: 0, BrandRole.ADMIN: 1, BrandRole.OWNER: 2}
 
 @dataclass(frozen=True)
 class Access:
-    brand: Brand
+    brand: Brand  # the tenant the page works on: the live brand, or its test tenant in test mode
     role: str
+    live: Brand | None = None  # the live brand (the membership's); None means ``brand`` itself
+
+    @property
+    def live_brand(self) -> Brand:
+        return self.live or self.brand
 
     def can(self, role: str) -> bool:
         return _RANK[self.role] >= _RANK[role]
@@ -39,9 +44,21 @@ def brand_member(*, user, brand_slug: str, min_role: str = BrandRole.ANALYST) ->
         if user.is_authenticated
         else None
     )
-    if membership is None:
-        raise Http404("No such brand.")
-    access = Access(brand=membership.brand, role=membership.role)
+    if membership is not None:
+        access = Access(brand=membership.brand, role=membership.role)
+    else:
+        # Test mode: the active test tenant opens to the members of its live brand, with their role.
+        tenant = (
+            Brand.objects.select_related("test_of")
+            .filter(slug=brand_slug, livemode=False, status=BrandStatus.ACTIVE)
+            .first()
+            if user.is_authenticated
+            else None
+        )
+        membership = tenant and BrandMembership.objects.filter(user=user, brand_id=tenant.test_of_id).first()
+        if not membership:
+            raise Http404("No such brand.")
+        access = Access(brand=tenant, role=membership.role, live=tenant.test_of)
     if not access.can(min_role):
         raise Http404("No such page.")
     return access

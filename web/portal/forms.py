@@ -17,12 +17,14 @@ from campaigns.models import (
     BrandRole,
     CampaignMode,
     PayoutMode,
+    Plan,
     RewardRule,
     Trigger,
     Verification,
     VopAction,
 )
 from campaigns.models.campaigns import CLAIM_WINDOW_DAYS, VOP_ACTIONS_WITHOUT_ASK, Campaign, validate_timezone
+from campaigns.models.rules import verification_default
 from core.exceptions import InvalidInput
 from core.money import minor_to_decimal, to_minor
 
@@ -91,6 +93,11 @@ class CampaignForm(forms.Form):
             "After this many days without a bank account, a person's reward goes back to the campaign "
             "(reminders after a third and two thirds of it). Empty: it waits for ever."
         ),
+    )
+    buyer_claim_links = forms.BooleanField(
+        label=Campaign._meta.get_field("buyer_claim_links").verbose_name,
+        help_text=Campaign._meta.get_field("buyer_claim_links").help_text,
+        required=False,
     )
 
     def __init__(self, *args, live: bool = False, **kwargs):
@@ -166,7 +173,10 @@ class RuleForm(forms.Form):
     )
     review_above = _money_field(_("Review above"))
     verification = forms.ChoiceField(
-        label=_("Verification"), choices=Verification.choices, initial=Verification.FIRST_PARTY
+        label=_("Verification"),
+        choices=[("", _("The trigger's default")), *Verification.choices],
+        required=False,
+        help_text=_("Purchases, likes and comments: partner-attested; logins, opt-ins and videos: first-party."),
     )
 
     def __init__(self, *args, currency: str = "EUR", **kwargs):
@@ -233,7 +243,7 @@ class RuleForm(forms.Form):
             "review_above_minor": self._minor(data.get("review_above"))
             if data.get("approval_policy") == ApprovalPolicy.REVIEW_ABOVE
             else None,
-            "verification": data.get("verification"),
+            "verification": data.get("verification") or verification_default(data.get("trigger") or ""),
         }
 
     @classmethod
@@ -301,3 +311,14 @@ def aware(value: datetime | None) -> datetime | None:
     if value is not None and timezone.is_naive(value):
         return timezone.make_aware(value)
     return value
+
+
+class UpgradeRequestForm(forms.Form):
+    plan = forms.ModelChoiceField(label=_("Plan you would like"), queryset=Plan.objects.none())
+    message = forms.CharField(
+        label=_("Anything we should know"), required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+    def __init__(self, *args, plans=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["plan"].queryset = Plan.objects.filter(pk__in=[p.pk for p in plans]).order_by("position", "id")

@@ -10,6 +10,7 @@ from django.utils.translation import ngettext
 
 from campaigns.evaluation import fee_for, reward_amount
 from campaigns.models import AmountType, ApprovalPolicy, Brand, PayoutMode, RewardRule, Trigger
+from campaigns.selectors import brand_plan_current
 from campaigns.triggers import trigger_spec
 from core.money import format_minor
 
@@ -27,13 +28,15 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
     def money(v: int) -> str:
         return format_minor(v, currency)
 
+    plan = brand_plan_current(brand=brand)
+
     lines: list[str] = []
     spec = trigger_spec(rule.trigger)
     # The spec's ``action`` completes "A person who … receives": the sentence is translated whole.
     action = spec.action if spec else rule.trigger
     if rule.amount_type == AmountType.FIXED:
         amount = rule.fixed_minor or 0
-        fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
+        fee = fee_for(plan=plan, amount_minor=amount, currency=currency)
         lines.append(_("A person who %(action)s receives %(amount)s.") % {"action": action, "amount": money(amount)})
         lines.append(
             _("Each reward uses %(cost)s of the budget (%(fee)s platform fee).")
@@ -113,6 +116,6 @@ def rule_preview(*, rule: RewardRule, brand: Brand, currency: str, payout_mode: 
     if rule.amount_type == AmountType.PERCENT:
         for purchase in (2_000, 5_000, 20_000):
             amount = reward_amount(rule=rule, purchase_amount_minor=purchase, currency=currency)
-            fee = fee_for(brand=brand, amount_minor=amount, currency=currency)
+            fee = fee_for(plan=plan, amount_minor=amount, currency=currency)
             examples.append((money(purchase), money(amount), money(amount + fee)))
     return Preview(lines=lines, examples=examples, warning=rule.terms_warning)

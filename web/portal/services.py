@@ -40,6 +40,7 @@ LIVE_EDITABLE = (
     "vop_close_match",
     "vop_not_possible",
     "claim_window_days",
+    "buyer_claim_links",
 )
 
 
@@ -55,7 +56,7 @@ def brand_register(*, user, name: str, default_currency: str = "EUR") -> Brand:
         while Brand.objects.filter(slug=slug).exists():
             n += 1
             slug = f"{base}-{n}"
-        brand = brand_create(name=name, slug=slug, default_currency=default_currency)
+        brand = brand_create(name=name, slug=slug, default_currency=default_currency, live=False)
         brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
     return brand
 
@@ -64,8 +65,11 @@ def invitation_create(*, brand: Brand, email: str, role: str, invited_by, accept
     """Invite ``email`` to the brand with ``role`` and email the link after the commit, in the
     active language (the inviter's: the invitee's is not known yet).
 
-    Raises InvalidInput (role), Conflict (``already_member``, ``already_invited``)."""
+    Raises InvalidInput (role), Conflict (``already_member``, ``already_invited``),
+    PermissionDenied (``test_mode``: a test tenant has no team of its own)."""
     email = (email or "").strip().lower()
+    if not brand.livemode:
+        raise PermissionDenied(_("Test mode shares the live brand's team: invite people there."), code="test_mode")
     if role not in BrandRole.values:
         raise InvalidInput(_("Unknown role “%(role)s”.") % {"role": role}, code="invalid_role")
     if BrandMembership.objects.filter(brand=brand, user__email__iexact=email).exists():

@@ -26,6 +26,7 @@ class Command(BaseCommand):
             ("every entry balances per currency", report.unbalanced_entries),
             ("every entry has at least two postings", report.short_entries),
             ("no-overdraft accounts are not below their holds", report.overdrawn_accounts),
+            ("no entry mixes test mode's books with the platform's real ones", report.mixed_books_entries),
         ]
         for label, problems in checks:
             out.write(f"  [{'ok' if not problems else 'FAIL'}] {label}")

@@ -20,6 +20,7 @@ from campaigns.services import (
     campaign_launch,
     rule_create,
 )
+from campaigns.services.test_mode import trial_tenant_open
 from core.roles import ROLES
 from reconciliation.models import JournalEntry
 from reconciliation.services.statements import platform_bank_account_create
@@ -34,6 +35,8 @@ DEMO_USERS = [
     ("approver", "approver-demo-password", False, ["Payout approver"]),
 ]
 DEMO_BRAND_USER = ("brand@demo.joyback.example", "brand-demo-password")
+# A brand that signed up itself and is trying JoyBack for free: in test mode, not yet live.
+DEMO_TRIAL_USER = ("trial@demo.joyback.example", "trial-demo-password")
 # Two live campaigns of the brand "Sole Shoes": what the claim pages at /c/sole-shoes/<slug>/ show.
 DEMO_CAMPAIGNS = [
     (
@@ -79,6 +82,7 @@ class Command(BaseCommand):
             self._users()
         # Outside the block above: the money services open their own durable transactions.
         self._brand()
+        self._trial_brand()
         self.stdout.write(self.style.SUCCESS("Demo data ready."))
 
     def _users(self) -> None:
@@ -95,18 +99,42 @@ class Command(BaseCommand):
             if not is_superuser:
                 user.groups.add(*Group.objects.filter(name__in=role_names or list(ROLES)))
 
-    def _brand(self) -> None:
-        """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
-        platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
-        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(
-            name="Sole Shoes", slug="sole-shoes", fee_fixed_minor=10, fee_bps=100
-        )
-        email, password = DEMO_BRAND_USER
+    def _login(self, email: str, password: str):
         user, created = get_user_model().objects.get_or_create(username=email, defaults={"email": email})
         if created:
             user.set_password(password)
             user.save(update_fields=["password"])
         EmailAddress.objects.update_or_create(user=user, email=email, defaults={"verified": True, "primary": True})
+        return user
+
+    def _trial_brand(self) -> None:
+        """ "Bici Trial", signed up and in test mode: its test tenant with the free test money and a
+        launched test campaign; its go-live checklist still open (idempotent)."""
+        brand = Brand.objects.filter(slug="bici-trial").first() or brand_create(
+            name="Bici Trial", slug="bici-trial", live=False
+        )
+        brand_membership_set(brand=brand, user=self._login(*DEMO_TRIAL_USER), role=BrandRole.OWNER)
+        tenant = trial_tenant_open(brand=brand)
+        campaign = Campaign.objects.filter(brand=tenant, slug="try-joy").first()
+        if campaign is None:
+            campaign = campaign_create(
+                brand=tenant,
+                name="Try Joy",
+                slug="try-joy",
+                mode="joyback",
+                starts_at=timezone.now() - timedelta(days=1),
+                timezone="Europe/Rome",
+            )
+            rule_create(campaign=campaign, trigger="tiktok_login", fixed_minor=500, verification="partner_attested")
+        campaign_allocate(campaign=campaign, amount_minor=20_000, idempotency_key=f"demo:alloc:{tenant.slug}:try-joy")
+        if campaign.status == CampaignStatus.DRAFT:
+            campaign_launch(campaign=campaign)
+
+    def _brand(self) -> None:
+        """The demo brand, its owner login, and two funded, launched campaigns (idempotent)."""
+        platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
+        brand = Brand.objects.filter(slug="sole-shoes").first() or brand_create(name="Sole Shoes", slug="sole-shoes")
+        user = self._login(*DEMO_BRAND_USER)
         brand_membership_set(brand=brand, user=user, role=BrandRole.OWNER)
         # The brand's money arrives as it would in production: on the bank statement, matched by
         # its funding reference (a demo seeded before this kept its directly booked top-up).

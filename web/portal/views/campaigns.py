@@ -69,6 +69,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "vop_close_match": data["vop_close_match"],
         "vop_not_possible": data["vop_not_possible"],
         "claim_window_days": data.get("claim_window_days"),
+        "buyer_claim_links": bool(data.get("buyer_claim_links")),
     }
 
 
@@ -80,9 +81,13 @@ def campaign_new(request, access):
         try:
             campaign = campaign_create(brand=access.brand, **_campaign_fields(form))
         except ApplicationError as exc:
-            report(request, exc)
-            for field, errors in (exc.details or {}).items():
-                for error in errors if isinstance(errors, list) else [errors]:
+            messages_by_field = {k: v for k, v in (exc.details or {}).items() if isinstance(v, list)}
+            if messages_by_field:
+                report(request, exc)
+            else:
+                report(request, exc, form=form)
+            for field, errors in messages_by_field.items():
+                for error in errors:
                     form.add_error(field if field in form.fields else None, error)
         else:
             messages.success(request, _("Campaign created as a draft. Add a reward rule next."))
@@ -217,7 +222,7 @@ def rule_new(request, access, campaign_id: int):
         try:
             rule_create(campaign=campaign, **form.cleaned_fields)
         except ApplicationError as exc:
-            report(request, exc)
+            report(request, exc, form=form)
         else:
             messages.success(request, _("Rule saved."))
             return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
@@ -234,7 +239,7 @@ def rule_edit(request, access, campaign_id: int, rule_id: int):
         try:
             rule_replace(rule=rule, actor=request.user, **form.cleaned_fields)
         except ApplicationError as exc:
-            report(request, exc)
+            report(request, exc, form=form)
         else:
             messages.success(request, _("Rule saved."))
             return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)

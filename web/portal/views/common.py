@@ -1,5 +1,6 @@
 from django.contrib import messages
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from campaigns.models import CampaignStatus
 from core.exceptions import ApplicationError
@@ -15,6 +16,12 @@ def _campaign_cannot_move(exc: ApplicationError) -> str | None:
     }
 
 
+GO_LIVE_STEPS = {
+    "company": gettext_lazy("company details"),
+    "terms": gettext_lazy("terms accepted"),
+    "topup": gettext_lazy("first top-up"),
+}
+
 # Services outside the portal speak English (the API returns their message as it is); the codes a
 # brand meets in the portal get words in the active language here. The portal's own services
 # (web.portal.services) raise translated messages already.
@@ -26,13 +33,22 @@ PORTAL_MESSAGES = {
     "insufficient_funds": lambda exc: _("Your unallocated funds are insufficient for this amount."),
     "invalid_amount": lambda exc: _("Enter a positive amount."),
     "invalid_transition": _campaign_cannot_move,
+    "go_live_incomplete": lambda exc: (
+        _("Complete going live before launching a live campaign: %(missing)s missing.")
+        % {"missing": ", ".join(str(GO_LIVE_STEPS.get(k, k)) for k in exc.details.get("missing", []))}
+    ),
     "webhook_endpoint_deleted": lambda exc: _(
         "A deleted endpoint cannot be enabled again; register the URL as a new endpoint."
     ),
 }
 
 
-def report(request, exc: ApplicationError) -> None:
-    """The one place the portal turns a service error into words for the brand."""
+def report(request, exc: ApplicationError, *, form=None) -> None:
+    """The one place the portal turns a service error into words for the brand: on ``form`` (its
+    errors at the top) when the page has one, else as a message."""
     words = PORTAL_MESSAGES.get(exc.code)
-    messages.error(request, (words and words(exc)) or exc.message)
+    text = (words and words(exc)) or exc.message
+    if form is not None:
+        form.add_error(None, text)
+    else:
+        messages.error(request, text)

@@ -1,5 +1,5 @@
 from django.conf import settings
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from core.exceptions import InvalidInput
 from core.money import to_minor
@@ -14,6 +14,9 @@ def funding(request, access):
     """How to send money: the platform's IBAN, the brand's reference (the only thing that ties a
     transfer to the brand) and a SEPA QR code with both. Arrives through the bank statement."""
     brand = access.brand
+    if not brand.livemode:
+        # A test tenant is funded by a simulated transfer: a real one to its reference is never booked.
+        return redirect("portal:test_mode", brand_slug=brand.slug)
     form = FundingForm(request.GET or None)
     amount_minor = None
     if form.is_bound and form.is_valid() and form.cleaned_data.get("amount"):

@@ -67,7 +67,7 @@ def api_keys(request, access):
                     created_by=request.user,
                 )
             except ApplicationError as exc:
-                report(request, exc)
+                report(request, exc, form=form)
             else:
                 form = ApiKeyForm()
     keys = ApiKey.objects.filter(brand=access.brand).order_by("-created_at")
