@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0021_campaign_allow_paypal'),
+        ('campaigns', '0023_test_mode'),
         ('recipients', '0013_paypal_destinations'),
     ]
 
