@@ -457,6 +457,10 @@ def payouts_poll(*, now: datetime | None = None, limit: int = 500, deadline: flo
         except RetryableRailError:
             logger.info("payout %s: status look-up failed, will ask again", payout_id)
             continue
+        except Exception:
+            # One payout the rail cannot answer about must not stop the poll of every other one.
+            logger.exception("payout %s: status look-up refused; the others are polled", payout_id)
+            continue
         target = _RAIL_TO_TARGET.get(known.status)
         if target is None or target == status or (status == PayoutStatus.SETTLED and target == PayoutStatus.SUBMITTED):
             continue  # nothing new: no transaction needed

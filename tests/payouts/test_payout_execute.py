@@ -11,7 +11,8 @@ from django_q.conf import Conf
 
 from campaigns.models import Campaign, VopAction
 from payouts.models import AttemptOutcome, Payout, PayoutItem, PayoutStatus
-from payouts.rails.base import RailStatus, StatusResult
+from payouts.rails.base import FinalRailError, RailStatus, StatusResult
+from payouts.rails.sandbox import SandboxRail
 from payouts.services import execute as execute_module
 from payouts.services import (
     payout_apply_rail_status,
@@ -196,6 +197,34 @@ def test_pending_transfer_is_polled_until_settled(sandbox, debtor, brand, campai
     assert payouts_poll() == 1
     payout.refresh_from_db()
     assert payout.status == PayoutStatus.SETTLED and in_transit_minor() == 0 and bank_minor(debtor) == -500
+    assert_books_ok()
+
+
+def test_a_payout_the_rail_refuses_to_report_on_does_not_stop_the_poll_of_the_others(
+    sandbox, debtor, brand, campaign, settings, monkeypatch
+):
+    # given two payouts in transit, and a rail that refuses (a final error) to report on the first
+    first_account, second_account = iban(), iban()
+    settings.SANDBOX_FAILING_IBANS = {first_account: "pending:1", second_account: "pending:1"}
+    first = one_payout(brand, account_iban=first_account)
+    second = one_payout(brand, account_iban=second_account)
+    for payout in (first, second):
+        assert payout_execute(payout_id=payout.pk) == AttemptOutcome.ACCEPTED
+    answer = SandboxRail.status
+
+    def status(self, end_to_end_id, *, rail_reference=None):
+        if end_to_end_id == first.end_to_end_id:
+            raise FinalRailError("not yours", reason_code="NARR")
+        return answer(self, end_to_end_id, rail_reference=rail_reference)
+
+    monkeypatch.setattr(SandboxRail, "status", status)
+    # when the poll runs (the first one, oldest, comes first every time: review finding)
+    payouts_poll()
+    payouts_poll()
+    # then the second payout is still settled; the first waits as it was
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == (PayoutStatus.SUBMITTED, PayoutStatus.SETTLED)
     assert_books_ok()
 
 
