@@ -437,7 +437,11 @@ class PayPalPayoutsRail(Rail):
         return True
 
     def _certificate(self, url: str) -> x509.Certificate | None:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.hostname  # noqa: B018 - a malformed host (``https://[x``) raises here, from the sender's header
+        except ValueError:
+            return None
         ours = urlsplit(self.base_url)
         trusted = (parts.scheme == "https" and parts.hostname in PAYPAL_CERT_HOSTS) or (parts.scheme, parts.netloc) == (
             ours.scheme,

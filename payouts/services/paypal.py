@@ -23,8 +23,9 @@ def paypal_rail(name: str = PAYPAL_RAIL) -> PayPalPayoutsRail | None:
 
 def paypal_offered(*, campaign: Campaign) -> bool:
     """Does ``campaign``'s claim page offer a PayPal account? Only where the campaign allows it
-    and a PayPal rail is configured that pays in the campaign's currency."""
-    if not campaign.allow_paypal:
+    and a PayPal rail is configured that pays in the campaign's currency; never in test mode
+    (test payouts go to the sandbox, which pays bank accounts only)."""
+    if not campaign.allow_paypal or not campaign.brand.livemode:
         return False
     rail = paypal_rail()
     return rail is not None and campaign.currency in rail.capabilities().currencies
@@ -45,4 +46,9 @@ def paypal_item_event_apply(*, rail: str, sender_item_id: str, batch_id: str) ->
         known = get_rail(rail).status(sender_item_id, rail_reference=payout["rail_reference"] or batch_id)
     except RetryableRailError as exc:
         raise ConnectionError(f"PayPal could not be asked about {sender_item_id}: {exc}") from exc
+    if not payout["rail_reference"] and batch_id:
+        # PayPal finds a payout only by its batch id, and ``status`` just confirmed this batch is
+        # ours: keep it, so a payout whose submit answer was lost (back in review) can be looked up
+        # and is never cancelled and paid again.
+        Payout.objects.filter(pk=payout["id"], rail_reference="").update(rail_reference=batch_id)
     return payout_apply_rail_status(payout_id=payout["id"], known=known)

@@ -200,7 +200,7 @@ def test_a_webhook_signed_by_paypal_verifies(paypal_rail, fake_paypal, settings)
 
 @pytest.mark.parametrize(
     "forgery",
-    ["body", "webhook_id", "algorithm", "foreign_certificate"],
+    ["body", "webhook_id", "algorithm", "foreign_certificate", "malformed_certificate_url"],
 )
 def test_a_forged_webhook_does_not_verify(paypal_rail, fake_paypal, forgery):
     payment = paypal_payment()
@@ -213,8 +213,10 @@ def test_a_forged_webhook_does_not_verify(paypal_rail, fake_paypal, forgery):
         headers = headers_of(fake_paypal.sign(body, webhook_id="WH0SOMEONEELSE"))
     elif forgery == "algorithm":
         headers["PAYPAL-AUTH-ALGO"] = "SHA1withRSA"
-    else:
+    elif forgery == "foreign_certificate":
         headers["PAYPAL-CERT-URL"] = "https://certs.example.com/paypal.pem"
+    else:  # the sender's header, unparsable as a URL: refused, not a 500 (review)
+        headers["PAYPAL-CERT-URL"] = "https://[x"
 
     assert not paypal_rail.webhook_verify(body=body, headers=headers)
 
