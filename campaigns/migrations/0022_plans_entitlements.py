@@ -33,15 +33,15 @@ def forward(apps, schema_editor):
         base = period.plan
         if (base.fee_fixed_minor, base.fee_bps) == (brand.fee_fixed_minor, brand.fee_bps):
             continue
-        own, _ = Plan.objects.get_or_create(
-            slug=f"{base.slug[:19]}-{brand.slug[:20]}",
-            defaults={
-                **{name: getattr(base, name) for name in PLAN_FIELDS},
-                "name": f"{base.name} ({brand.name})"[:80],
-                "fee_fixed_minor": brand.fee_fixed_minor,
-                "fee_bps": brand.fee_bps,
-                "is_public": False,
-            },
+        # One private plan per brand, named by its id: a slug made from names could collide with
+        # another brand's private plan or a public one and hand this brand someone else's fees.
+        own = Plan.objects.create(
+            slug=f"{base.slug[:25]}-b{brand.pk}",
+            **{name: getattr(base, name) for name in PLAN_FIELDS if name != "name"},
+            name=f"{base.name} ({brand.name})"[:80],
+            fee_fixed_minor=brand.fee_fixed_minor,
+            fee_bps=brand.fee_bps,
+            is_public=False,
         )
         BrandPlan.objects.filter(pk=period.pk).update(plan=own)
 

@@ -39,7 +39,7 @@ def test_own_fees_become_a_private_plan_and_first_party_purchases_partner_attest
 
     private = brand_plan_current(brand=own)
     assert (private.slug, private.fee_fixed_minor, private.fee_bps, private.is_public) == (
-        "all-in-one-own-fees",
+        f"all-in-one-b{own.pk}",
         10,
         100,
         False,
