@@ -15,6 +15,7 @@ from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.queue import enqueue
 from payouts.iso import reason_text as iso_text
 from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
+from payouts.rails import get_rail
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.four_eyes import four_eyes_require
 from payouts.services.states import (
@@ -97,9 +98,17 @@ def payout_cancel(*, payout: Payout, actor, reason: str) -> Payout:
 
 def cancel_locked(payout: Payout, *, actor, reason: str, now: datetime) -> None:
     """created → cancelled for a payout the caller has locked, in its transaction: its rewards
-    are free for the next payout. Raises InvalidTransition for a payout past created."""
+    are free for the next payout. Raises InvalidTransition for a payout past created, and for one
+    already sent to a rail that finds payments only by its own reference (PayPal's batch id) when
+    no reference came back: the rail may have paid it, and cancelling would pay the rewards again.
+    Its reference arrives with the rail's webhook or the next attempt."""
     if payout.status != PayoutStatus.CREATED:
         raise InvalidTransition(f"A {payout.status} payout cannot be cancelled.")
+    if payout.attempts and not payout.rail_reference and get_rail(payout.rail).finds_by_reference_only:
+        raise InvalidTransition(
+            "This payout was sent and the rail's answer was lost: it may be paid. Wait for the rail's report.",
+            code="outcome_unknown",
+        )
     payout.status = PayoutStatus.CANCELLED
     payout.cancelled_at = now
     payout.reason_text = reason[:500]

@@ -8,17 +8,20 @@ replayed webhooks and submits change nothing."""
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import Reward
 from campaigns.services import rewards_mature
+from core.exceptions import InvalidTransition
 from core.models import InboundWebhook
 from payouts.links import PAYOUT_SALT, link_make
 from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.rails import get_rail
 from payouts.selectors import payout_exceptions, rewards_awaiting_payout
 from payouts.services import payout_execute, payouts_create_for_payable, payouts_poll
+from payouts.services.actions import cancel_locked
 from payouts.services.execute import rail_payment_for
 from recipients import crypto
 from recipients.models import BankAccount
@@ -308,3 +311,22 @@ def test_out_of_attempts_without_a_batch_id_goes_to_staff_not_to_failure(campaig
     assert (payout.status, payout.needs_review) == (PayoutStatus.CREATED, True)
     assert not paypal.state.batches
     assert not rewards_awaiting_payout().exists()  # the money stays with this payout
+
+
+def test_a_payout_whose_paypal_answer_was_lost_cannot_be_cancelled_and_paid_again(campaign, paypal, settings):
+    # given a PayPal payout out of attempts with no batch id: PayPal may have paid it (review finding)
+    settings.PAYOUT_MAX_ATTEMPTS = 1
+    reward = ingest(campaign, email="giulia@example.com").reward
+    claim_paypal(reward)
+    paypal.fail_next("POST", "/v1/payments/payouts", status=503, body={"name": "INTERNAL_SERVICE_ERROR"})
+    payout = pay()
+    assert (payout.status, payout.needs_review, payout.rail_reference) == (PayoutStatus.CREATED, True, "")
+
+    # when staff try to cancel it, then it is refused and its rewards stay with it
+    with pytest.raises(InvalidTransition) as refused, transaction.atomic():
+        cancel_locked(
+            Payout.objects.select_for_update().get(pk=payout.pk), actor=None, reason="stuck", now=timezone.now()
+        )
+    assert refused.value.code == "outcome_unknown"
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.CREATED and not rewards_awaiting_payout().exists()
