@@ -1,5 +1,7 @@
 """Authentication, scopes, the error format and rate limits."""
 
+import hashlib
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -41,7 +43,10 @@ def test_key_records_last_use_and_stores_only_a_hash(brand):
     client_for(created.token).get("/api/v1/campaigns/")
     key = ApiKey.objects.get(pk=created.key.pk)
     assert key.last_used_at is not None
-    assert created.token.split("_")[-1] not in key.secret_hash
+    secret = created.token.split(f"{key.prefix}_", 1)[1]  # the secret may itself hold "_"
+    assert len(secret) == 43
+    assert secret not in key.secret_hash
+    assert key.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
 
 
 def test_read_only_key_cannot_send_events(brand, campaign):
