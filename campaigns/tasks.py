@@ -1,6 +1,7 @@
 """django-q2 tasks. Thin: each calls one service; all are idempotent (at-least-once delivery)."""
 
 from campaigns.services import rewards_mature
+from campaigns.services.analytics import campaign_stats_rollup
 from campaigns.services.claim_links import claim_links_send_due
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
@@ -30,3 +31,11 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+@tick
+def campaign_stats_rollup_task() -> str:
+    """Scheduled every minute (migration 0025): the daily figures of the stats pages and API catch
+    up with the events and reward changes, within ``BUDGET_SECONDS``; the next run goes on."""
+    result = campaign_stats_rollup()
+    return f"{result.events} events, {result.reward_events} reward changes, {result.days} days"

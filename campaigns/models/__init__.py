@@ -104,3 +104,8 @@ __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmissi
 from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
 
 __all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]
+
+# What the money bought: daily figures, visits and views (issue 29).
+from campaigns.models.analytics import CampaignDay, CampaignDayTrigger, StatsCursor, VideoViewDay  # noqa: E402
+
+__all__ += ["CampaignDay", "CampaignDayTrigger", "StatsCursor", "VideoViewDay"]

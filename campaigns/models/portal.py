@@ -78,6 +78,10 @@ class VideoSubmission(models.Model):
     status = models.CharField(max_length=10, choices=VideoStatus.choices, default=VideoStatus.PENDING)
     reason = models.CharField(max_length=60, blank=True, default="")
     view_count = models.BigIntegerField(default=0)
+    # The item's public link and cover image as the platform last gave them (TikTok's cover URL is
+    # signed and expires after a while: the next reading brings a fresh one).
+    share_url = models.URLField(max_length=1000, blank=True, default="")
+    cover_url = models.URLField(max_length=2000, blank=True, default="")
     threshold_done = models.BooleanField(default=False)
     checked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -73,6 +73,7 @@ class Content:
     view_count: int
     share_url: str = ""
     create_time: int = 0
+    cover_url: str = ""
 
     def has_tag(self, tag: str) -> bool:
         """Case-insensitive hashtag/code match; ``#`` optional on either side."""

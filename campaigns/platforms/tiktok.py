@@ -48,7 +48,7 @@ from core.webhooks_in import Rejected, Verified, body_digest
 
 logger = logging.getLogger(__name__)
 
-VIDEO_FIELDS = "id,title,video_description,view_count,create_time,share_url"
+VIDEO_FIELDS = "id,title,video_description,view_count,create_time,share_url,cover_image_url"
 
 
 def _auth_base() -> str:
@@ -81,6 +81,7 @@ def _video(row: dict) -> Content:
         view_count=int(row.get("view_count") or 0),
         share_url=row.get("share_url") or "",
         create_time=int(row.get("create_time") or 0),
+        cover_url=row.get("cover_image_url") or "",
     )
 
 

@@ -123,6 +123,7 @@ def _videos(person: dict) -> list[dict]:
             "view_count": 120 + int(per_minute * minutes),
             "create_time": person["t"],
             "share_url": f"https://www.tiktok.com/@fake/video/{open_id}_v1",
+            "cover_image_url": f"https://p16-sign.tiktokcdn.example/obj/{open_id}_v1.jpeg",
         },
         {
             "id": f"{open_id}_v2",
@@ -131,6 +132,7 @@ def _videos(person: dict) -> list[dict]:
             "view_count": 42,
             "create_time": person["t"] - 86400,
             "share_url": f"https://www.tiktok.com/@fake/video/{open_id}_v2",
+            "cover_image_url": f"https://p16-sign.tiktokcdn.example/obj/{open_id}_v2.jpeg",
         },
     ]
 

@@ -14,6 +14,7 @@ the events carry deterministic external ids, so a task run twice ingests nothing
 import logging
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from campaigns.models import (
@@ -25,6 +26,7 @@ from campaigns.models import (
 )
 from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
+from campaigns.services.analytics import video_views_record
 from campaigns.triggers import content_trigger, trigger_evidence
 from recipients import crypto
 
@@ -70,11 +72,18 @@ def _fetch(submission: VideoSubmission) -> Content | None:
     return next((v for v in videos if v.id == submission.video_id), None)
 
 
-def _record(submission: VideoSubmission, **fields) -> None:
+def _record(submission: VideoSubmission, video: Content | None = None, **fields) -> None:
+    """One short transaction: the submission's new state and, for an item read, its views of the
+    day (the brand's views over time) with the link and cover the platform gave."""
     fields["checked_at"] = timezone.now()
     if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
         fields["token_ciphertext"] = ""  # no more reading needed: drop the key to their videos
-    VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
+    if video is not None:
+        fields.update(view_count=video.view_count, share_url=video.share_url[:1000], cover_url=video.cover_url[:2000])
+    with transaction.atomic():
+        VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
+        if video is not None and fields.get("status", submission.status) == VideoStatus.VERIFIED:
+            video_views_record(video=submission, views=video.view_count, at=fields["checked_at"])
 
 
 def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, RewardRule]) -> bool:
@@ -106,13 +115,13 @@ def video_submission_verify(*, submission_id: int) -> str:
         _record(submission, status=VideoStatus.REJECTED, reason="video_not_found")
         return "rejected"
     if tag and not video.has_tag(tag):
-        _record(submission, status=VideoStatus.REJECTED, reason="required_code_missing", view_count=video.view_count)
+        _record(submission, video, status=VideoStatus.REJECTED, reason="required_code_missing")
         return "rejected"
     share = content_trigger(submission.platform, "share")
     if share in rules:
         _ingest(submission, trigger=share, video=video, code=tag)
     done = _check_views(submission, video, rules)
-    _record(submission, status=VideoStatus.VERIFIED, view_count=video.view_count, threshold_done=done)
+    _record(submission, video, status=VideoStatus.VERIFIED, threshold_done=done)
     return "verified"
 
 
@@ -161,5 +170,5 @@ def video_views_poll(*, limit: int = 200) -> int:
             continue
         done = _check_views(submission, video, _rules(submission.campaign_id))
         passed += done
-        _record(submission, view_count=video.view_count, threshold_done=done)
+        _record(submission, video, threshold_done=done)
     return passed

@@ -33,6 +33,7 @@ from campaigns.platforms import PlatformUnavailable, platform_get
 from campaigns.platforms.whatsapp import whatsapp_optin_code_issue, whatsapp_optin_redeem, whatsapp_optin_started_by
 from campaigns.selectors import brand_plan_current, campaign_budget
 from campaigns.services import smallest_reservation_minor
+from campaigns.services.analytics import campaign_visit_count
 from campaigns.triggers import content_trigger, trigger_spec, trigger_values
 from core.exceptions import ApplicationError, InvalidInput
 from core.money import format_minor
@@ -217,6 +218,7 @@ def _content_offer(campaign: Campaign, trigger: str, rule: RewardRule) -> dict:
 @require_GET
 def campaign_page(request, brand_slug: str, campaign_slug: str):
     campaign = _campaign(brand_slug, campaign_slug)
+    campaign_visit_count(campaign=campaign)  # the funnel's first step: a number a day, nothing of the visitor
     _language(request, campaign)
     rules = _rules(campaign)
     offers = [
