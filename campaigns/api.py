@@ -4,12 +4,18 @@ Each view parses, checks scope (``BrandAPIView``), calls one service and renders
 starts from the authenticated brand, so another brand's ids answer 404.
 """
 
+import csv
+import io
+
 import django_filters
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
+from campaigns.analytics import campaign_daily_rows, campaign_stats
 from campaigns.evaluation import brand_visible_reason
 from campaigns.models import (
     Campaign,
@@ -28,6 +34,7 @@ from campaigns.serializers import (
     BulkResultSerializer,
     CampaignCreateSerializer,
     CampaignSerializer,
+    CampaignStatsSerializer,
     CampaignStatusSerializer,
     EventInputSerializer,
     EventResultSerializer,
@@ -468,6 +475,109 @@ class BalancesView(BrandAPIView):
                 }
             ).data
         )
+
+
+# --- what the money bought ----------------------------------------------------------------------
+
+
+class CsvRenderer(BaseRenderer):
+    """Text the view already wrote as CSV (``?format=csv`` or ``stats.csv``)."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data.encode(self.charset) if isinstance(data, str) else JSONRenderer().render(data)
+
+
+def _money(value) -> dict | None:
+    return None if value is None else {"amount": str(value.amount), "currency": value.currency.code}
+
+
+def stats_payload(stats) -> dict:
+    """The JSON shape of ``campaigns.analytics.CampaignStats``."""
+    return {
+        "campaign_id": stats.campaign.pk,
+        "currency": stats.currency,
+        "as_of": stats.as_of,
+        "funnel": stats.funnel,
+        "spent_minor": stats.spent_minor,
+        "reserved_minor": stats.reserved_minor,
+        "total_views": stats.total_views,
+        "cost_per_action": _money(stats.cost_per_action),
+        "cost_per_view": _money(stats.cost_per_view),
+        "cost_per_mille": _money(stats.cost_per_mille),
+        "by_trigger": [{**t.__dict__, "cost_per_action": _money(t.cost_per_action)} for t in stats.by_trigger],
+        "videos_total": stats.videos_total,
+        "videos_live": stats.videos_live,
+        "videos": stats.videos,
+        "days": [
+            {
+                "day": day,
+                "visits": visits,
+                "started": started,
+                "verified": verified,
+                "spent_minor": spent,
+                "views": views,
+            }
+            for day, visits, started, verified, spent, views in zip(
+                stats.days,
+                stats.visits_per_day,
+                stats.started_per_day,
+                stats.verified_per_day,
+                stats.spent_per_day_minor,
+                stats.views_per_day,
+                strict=True,
+            )
+        ],
+    }
+
+
+CSV_COLUMNS = (
+    "day", "visits", "started", "accepted", "verified", "paid", "undone", "spent_minor", "reserved_minor", "views",
+)  # fmt: skip
+
+
+def stats_csv(*, campaign) -> str:
+    """Every day the campaign has figures for, oldest first (numbers and dates only)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CSV_COLUMNS, "currency"])
+    for row in campaign_daily_rows(campaign=campaign):
+        writer.writerow([row["day"].isoformat(), *(row[c] for c in CSV_COLUMNS[1:]), campaign.currency])
+    return out.getvalue()
+
+
+class CampaignStatsView(BrandAPIView):
+    """What the campaign's money bought, from daily figures kept by a background roll-up."""
+
+    serializer_class = CampaignStatsSerializer
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    def get_queryset(self):
+        return Campaign.objects.filter(brand=self.brand).select_related("brand")
+
+    @extend_schema(
+        operation_id="campaigns_stats",
+        summary="Reach and UGC analytics: funnel, cost per action / view / thousand views, videos, daily series",
+        description=(
+            "Figures trail the events by a few minutes (`as_of`). The author handle of a video is shown "
+            "only where the person gave the brand marketing consent. `?format=csv` (or `stats.csv`) "
+            "answers one line per day of the campaign instead."
+        ),
+        responses={
+            (200, "application/json"): CampaignStatsSerializer,
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="One line per day."),
+        },
+    )
+    def get(self, request, pk: int, format=None):
+        campaign = self.get_object()
+        if request.accepted_renderer.format == "csv":
+            response = Response(stats_csv(campaign=campaign), content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-stats.csv"'
+            return response
+        return Response(CampaignStatsSerializer(stats_payload(campaign_stats(campaign=campaign))).data)
 
 
 # --- webhook endpoints ---------------------------------------------------------------------------

@@ -302,3 +302,79 @@ class WebhookDeliverySerializer(fields.ModelSerializer):
             "id", "event_id", "event_type", "endpoint", "attempt", "status", "response_code", "response_snippet",
             "error", "next_attempt_at", "last_attempt_at", "delivered_at", "created_at",
         ]  # fmt: skip
+
+
+# --- what the money bought (issue 29) ------------------------------------------------------------
+
+
+class MoneySerializer(serializers.Serializer):
+    """An exact amount in major units as a decimal string (``"0.004371"``), never a float."""
+
+    amount = fields.CharField(help_text='Major units, exact ("5.10", a cost per view "0.004371").')
+    currency = fields.CharField()
+
+
+class StatsFunnelSerializer(serializers.Serializer):
+    visits = fields.IntegerField(help_text="Claim page views (a daily counter: no cookie, nobody identified).")
+    started = fields.IntegerField(help_text="Actions started: trigger events received, accepted or not.")
+    verified = fields.IntegerField(help_text="Rewards past verification and hold: payable, paid or expired.")
+    paid = fields.IntegerField(help_text="Rewards paid out.")
+
+
+class StatsTriggerSerializer(serializers.Serializer):
+    trigger = fields.CharField()
+    label = fields.CharField()
+    started = fields.IntegerField()
+    accepted = fields.IntegerField(help_text="Events that earned a reward, whatever became of it.")
+    verified = fields.IntegerField()
+    paid = fields.IntegerField()
+    undone = fields.IntegerField(help_text="Rewards voided or clawed back.")
+    spent_minor = fields.IntegerField(
+        help_text="Rewards and fees the budget paid (payable or paid); the fee alone of expired rewards."
+    )
+    reserved_minor = fields.IntegerField(help_text="Still reserved for rewards in review or held.")
+    cost_per_action = MoneySerializer(allow_null=True, help_text="Spent per verified action.")
+
+
+class StatsVideoSerializer(serializers.Serializer):
+    id = fields.IntegerField()
+    platform = fields.CharField()
+    video_id = fields.CharField()
+    share_url = fields.CharField(help_text="The video's link as the platform gives it; empty if none.")
+    cover_url = fields.CharField(help_text="The cover image as the platform gives it (TikTok's expire: re-read).")
+    views = fields.IntegerField(help_text="The last view count read.")
+    live = fields.BooleanField(help_text="False once the platform no longer shows the video (deleted or private).")
+    handle = fields.CharField(
+        allow_null=True, help_text="The author, only if they gave your brand marketing consent; else null."
+    )
+    submitted_at = fields.DateTimeField()
+    checked_at = fields.DateTimeField(allow_null=True)
+
+
+class StatsDaySerializer(serializers.Serializer):
+    day = serializers.DateField()
+    visits = fields.IntegerField()
+    started = fields.IntegerField()
+    verified = fields.IntegerField()
+    spent_minor = fields.IntegerField()
+    views = fields.IntegerField(help_text="Total views reached by the end of the day.")
+
+
+class CampaignStatsSerializer(serializers.Serializer):
+    campaign_id = fields.IntegerField()
+    currency = fields.CharField()
+    as_of = fields.DateTimeField(
+        allow_null=True, help_text="Events up to about this time are in the figures (they trail by a few minutes)."
+    )
+    funnel = StatsFunnelSerializer()
+    spent_minor = fields.IntegerField()
+    reserved_minor = fields.IntegerField()
+    total_views = fields.IntegerField()
+    cost_per_action = MoneySerializer(allow_null=True, help_text="Spent per verified action.")
+    cost_per_view = MoneySerializer(allow_null=True)
+    cost_per_mille = MoneySerializer(allow_null=True, help_text="Spent per thousand views (CPM).")
+    by_trigger = StatsTriggerSerializer(many=True)
+    videos_total = fields.IntegerField()
+    videos_live = fields.IntegerField()
+    videos = StatsVideoSerializer(many=True, help_text="The most viewed videos (up to 100).")
+    days = StatsDaySerializer(many=True, help_text="The last 30 days, in the campaign's time zone.")

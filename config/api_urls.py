@@ -35,6 +35,13 @@ v1 = [
     path("campaigns/", campaigns_api.CampaignListView.as_view(), name="campaign-list"),
     path("campaigns/<int:pk>/", campaigns_api.CampaignDetailView.as_view(), name="campaign-detail"),
     path("campaigns/<int:pk>/status/", campaigns_api.CampaignStatusView.as_view(), name="campaign-status"),
+    path("campaigns/<int:pk>/stats/", campaigns_api.CampaignStatsView.as_view(), name="campaign-stats"),
+    path(
+        "campaigns/<int:pk>/stats.csv",
+        campaigns_api.CampaignStatsView.as_view(),
+        {"format": "csv"},
+        name="campaign-stats-csv",
+    ),
     path("campaigns/<int:pk>/rules/", campaigns_api.RuleListView.as_view(), name="campaign-rules"),
     path("rules/<int:pk>/", campaigns_api.RuleDetailView.as_view(), name="rule-detail"),
     path("events/", campaigns_api.EventListView.as_view(), name="event-list"),

@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 # a lower id than one already committed. The roll-up reads only rows older than this, longer than
 # any ingesting transaction may run (tasks stop at Q_TIMEOUT, 60 s), so no id is skipped.
 SETTLE = timedelta(minutes=2)
-CHUNK = 5000
+CHUNK = 50_000  # ids per step: a step recomputes each changed day once, so fewer, larger steps
 BUDGET_SECONDS = 20
 EVENTS_CURSOR = "trigger_events"
 REWARD_EVENTS_CURSOR = "reward_events"
