@@ -10,6 +10,8 @@ roll-up's settle time and interval (a few minutes); ``as_of`` says up to when.
 Money is minor units inside, ``Money`` with ``Decimal`` amounts (django-money's ``moneyed``) out.
 """
 
+import csv
+import io
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -330,6 +332,22 @@ def campaign_daily_rows(*, campaign: Campaign) -> list[dict]:
         | {"views": views[day]}
         for day in known
     ]
+
+
+CSV_COLUMNS = (
+    "day", "visits", "started", "accepted", "verified", "paid", "undone", "spent_minor", "reserved_minor", "views",
+)  # fmt: skip
+
+
+def campaign_stats_csv(*, campaign) -> str:
+    """``campaign_daily_rows`` as CSV, with the currency: numbers and dates only, so no cell can
+    be read as a spreadsheet formula."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CSV_COLUMNS, "currency"])
+    for row in campaign_daily_rows(campaign=campaign):
+        writer.writerow([row["day"].isoformat(), *(row[c] for c in CSV_COLUMNS[1:]), campaign.currency])
+    return out.getvalue()
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,6 @@ Each view parses, checks scope (``BrandAPIView``), calls one service and renders
 starts from the authenticated brand, so another brand's ids answer 404.
 """
 
-import csv
-import io
-
 import django_filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
@@ -15,7 +12,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from campaigns.analytics import campaign_daily_rows, campaign_stats
+from campaigns.analytics import campaign_stats, campaign_stats_csv
 from campaigns.evaluation import brand_visible_reason
 from campaigns.models import (
     Campaign,
@@ -534,21 +531,6 @@ def stats_payload(stats) -> dict:
     }
 
 
-CSV_COLUMNS = (
-    "day", "visits", "started", "accepted", "verified", "paid", "undone", "spent_minor", "reserved_minor", "views",
-)  # fmt: skip
-
-
-def stats_csv(*, campaign) -> str:
-    """Every day the campaign has figures for, oldest first (numbers and dates only)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, "currency"])
-    for row in campaign_daily_rows(campaign=campaign):
-        writer.writerow([row["day"].isoformat(), *(row[c] for c in CSV_COLUMNS[1:]), campaign.currency])
-    return out.getvalue()
-
-
 class CampaignStatsView(BrandAPIView):
     """What the campaign's money bought, from daily figures kept by a background roll-up."""
 
@@ -574,10 +556,24 @@ class CampaignStatsView(BrandAPIView):
     def get(self, request, pk: int, format=None):
         campaign = self.get_object()
         if request.accepted_renderer.format == "csv":
-            response = Response(stats_csv(campaign=campaign), content_type="text/csv; charset=utf-8")
+            response = Response(campaign_stats_csv(campaign=campaign), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-stats.csv"'
             return response
         return Response(CampaignStatsSerializer(stats_payload(campaign_stats(campaign=campaign))).data)
+
+
+class CampaignStatsCsvView(CampaignStatsView):
+    """``stats.csv``: the CSV variant at an address of its own (a spreadsheet's "from web")."""
+
+    renderer_classes = [CsvRenderer]
+
+    @extend_schema(
+        operation_id="campaigns_stats_csv",
+        summary="The campaign's daily figures as CSV, one line per day",
+        responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="One line per day.")},
+    )
+    def get(self, request, pk: int, format=None):
+        return super().get(request, pk, format)
 
 
 # --- webhook endpoints ---------------------------------------------------------------------------

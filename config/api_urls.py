@@ -38,7 +38,7 @@ v1 = [
     path("campaigns/<int:pk>/stats/", campaigns_api.CampaignStatsView.as_view(), name="campaign-stats"),
     path(
         "campaigns/<int:pk>/stats.csv",
-        campaigns_api.CampaignStatsView.as_view(),
+        campaigns_api.CampaignStatsCsvView.as_view(),
         {"format": "csv"},
         name="campaign-stats-csv",
     ),

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from web.portal.views import campaigns, dashboard, funding, home, integrations, plan, tables, team, test_mode
+from web.portal.views import analytics, campaigns, dashboard, funding, home, integrations, plan, tables, team, test_mode
 
 app_name = "portal"
 
@@ -14,9 +14,12 @@ urlpatterns = [
     path("invitations/<str:token>/", home.invitation_accept_view, name="invitation_accept"),
     path(brand, dashboard.dashboard, name="dashboard"),
     path(f"{brand}campaigns/", campaigns.campaign_list, name="campaigns"),
+    path(f"{brand}analytics/", analytics.brand_analytics, name="analytics"),
     path(f"{brand}campaigns/new/", campaigns.campaign_new, name="campaign_new"),
     path(campaign, campaigns.campaign_detail, name="campaign"),
     path(f"{campaign}edit/", campaigns.campaign_edit, name="campaign_edit"),
+    path(f"{campaign}analytics/", analytics.campaign_analytics, name="campaign_analytics"),
+    path(f"{campaign}analytics.csv", analytics.campaign_analytics_csv, name="campaign_analytics_csv"),
     path(f"{campaign}allocate/", campaigns.campaign_allocate_view, name="campaign_allocate"),
     path(f"{campaign}rules/new/", campaigns.rule_new, name="rule_new"),
     path(f"{campaign}rules/<int:rule_id>/edit/", campaigns.rule_edit, name="rule_edit"),
