@@ -109,8 +109,9 @@ def _day_bounds(day: date, tz) -> tuple[datetime, datetime]:
 def campaign_day_recompute(*, campaign: Campaign, day: CampaignDay) -> int:
     """Recompute ``day``'s rows of ``campaign`` from its trigger events and their rewards, and
     replace them (upsert by trigger; a trigger with no event left that day loses its row). Reads
-    the day's id range through the (campaign, outcome, id) index. Returns the rows written. Runs
-    in the caller's transaction."""
+    only the day's id range (by the primary key or the (campaign, outcome, id) index, as the planner
+    likes), never the campaign's whole history. Returns the rows written. Runs in the caller's
+    transaction."""
     if day.first_event_id is None:
         return 0
     start, end = _day_bounds(day.day, campaign.tz)
@@ -118,7 +119,7 @@ def campaign_day_recompute(*, campaign: Campaign, day: CampaignDay) -> int:
     figures = (
         TriggerEvent.objects.filter(
             campaign_id=campaign.pk,
-            outcome__in=EventOutcome.values,  # lets the index's outcome column be walked per value
+            outcome__in=EventOutcome.values,  # lets (campaign, outcome, id) be walked per outcome
             id__gte=day.first_event_id,
             id__lte=day.last_event_id,
             received_at__gte=start,
