@@ -30,6 +30,16 @@ def _trigger_events_erase(erasure: Erasure) -> dict[str, int]:
     return {"trigger_events": TriggerEvent.objects.filter(theirs).update(**TRIGGER_EVENT_BLANK)}
 
 
+VIDEO_SUBMISSION_BLANK = {"share_url": "", "cover_url": "", "token_ciphertext": ""}
+
+
+def _video_submissions_erase(erasure: Erasure) -> dict[str, int]:
+    """The links to the person's videos lead to their account: the brand's analytics keep the
+    counts and lose the links."""
+    rows = VideoSubmission.objects.filter(person_id__in=erasure.cluster)
+    return {"video_submissions": rows.update(**VIDEO_SUBMISSION_BLANK)}
+
+
 # Registered by the app's ``AppConfig.ready``, in this order.
 PERSONAL_DATA = (
     PersonalData(
@@ -96,6 +106,8 @@ PERSONAL_DATA = (
     PersonalData(
         kind="video_submissions",
         model=VideoSubmission,
+        blank=VIDEO_SUBMISSION_BLANK,
+        erase=_video_submissions_erase,
         export=(
             "id",
             "campaign_id",
@@ -105,6 +117,8 @@ PERSONAL_DATA = (
             "status",
             "reason",
             "view_count",
+            "share_url",
+            "cover_url",
             "checked_at",
             "created_at",
         ),

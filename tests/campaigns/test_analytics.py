@@ -24,8 +24,18 @@ from tests.campaigns.factories import BrandFactory, funded_campaign
 
 pytestmark = pytest.mark.django_db
 
-LOGIN = {"trigger": "tiktok_login", "fixed_minor": 500, "verification": "partner_attested", "person_count_per_campaign": 1}
-SHARE = {"trigger": "ugc_share", "fixed_minor": 300, "verification": "partner_attested", "approval_policy": "always_review"}
+LOGIN = {
+    "trigger": "tiktok_login",
+    "fixed_minor": 500,
+    "verification": "partner_attested",
+    "person_count_per_campaign": 1,
+}
+SHARE = {
+    "trigger": "ugc_share",
+    "fixed_minor": 300,
+    "verification": "partner_attested",
+    "approval_policy": "always_review",
+}
 
 
 def rollup(**kwargs):
@@ -37,7 +47,9 @@ def figures(campaign) -> list[tuple]:
     return list(
         CampaignDayTrigger.objects.filter(campaign=campaign)
         .order_by("day", "trigger")
-        .values_list("day", "trigger", "events", "accepted", "verified", "paid", "undone", "spent_minor", "reserved_minor")
+        .values_list(
+            "day", "trigger", "events", "accepted", "verified", "paid", "undone", "spent_minor", "reserved_minor"
+        )
     )
 
 
