@@ -6,7 +6,7 @@ starts from the authenticated brand, so another brand's ids answer 404.
 
 import django_filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -548,6 +548,11 @@ class CampaignStatsView(BrandAPIView):
             "only where the person gave the brand marketing consent. `?format=csv` (or `stats.csv`) "
             "answers one line per day of the campaign instead."
         ),
+        parameters=[
+            OpenApiParameter(
+                "format", OpenApiTypes.STR, enum=["json", "csv"], required=False, description="`csv`: one line per day."
+            )
+        ],
         responses={
             (200, "application/json"): CampaignStatsSerializer,
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="One line per day."),
