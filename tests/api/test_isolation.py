@@ -16,6 +16,8 @@ ID_ROUTES = {
     "campaigns/<int:pk>/": (["get"], "campaign"),
     "campaigns/<int:pk>/status/": (["post"], "campaign"),
     "campaigns/<int:pk>/rules/": (["get", "post"], "campaign"),
+    "campaigns/<int:pk>/stats/": (["get"], "campaign"),
+    "campaigns/<int:pk>/stats.csv": (["get"], "campaign"),
     "rules/<int:pk>/": (["get"], "rule"),
     "events/<int:pk>/": (["get"], "event"),
     "people/<int:pk>/": (["get", "patch"], "person"),
