@@ -12,6 +12,7 @@ Money is minor units inside, ``Money`` with ``Decimal`` amounts (django-money's 
 
 import csv
 import io
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -41,6 +42,8 @@ VIDEOS_SHOWN = 100
 # A cost per view is a small fraction of a cent: four places below the currency's minor unit.
 PER_VIEW_EXTRA_PLACES = 4
 REMOVED_REASON = "video_gone"
+# TikTok's share links name the author's account: https://www.tiktok.com/@handle/video/123.
+HANDLE_IN_LINK = re.compile(r"/@([A-Za-z0-9._]{1,64})(?:/|$)")
 
 
 def handle_visible(person: Person, brand: Brand) -> bool:
@@ -164,6 +167,12 @@ class CampaignStats:
         return cost_per_action(self.spent_minor, self.funnel.verified, self.currency)
 
 
+def _handle(share_url: str) -> str | None:
+    """The author's handle as the platform's link gives it, if it gives one."""
+    found = HANDLE_IN_LINK.search(share_url)
+    return f"@{found.group(1)}" if found else None
+
+
 def _safe_url(url: str) -> str:
     """A platform's URL as given, if it is one a page may link to."""
     return url if url.startswith(("https://", "http://")) else ""
@@ -216,7 +225,7 @@ def campaign_videos(*, campaign: Campaign, limit: int | None = VIDEOS_SHOWN) -> 
             cover_url=_safe_url(v.cover_url),
             views=v.view_count,
             live=v.reason != REMOVED_REASON,
-            handle=(v.person.display_name or None) if handle_visible(v.person, brand) else None,
+            handle=_handle(v.share_url) if handle_visible(v.person, brand) else None,
             submitted_at=v.created_at,
             checked_at=v.checked_at,
         )

@@ -142,6 +142,11 @@ def test_the_rollup_gives_the_hand_counted_figures(campaign, activity):
     assert handle_visible(activity[0].person, campaign.brand) is False
 
 
+def test_the_author_handle_shows_only_where_handle_visible_says(campaign, activity, monkeypatch):
+    monkeypatch.setattr("campaigns.analytics.handle_visible", lambda person, brand: brand == campaign.brand)
+    assert [v.handle for v in campaign_stats(campaign=campaign).videos] == ["@maker", None]  # v2 has no link
+
+
 def test_the_rollup_is_idempotent_and_recomputes_rather_than_adds(campaign, activity):
     rollup()
     first = figures(campaign)
