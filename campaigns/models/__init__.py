@@ -20,6 +20,7 @@ from campaigns.models.campaigns import (
 from campaigns.models.events import (
     EventOutcome,
     EventSource,
+    OrderRefund,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -53,6 +54,7 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
+    "OrderRefund",
     "PayoutMode",
     "VopAction",
     "Reward",
