@@ -2,6 +2,7 @@
 
 from campaigns.services import rewards_mature
 from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.plan_charges import plan_charges_run
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
 
@@ -30,3 +31,10 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+def plan_charges_task() -> str:
+    """Daily (migration 0027): charge the month's plan fees and take the due ones from the
+    brands' funds (``plan_charges_run``)."""
+    run = plan_charges_run()
+    return f"{run.created} charged, {run.posted} taken, {run.due} due"

@@ -103,6 +103,6 @@ from campaigns.models.portal import (  # noqa: E402
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
 
 # Packages as entitlements (issue 28).
-from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
+from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, PlanCharge, UpgradeRequest  # noqa: E402
 
-__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]
+__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "PlanCharge", "UpgradeRequest"]
