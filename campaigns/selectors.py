@@ -14,6 +14,7 @@ from campaigns.models import (
     BrandUsage,
     Campaign,
     Plan,
+    PlanCharge,
     Reward,
     RewardStatus,
     UpgradeRequest,
@@ -147,3 +148,8 @@ def brand_usage_month(*, brand: Brand, plan: Plan | None, now=None) -> PlanUsage
 
 def upgrade_requests_open(*, brand: Brand) -> QuerySet[UpgradeRequest]:
     return UpgradeRequest.objects.filter(brand=brand, handled_at__isnull=True).select_related("wanted_plan")
+
+
+def plan_charges_recent(*, brand: Brand, months: int = 12) -> QuerySet[PlanCharge]:
+    """The brand's last ``months`` monthly fees, newest first (the portal's plan page)."""
+    return PlanCharge.objects.filter(brand=brand).select_related("plan").order_by("-month")[:months]

@@ -3,6 +3,7 @@
 from campaigns.services import rewards_mature
 from campaigns.services.analytics import campaign_stats_rollup
 from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.plan_charges import plan_charges_run
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
 
@@ -33,9 +34,16 @@ def claim_links_send_due_task() -> int:
     return claim_links_send_due()
 
 
+def plan_charges_task() -> str:
+    """Daily (migration 0027): charge the month's plan fees and take the due ones from the
+    brands' funds (``plan_charges_run``)."""
+    run = plan_charges_run()
+    return f"{run.created} charged, {run.posted} taken, {run.due} due"
+
+
 @tick
 def campaign_stats_rollup_task() -> str:
-    """Scheduled every minute (migration 0025): the daily figures of the stats pages and API catch
+    """Scheduled every minute (migration 0029): the daily figures of the stats pages and API catch
     up with the events and reward changes, within ``BUDGET_SECONDS``; the next run goes on."""
     result = campaign_stats_rollup()
     return f"{result.events} events, {result.reward_events} reward changes, {result.days} days"

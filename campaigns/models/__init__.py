@@ -20,6 +20,7 @@ from campaigns.models.campaigns import (
 from campaigns.models.events import (
     EventOutcome,
     EventSource,
+    OrderRefund,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -53,6 +54,7 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
+    "OrderRefund",
     "PayoutMode",
     "VopAction",
     "Reward",
@@ -101,9 +103,9 @@ from campaigns.models.portal import (  # noqa: E402
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
 
 # Packages as entitlements (issue 28).
-from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
+from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, PlanCharge, UpgradeRequest  # noqa: E402
 
-__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]
+__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "PlanCharge", "UpgradeRequest"]
 
 # What the money bought: daily figures, visits and views (issue 29).
 from campaigns.models.analytics import CampaignDay, CampaignDayTrigger, StatsCursor, VideoViewDay  # noqa: E402
