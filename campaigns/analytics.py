@@ -33,7 +33,9 @@ from campaigns.models import (
     VideoSubmission,
     VideoViewDay,
 )
+from campaigns.platforms import platform_get
 from campaigns.services.analytics import EVENTS_CURSOR
+from core.exceptions import InvalidInput
 from core.money import currency_exponent, from_minor, minor_to_decimal, round_to_minor
 from recipients.models import Person
 
@@ -124,6 +126,7 @@ class Funnel:
 class VideoStats:
     id: int
     platform: str
+    platform_label: str  # "TikTok"
     video_id: str
     share_url: str
     cover_url: str
@@ -165,6 +168,13 @@ class CampaignStats:
     @property
     def cost_per_action(self):
         return cost_per_action(self.spent_minor, self.funnel.verified, self.currency)
+
+
+def _platform_label(name: str) -> str:
+    try:
+        return platform_get(name).label
+    except InvalidInput:  # a platform configured once and removed since
+        return name
 
 
 def _handle(share_url: str) -> str | None:
@@ -216,10 +226,13 @@ def campaign_videos(*, campaign: Campaign, limit: int | None = VIDEOS_SHOWN) -> 
     if limit is not None:
         rows = rows[:limit]
     brand = campaign.brand
+    rows = list(rows)
+    labels = {name: _platform_label(name) for name in {v.platform for v in rows}}
     return [
         VideoStats(
             id=v.pk,
             platform=v.platform,
+            platform_label=labels[v.platform],
             video_id=v.video_id,
             share_url=_safe_url(v.share_url),
             cover_url=_safe_url(v.cover_url),

@@ -339,6 +339,7 @@ class StatsTriggerSerializer(serializers.Serializer):
 class StatsVideoSerializer(serializers.Serializer):
     id = fields.IntegerField()
     platform = fields.CharField()
+    platform_label = fields.CharField()
     video_id = fields.CharField()
     share_url = fields.CharField(help_text="The video's link as the platform gives it; empty if none.")
     cover_url = fields.CharField(help_text="The cover image as the platform gives it (TikTok's expire: re-read).")

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Reward
+from campaigns.models import Reward, VideoSubmission
 from campaigns.services import rewards_mature
 from campaigns.services.analytics import SETTLE, campaign_stats_rollup, campaign_visit_count
 from tests.api.conftest import assert_problem, client_for, ingest
@@ -83,3 +83,23 @@ def test_the_schema_documents_the_stats(api):
     operation = schema["paths"]["/api/v1/campaigns/{id}/stats/"]["get"]
     assert operation["operationId"] == "campaigns_stats"
     assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/csv"}
+
+
+def test_videos_come_with_link_cover_views_and_no_author(api, campaign, figures):
+    person = Reward.objects.filter(campaign=campaign).first().person
+    VideoSubmission.objects.create(
+        campaign=campaign, person=person, social_uid="open-1", video_id="v1", status="verified", view_count=4200,
+        share_url="https://www.tiktok.com/@fan/video/v1", cover_url="https://p16.tiktokcdn.example/v1.jpeg",
+    )  # fmt: skip
+    body = api.get(f"/api/v1/campaigns/{campaign.pk}/stats/").json()
+    (video,) = body["videos"]
+    assert {k: video[k] for k in ("platform", "platform_label", "video_id", "views", "live", "handle")} == {
+        "platform": "tiktok",
+        "platform_label": "TikTok",
+        "video_id": "v1",
+        "views": 4200,
+        "live": True,
+        "handle": None,
+    }
+    assert video["share_url"].endswith("/video/v1") and video["cover_url"].endswith("v1.jpeg")
+    assert body["total_views"] == 4200 and body["videos_live"] == 1
