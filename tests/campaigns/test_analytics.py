@@ -143,7 +143,7 @@ def test_the_rollup_gives_the_hand_counted_figures(campaign, activity):
 
 
 def test_the_author_handle_shows_only_where_handle_visible_says(campaign, activity, monkeypatch):
-    monkeypatch.setattr("campaigns.analytics.handle_visible", lambda person, brand: brand == campaign.brand)
+    monkeypatch.setattr("campaigns.analytics.videos.handle_visible", lambda person, brand: brand == campaign.brand)
     assert [v.handle for v in campaign_stats(campaign=campaign).videos] == ["@maker", None]  # v2 has no link
 
 
