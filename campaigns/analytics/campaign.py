@@ -97,7 +97,7 @@ class CampaignStats:
 
 
 def stats_as_of() -> datetime | None:
-    """Up to when events are in the figures: the last roll-up step that took some in."""
+    """When the roll-up last caught up: events up to ``SETTLE`` before it are in the figures."""
     return StatsCursor.objects.filter(name=EVENTS_CURSOR).values_list("updated_at", flat=True).first()
 
 

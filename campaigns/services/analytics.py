@@ -265,6 +265,9 @@ def campaign_stats_rollup(
     while True:
         step = _rollup_step(chunk=chunk, horizon=horizon)
         events, reward_events, days = events + step.events, reward_events + step.reward_events, days + step.days
-        if (step.events < chunk and step.reward_events < chunk) or clock.monotonic() > deadline:
+        caught_up = step.events < chunk and step.reward_events < chunk
+        if caught_up or clock.monotonic() > deadline:
             break
+    if caught_up:  # the pages' "as of": when the figures last caught up, new events or not
+        StatsCursor.objects.filter(name=EVENTS_CURSOR).update(updated_at=timezone.now())
     return RollupResult(events=events, reward_events=reward_events, days=days)
