@@ -429,6 +429,9 @@ REWARD_FIELDS = [
     "status",
     "matures_at",
     "review_reasons",
+    "undone_reason",
+    "rechecked_at",
+    "recheck_failures",
     "iban_fingerprint",
     "decided_by",
     "decided_at",
@@ -445,7 +448,7 @@ REWARD_FIELDS = [
 @admin.register(Reward)
 class RewardAdmin(ReadOnlyAdmin):
     list_display = ["id", "campaign", "person", "amount", "fee", "status", "matures_at", "created_at"]
-    list_filter = ["status", "campaign__brand", "campaign", "rule__trigger"]
+    list_filter = ["status", "undone_reason", "campaign__brand", "campaign", "rule__trigger"]
     list_select_related = ["campaign__brand", "person"]
     search_fields = ["=id", "event__external_id", "payout_ref"]
     date_hierarchy = "created_at"

@@ -60,7 +60,8 @@ class NoticeNew:
     key: str
     reward_id: int | None = None
     payout_id: int | None = None
-    data: dict = field(default_factory=dict)  # amounts, codes, dates: never personal data
+    # Amounts, codes, dates: never personal data; ``channels`` limits the channels it goes on.
+    data: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,10 @@ def _notice_send(notice: Notice) -> int:
     # longest: whoever changed the account may have added the newest one in the same breath.
     oldest = notice.kind in (NoticeKind.ACCOUNT_CHANGED, NoticeKind.ACCOUNT_CHANGE_CODE)
     contacts = {} if person.erased_at else _contacts(person, oldest=oldest)
-    channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c)]
+    # A notice may name its channels (``data["channels"]``): one must not reach a person on the
+    # channel they asked us to stop writing on.
+    allowed = notice.data.get("channels") or (Channel.EMAIL, Channel.WHATSAPP)
+    channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c) and c in allowed]
     now = timezone.now()
     NoticeDelivery.objects.bulk_create(
         [NoticeDelivery(notice=notice, channel=c, next_attempt_at=now) for c in channels], ignore_conflicts=True
