@@ -158,7 +158,11 @@ def withdrawal_account(*, platform: str, uid: str) -> str:
 
 def action_withdrawn_since(*, platform: str, uid: str, kind: str, since) -> bool:
     """Did the account ``uid`` on ``platform`` take back (``kind``: an ``UndoneReason``) what it
-    gave, at or after ``since``? A later opt-in or login is a new action, rewarded afresh."""
+    gave, at or after ``since``? A later opt-in or login is a new action, rewarded afresh.
+    Platforms stamp their notices to the second: one in the action's second counts as after it."""
     return ActionWithdrawal.objects.filter(
-        platform=platform, account=withdrawal_account(platform=platform, uid=uid), kind=kind, occurred_at__gte=since
+        platform=platform,
+        account=withdrawal_account(platform=platform, uid=uid),
+        kind=kind,
+        occurred_at__gte=since.replace(microsecond=0),
     ).exists()

@@ -129,7 +129,8 @@ def _account_rewards(*, platform: str, uid: str, before: datetime):
             same_account,
             person_id__in=_account_people(platform=platform, uid=uid),
             rule__trigger__in=trigger_values(platform=platform, first_party=True),
-            event__occurred_at__lte=before,
+            # Platforms stamp their notices to the second: one in the action's second counts as after it.
+            event__occurred_at__lt=before.replace(microsecond=0) + timedelta(seconds=1),
         )
         .select_related("campaign")
         .order_by("id")
