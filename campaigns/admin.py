@@ -17,6 +17,7 @@ from campaigns.entitlements import entitlement_campaign_check, entitlement_trigg
 from campaigns.models import (
     ENGAGEMENT_TERMS_WARNING,
     ENGAGEMENT_TRIGGERS,
+    ActionWithdrawal,
     Brand,
     BrandMembership,
     BrandPlan,
@@ -443,6 +444,17 @@ REWARD_FIELDS = [
     "event",
     "created_at",
 ]
+
+
+@admin.register(ActionWithdrawal)
+class ActionWithdrawalAdmin(ReadOnlyAdmin):
+    """What platforms told us people took back (``campaigns.services.undone``): read-only, the
+    account only as its fingerprint."""
+
+    list_display = ["id", "platform", "kind", "occurred_at", "created_at"]
+    list_filter = ["platform", "kind"]
+    fields = ["platform", "kind", "account", "occurred_at", "ref", "data", "created_at"]
+    readonly_fields = fields
 
 
 @admin.register(Reward)

@@ -214,7 +214,7 @@ def whatsapp_webhook_events(*, body: bytes) -> list[InboundEvent]:
             ref=str(message.get("id", "")),
             name=name,
             text=(message.get("text") or {}).get("body", "") if message.get("type") == "text" else "",
-            data={"timestamp": str(message.get("timestamp") or "")},
+            data={"timestamp": str(message["timestamp"])} if message.get("timestamp") else {},
         )
         for message, name in _messages(payload)
     ]
