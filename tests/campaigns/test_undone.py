@@ -11,11 +11,14 @@ from datetime import timedelta
 
 import pytest
 import requests
+from django.contrib.auth import get_user_model
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from campaigns.api_keys import api_key_create
 from campaigns.models import (
+    UNDO_POLICY_FIELDS,
     ActionWithdrawal,
     Reward,
     RewardEvent,
@@ -409,3 +412,25 @@ def test_the_undo_settings_are_edited_in_the_portal_while_live(brand_a):
     assert response.status_code == 302, response.context["form"].errors if response.context else response
     campaign.refresh_from_db()
     assert campaign.undo_void_authorization_revoked is False and campaign.undo_void_content_removed is True
+
+
+def test_the_api_sets_the_undo_settings_when_it_creates_a_campaign_and_shows_them(brand_a):
+    api = client_for(api_key_create(brand=brand_a, name="shop", scopes=["read", "write"]).token)
+    body = {"name": "Lenient", "slug": "lenient", "mode": "joyback", "starts_at": "2026-01-01T00:00:00Z",
+            "undo_void_views_dropped": False}  # fmt: skip
+    created = api.post("/api/v1/campaigns/", body, format="json")
+    assert created.status_code == 201, created.content
+    data = api.get(f"/api/v1/campaigns/{created.json()['id']}/").json()
+    assert data["undo_void_views_dropped"] is False and data["undo_void_content_removed"] is True
+    assert data["undo_void_authorization_revoked"] is True and data["undo_void_optin_withdrawn"] is True
+
+
+def test_ops_see_and_change_the_undo_settings_in_the_admin(brand_a):
+    campaign = funded_campaign(
+        brand=brand_a, amount_minor=1_000, slug="ops", rules=[{"trigger": "tiktok_login", "fixed_minor": 100}]
+    )
+    admin = get_user_model().objects.create_superuser("olga", "olga@example.com", "pw-Secret-123")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(reverse("admin:campaigns_campaign_change", args=[campaign.pk])).content.decode()
+    assert all(f'name="{name}"' in page for name in UNDO_POLICY_FIELDS)
