@@ -24,6 +24,7 @@ from campaigns.models import (
     Campaign,
     CampaignEvent,
     Plan,
+    PlanCharge,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -594,3 +595,20 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
             lambda e: webhook_endpoint_enable(endpoint=e, channel="admin", actor=request.user),
             "Enabled",
         )
+
+
+@admin.register(PlanCharge)
+class PlanChargeAdmin(ReadOnlyAdmin):
+    """Plans' monthly fees (``campaigns.services.plan_charges``): made and taken by the daily
+    task, never by hand; a due one waits for the brand's funds."""
+
+    list_display = ["month", "brand", "plan", "amount", "posted_at"]
+    list_filter = [("posted_at", admin.EmptyFieldListFilter), "month"]
+    list_select_related = ["brand", "plan"]
+    search_fields = ["brand__name", "brand__slug"]
+    fields = ["brand", "plan", "month", "amount", "created_at", "posted_at", "entry"]
+    readonly_fields = fields
+
+    @admin.display(description="Amount")
+    def amount(self, obj: PlanCharge) -> str:
+        return format_minor(obj.amount_minor, obj.currency)

@@ -15,6 +15,7 @@ from campaigns.models import (
     BrandUsage,
     Campaign,
     Plan,
+    PlanCharge,
     Reward,
     RewardStatus,
     UpgradeRequest,
@@ -166,3 +167,8 @@ def action_withdrawn_since(*, platform: str, uid: str, kind: str, since) -> bool
         kind=kind,
         occurred_at__gte=since.replace(microsecond=0),
     ).exists()
+
+
+def plan_charges_recent(*, brand: Brand, months: int = 12) -> QuerySet[PlanCharge]:
+    """The brand's last ``months`` monthly fees, newest first (the portal's plan page)."""
+    return PlanCharge.objects.filter(brand=brand).select_related("plan").order_by("-month")[:months]

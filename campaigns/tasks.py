@@ -2,6 +2,7 @@
 
 from campaigns.services import rewards_mature
 from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.plan_charges import plan_charges_run
 from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
@@ -18,7 +19,7 @@ def rewards_mature_task() -> int:
 
 @tick
 def rewards_recheck_task() -> int:
-    """Scheduled every minute (migration 0025, ticks cluster): the actions of rewards whose hold
+    """Scheduled every minute (migration 0028, ticks cluster): the actions of rewards whose hold
     is over are checked again with their platform before they may mature. Returns how many were
     voided as undone."""
     return len(rewards_recheck().voided)
@@ -39,3 +40,10 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+def plan_charges_task() -> str:
+    """Daily (migration 0027): charge the month's plan fees and take the due ones from the
+    brands' funds (``plan_charges_run``)."""
+    run = plan_charges_run()
+    return f"{run.created} charged, {run.posted} taken, {run.due} due"

@@ -32,7 +32,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from campaigns.models import Reward
+from campaigns.models import Brand, Reward
 from core.money import format_minor
 from payouts.iso import ACCOUNT_DETAIL_CODES
 from payouts.links import PAYOUT_SALT, STATUS_SALT, link_make
@@ -232,6 +232,7 @@ def notice_render(notice: Notice, person: Person) -> NoticeText:
             body=body,
             template=f"{wording.template}_no_link" if wording.link else wording.template,
             parameters=tuple(values[p] for p in wording.parameters),
+            test_inbox=_test_person(person),
         )
     link = link_make(wording.link, reward_id)
     return NoticeText(
@@ -240,4 +241,10 @@ def notice_render(notice: Notice, person: Person) -> NoticeText:
         template=wording.template,
         parameters=tuple(values[p] for p in wording.parameters),
         button_suffix=link.suffix,
+        test_inbox=_test_person(person),
     )
+
+
+def _test_person(person: Person) -> bool:
+    """A test tenant's person: their messages go to the brand's test inbox, never to them."""
+    return person.brand_id is not None and not Brand.objects.filter(pk=person.brand_id, livemode=True).exists()

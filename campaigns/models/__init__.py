@@ -23,6 +23,7 @@ from campaigns.models.events import (
     ActionWithdrawal,
     EventOutcome,
     EventSource,
+    OrderRefund,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -60,6 +61,7 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
+    "OrderRefund",
     "PayoutMode",
     "VopAction",
     "Reward",
@@ -111,6 +113,6 @@ from campaigns.models.portal import (  # noqa: E402
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
 
 # Packages as entitlements (issue 28).
-from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
+from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, PlanCharge, UpgradeRequest  # noqa: E402
 
-__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]
+__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "PlanCharge", "UpgradeRequest"]

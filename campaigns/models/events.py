@@ -99,6 +99,38 @@ class TriggerEvent(models.Model):
         return f"{self.type} {self.external_id} → {self.outcome}"
 
 
+class OrderRefund(models.Model):
+    """One refund of a brand's order through the Cashback API, recorded once per Idempotency-Key
+    before its effects on the order's rewards are applied (``campaigns.services.refunds``). The
+    order's refunded total is the sum of its rows, read and extended under the lock of the
+    order's purchase events, so two refunds with different keys add up and a replay adds nothing."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.CASCADE, related_name="+", db_index=False)
+    order_id = models.CharField(max_length=120)
+    key = models.CharField(max_length=255, help_text="The Idempotency-Key the refund was sent with.")
+    amount_minor = models.BigIntegerField(help_text="What this refund added to the order's refunded total.")
+    total_minor = models.BigIntegerField(help_text="The order's refunded total after this refund.")
+    purchase_amount_minor = models.BigIntegerField()
+    reason = models.CharField(max_length=200, blank=True, default="")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "order_id", "key"], name="orderrefund_once_per_key"),
+            models.CheckConstraint(
+                condition=Q(amount_minor__gte=0, total_minor__gte=models.F("amount_minor"))
+                & Q(total_minor__lte=models.F("purchase_amount_minor")),
+                name="orderrefund_within_purchase",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"refund {self.order_id} +{self.amount_minor}"
+
+
 class RewardStatus(models.TextChoices):
     REVIEW = "review", _("In review (reserved)")
     HELD = "held", _("Held (reserved, maturing)")

@@ -58,6 +58,13 @@ class PlatformWebhooks:
     def __init__(self, name: str) -> None:
         self.name = name
 
+    @property
+    def headers(self) -> tuple[str, ...]:
+        return platform_get(self.name).webhook_headers
+
+    def challenge(self, *, params) -> str | None:
+        return platform_get(self.name).webhook_challenge(params=params)
+
     def verify(self, *, body: bytes, headers) -> Verified | Rejected:
         return platform_get(self.name).webhook_verify(body=body, headers=headers)
 

@@ -160,6 +160,8 @@ class Platform(ABC):
     proof: ClassVar[str]  # "oauth" | "inbound_code"
     # How the claim pages' content step speaks of its items; None: it reads no content.
     content_texts: ClassVar[ContentTexts | None] = None
+    # The headers of its webhooks kept with the body (lower case: signature, delivery id).
+    webhook_headers: ClassVar[tuple[str, ...]] = ()
 
     # --- identity proof ---------------------------------------------------------------------
 

@@ -283,6 +283,7 @@ def tiktok_production_checks() -> list[checks.CheckMessage]:
 
 class TikTokPlatform(Platform):
     name = "tiktok"
+    webhook_headers = ("tiktok-signature",)
     label = "TikTok"
     proof = "oauth"
     content_texts = ContentTexts(

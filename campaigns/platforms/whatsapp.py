@@ -310,6 +310,7 @@ def whatsapp_production_checks() -> list[checks.CheckMessage]:
 
 class WhatsAppPlatform(Platform):
     name = "whatsapp"
+    webhook_headers = ("x-hub-signature-256",)
     label = "WhatsApp"
     proof = "inbound_code"
 
