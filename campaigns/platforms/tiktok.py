@@ -195,7 +195,9 @@ def tiktok_webhook_events(*, body: bytes) -> list[InboundEvent]:
         event, client_key = payload["event"], payload.get("client_key", "")
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("The body is not a TikTok event.", code="webhook_invalid")
-    data = {"client_key": client_key, "create_time": payload.get("create_time") or 0}
+    create_time = payload.get("create_time")
+    # Unix seconds (int64); anything else is taken as "now" rather than failing the delivery for ever.
+    data = {"client_key": client_key, "create_time": create_time if isinstance(create_time, int) else 0}
     try:
         content = json.loads(payload.get("content") or "{}")
     except (ValueError, TypeError):
@@ -232,7 +234,7 @@ def tiktok_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> str
         logger.info("TikTok webhook %s: %s", webhook_id, event.kind)
         if event.kind == "authorization.removed" and event.uid:
             tiktok_authorization_revoke(
-                open_id=event.uid, create_time=int(event.data.get("create_time") or 0), reason=event.data.get("reason")
+                open_id=event.uid, create_time=event.data.get("create_time") or 0, reason=event.data.get("reason")
             )
             status = InboundStatus.PROCESSED
     return status
