@@ -19,7 +19,7 @@ def rewards_mature_task() -> int:
 
 @tick
 def rewards_recheck_task() -> int:
-    """Scheduled every minute (migration 0028, ticks cluster): the actions of rewards whose hold
+    """Scheduled every minute (migration 0029, ticks cluster): the actions of rewards whose hold
     is over are checked again with their platform before they may mature. Returns how many were
     voided as undone."""
     return len(rewards_recheck().voided)

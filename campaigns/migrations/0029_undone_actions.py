@@ -29,7 +29,7 @@ def schedule_remove(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0027_plan_charges_schedule'),
+        ('campaigns', '0028_trigger_event_order_index'),
         ('recipients', '0013_paypal_destinations'),
         ('reconciliation', '0017_platform_account_statement_format'),
         ("django_q", "0018_task_success_index"),
