@@ -46,6 +46,7 @@ from campaigns.services import (
 )
 from campaigns.webhooks import webhook_endpoint_enable
 from core.admin_confirm import CONFIRM_FIELD
+from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
 
@@ -535,6 +536,13 @@ class TriggerEventAdmin(ReadOnlyAdmin):
     list_select_related = ["brand", "campaign__brand"]
     search_fields = ["=external_id", "=email", "=whatsapp", "=order_id", "=ip"]
     date_hierarchy = "received_at"
+    fields = readonly_fields = fields_with_money(TriggerEvent, {"purchase_amount_minor": "purchase_amount"})
+
+    @admin.display(description="purchase amount")
+    def purchase_amount(self, obj: TriggerEvent) -> str:
+        if obj.purchase_amount_minor is None:
+            return "—"
+        return format_minor(obj.purchase_amount_minor, obj.purchase_currency)
 
 
 class WebhookEndpointEventInline(admin.TabularInline):

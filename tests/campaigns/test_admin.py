@@ -3,6 +3,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import translation
 
 from campaigns.models import Campaign, CampaignStatus, RewardStatus
 from campaigns.services import event_ingest
@@ -154,3 +155,15 @@ def test_admin_refuses_a_first_party_like_with_the_explanation(client, ops, revi
     assert "public APIs" in str(response.context["inline_admin_formsets"][0].formset.errors)
     rule.refresh_from_db()
     assert rule.trigger == "tiktok_login"
+
+
+def test_rewards_and_their_holds_show_money_formatted(client, ops, reviewed):
+    reward = reviewed[0]
+    assert str(reward) == f"reward #{reward.pk} €5.00 review"
+    assert str(reward.hold).startswith(f"hold #{reward.hold_id} €")
+    with translation.override("it"):
+        assert str(reward) == f"reward #{reward.pk} 5,00\xa0€ review"
+    text = client.get(reverse("admin:campaigns_reward_change", args=[reward.pk])).content.decode()
+    assert "€5.00" in text and f"reward #{reward.pk} 500 " not in text
+    event = client.get(reverse("admin:campaigns_triggerevent_change", args=[reward.event_id]))
+    assert event.status_code == 200

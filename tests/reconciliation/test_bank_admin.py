@@ -1,10 +1,12 @@
 """The reconciliation dashboard and the admin's bank pages, driven over HTTP as ops staff use them."""
 
+import re
 from decimal import Decimal
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from reconciliation.models import (
@@ -123,3 +125,30 @@ def test_staff_without_permission_cannot_upload_or_see_the_dashboard(client, dja
     )
     assert response.status_code == 403
     assert StatementImport.objects.count() == 0
+
+
+def test_bank_pages_show_amounts_formatted_never_five_decimals(admin_client, tmp_path, bank):
+    # given a statement with a 1,200.00 credit
+    data = camt_bytes(tmp_path, [GenLine(amount=Decimal("1200.00"), credit_debit="CRDT", remittance="top-up")])
+    admin_client.post(
+        reverse("admin:reconciliation_statement_upload"),
+        {"file": SimpleUploadedFile("s.xml", data, content_type="text/xml")},
+    )
+    line = StatementLine.objects.get()
+    statement = line.statement
+    # then every page shows it as people read it, in the active language
+    pages = [
+        reverse("admin:reconciliation_statementline_changelist"),
+        reverse("admin:reconciliation_statementline_change", args=[line.pk]),
+        reverse("admin:reconciliation_line_explain", args=[line.pk]),
+        reverse("admin:reconciliation_bankstatement_changelist"),
+        reverse("admin:reconciliation_bankstatement_change", args=[statement.pk]),
+    ]
+    for url in pages:
+        text = admin_client.get(url).content.decode()
+        assert "€1,200.00" in text, url
+        # (the line's dedupe key holds the bank's amount too: an identity, not a figure shown)
+        assert not re.search(r">\s*1200\.00000\s*<", text), url
+    assert "+€1,200.00" in str(line)
+    with translation.override("it"):
+        assert "1.200,00\xa0€" in str(line)
