@@ -257,3 +257,19 @@ def test_an_invitee_who_signs_up_finds_the_invitation_after_confirming(
     assert 'data-testid="pending-invitation"' in landed.content.decode()
     elsewhere.post(link)
     assert BrandMembership.objects.get(brand=brand_a, user__email="fresh@alpha.example").role == "analyst"
+
+
+def test_the_sign_up_email_speaks_as_joyback_not_the_host(settings):
+    """Issue 29: the confirmation greeted "from 127.0.0.1:8651" (the request's host)."""
+    settings.CLAIM_BASE_URL = "https://pay.joyback.example"
+    Client(HTTP_HOST="127.0.0.1").post(
+        "/accounts/signup/",
+        {"email": "new@brand.example", "password1": "a-long-new-password-1", "password2": "a-long-new-password-1"},
+    )
+    (email,) = mail.outbox
+    assert email.subject.startswith("[JoyBack] ")
+    assert "Hello from JoyBack!" in email.body and "Thank you for using JoyBack!" in email.body
+    assert "pay.joyback.example" in email.body
+    assert "127.0.0.1" not in email.body.replace(
+        re.search(r"https?://\S+/accounts/confirm-email/\S+", email.body).group(0), ""
+    )
