@@ -273,3 +273,30 @@ def test_the_sign_up_email_speaks_as_joyback_not_the_host(settings):
     assert "127.0.0.1" not in email.body.replace(
         re.search(r"https?://\S+/accounts/confirm-email/\S+", email.body).group(0), ""
     )
+
+
+NEW_CAMPAIGN = {
+    "name": "Winter", "mode": "joyback", "currency": "EUR", "starts_at": "2026-01-01T00:00",
+    "payout_mode": "instant", "aggregate_minutes": "0",
+}  # fmt: skip
+
+
+def test_campaign_form_asks_what_is_rewarded_and_dates_first_and_payee_checks_last(owner):
+    """Issue 29: the Verification-of-Payee questions came before what is rewarded; the time zone
+    was free text."""
+    page = owner.get("/portal/alpha/campaigns/new/").content.decode()
+    advanced = page.index('data-testid="campaign-advanced"')
+    for name in ("mode", "currency", "starts_at", "ends_at", "timezone"):
+        assert page.index(f'name="{name}"') < advanced, name
+    for name in ("vop_no_match", "vop_close_match", "vop_not_possible"):
+        assert page.index(f'name="{name}"') > advanced, name
+    assert '<select name="timezone"' in page and '<option value="Europe/Rome" selected>' in page
+
+
+def test_a_time_zone_not_in_the_list_is_refused_and_nothing_is_created(owner, brand_a):
+    page = owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "Mars/Olympus"})
+    assert page.status_code == 200 and page.context["form"].errors["timezone"]
+    assert not Campaign.objects.filter(brand=brand_a, slug="winter").exists()
+    created = owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "America/New_York"})
+    assert created.status_code == 302
+    assert Campaign.objects.get(brand=brand_a, slug="winter").timezone == "America/New_York"
