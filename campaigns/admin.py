@@ -382,7 +382,7 @@ class CampaignAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
         else:
-            campaign_provision(campaign=obj)
+            campaign_provision(campaign=obj, actor=request.user)
 
     @admin.action(description="Pause selected campaigns")
     def pause(self, request, queryset):

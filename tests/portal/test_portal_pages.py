@@ -10,10 +10,11 @@ from django.core import mail
 from django.test import Client
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
-from campaigns.services import brand_topup_record, campaign_allocate, event_ingest
+from campaigns.services import brand_topup_record, campaign_allocate, campaign_resume, event_ingest
 from tests.campaigns.conftest import event
 from tests.portal.conftest import make_user
 from web.portal.charts import axis_top, bar_chart_svg
+from web.portal.history import campaign_history
 from web.portal.qr import epc_payload
 
 pytestmark = pytest.mark.django_db
@@ -217,6 +218,27 @@ def test_campaign_history_reads_in_words(owner, campaign_a):
     assert "Launched: the claim page is live" in history
     assert "€1,000.00 added to the budget (now €1,000.00)" in history
     assert "campaign.launched" not in history and "amount_minor" not in history and "{" not in history
+
+
+def test_campaign_history_names_who_acted(owner, owner_a, brand_a, campaign_a, admin_user):
+    """Issue 29: the brand's own actions showed as "JoyBack (automatic)"."""
+    owner_a.first_name, owner_a.last_name = "Anna", "Bianchi"
+    owner_a.save()
+    # given a campaign the owner pauses in the portal and our staff resume in the admin
+    owner.post(f"/portal/alpha/campaigns/{campaign_a.pk}/pause/")
+    campaign_resume(campaign=campaign_a, actor=admin_user)
+    # and one the owner creates in the portal
+    owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "Europe/Rome"})
+    created = Campaign.objects.get(brand=brand_a, slug="winter")
+    # then each line names who acted: the brand's user by name, our staff as the team, the
+    # system (the fixture set the campaign up without a user) as automatic
+    who = {line.what: line.who for line in campaign_history(campaign=campaign_a)}
+    assert who["Paused"] == "Anna Bianchi"
+    assert who["Resumed"] == "JoyBack team" and admin_user.email not in who.values()
+    assert who["Created as a draft"] == "JoyBack (automatic)"
+    assert [line.who for line in campaign_history(campaign=created)] == ["Anna Bianchi"]
+    page = owner.get(f"/portal/alpha/campaigns/{campaign_a.pk}/").content.decode()
+    assert "Anna Bianchi" in page.split("<h2>History</h2>", 1)[1]
 
 
 def test_chart_axes_are_whole_numbers():

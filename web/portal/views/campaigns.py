@@ -80,7 +80,7 @@ def campaign_new(request, access):
     form = CampaignForm(request.POST or None, initial={"currency": access.brand.default_currency})
     if request.method == "POST" and form.is_valid():
         try:
-            campaign = campaign_create(brand=access.brand, **_campaign_fields(form))
+            campaign = campaign_create(brand=access.brand, actor=request.user, **_campaign_fields(form))
         except ApplicationError as exc:
             messages_by_field = {k: v for k, v in (exc.details or {}).items() if isinstance(v, list)}
             if messages_by_field:
