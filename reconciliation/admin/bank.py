@@ -20,6 +20,7 @@ from core.exceptions import ApplicationError
 from core.money import format_amount, format_minor
 from reconciliation.admin.ledger import ReadOnlyAdmin
 from reconciliation.bank_selectors import dashboard, unconfirmed_advices, write_offs_waiting
+from reconciliation.matching import Candidate, line_candidates
 from reconciliation.models import (
     BankStatement,
     Match,
@@ -323,14 +324,25 @@ class ExplainForm(forms.Form):
         ("own_booking", "Maybe reported before: it is a booking of its own (it gets posted)"),
     ]
     action = forms.ChoiceField(choices=ACTIONS)
-    target_type = forms.CharField(required=False, help_text="e.g. payout, payout_batch, brand_topup")
-    target_id = forms.CharField(required=False)
+    target = forms.ChoiceField(
+        required=False,
+        label="Match to",
+        help_text="Payouts of this amount and currency sent up to a month before the booking, and the "
+        "brands a credit could be the top-up of.",
+    )
+    target_id = forms.CharField(required=False, label="Earlier line id", help_text="Only for “maybe reported before”.")
     reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, candidates: list[Candidate], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.candidates = {c.key: c for c in candidates}
+        empty = "Choose…" if candidates else "Nothing fits this line's amount and date"
+        self.fields["target"].choices = [("", empty), *((c.key, c.label) for c in candidates)]
 
     def clean(self):
         data = super().clean()
-        if data.get("action") == "match" and not (data.get("target_type") and data.get("target_id")):
-            raise forms.ValidationError("Say what the line is matched to (type and id).")
+        if data.get("action") == "match" and not data.get("target"):
+            raise forms.ValidationError("Choose what the line is matched to.")
         if data.get("action") == "reported_before" and not data.get("target_id", "").strip().isdigit():
             raise forms.ValidationError("Give the id of the line it repeats as target id.")
         if (
@@ -421,16 +433,17 @@ class StatementLineAdmin(ReadOnlyAdmin):
         line = get_object_or_404(StatementLine.objects.select_related("bank_account", "statement"), pk=line_id)
         if not self.has_view_permission(request, line):
             raise PermissionDenied
-        form = ExplainForm(request.POST or None)
+        form = ExplainForm(request.POST or None, candidates=line_candidates(line))
         if request.method == "POST" and form.is_valid():
             _require(request, RECONCILE)
             data = form.cleaned_data
             try:
                 if data["action"] == "match":
+                    target = form.candidates[data["target"]]
                     statement_line_match_manual(
                         line_id=line.pk,
-                        target_type=data["target_type"].strip(),
-                        target_id=data["target_id"].strip(),
+                        target_type=target.target_type,
+                        target_id=target.target_id,
                         actor=request.user,
                         note=data["reason"],
                     )
