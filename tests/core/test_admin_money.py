@@ -13,10 +13,8 @@ from reconciliation.models import Hold
 
 pytestmark = pytest.mark.django_db
 
-# Inputs a person types (a rule's amounts, a plan's fees, a routing bound): edited, not shown.
+# A routing rule's bounds may hold for any currency, so they have no unit to type an amount in.
 TYPED_IN_MINOR_UNITS = {
-    ("campaigns", "plan"): {"monthly_payouts_minor", "fee_fixed_minor", "monthly_fee_minor"},
-    ("campaigns", "campaign"): {"min_payout_minor"},
     ("payouts", "routerule"): {"min_amount_minor", "max_amount_minor"},
 }
 
@@ -31,16 +29,34 @@ def _raw_money(model, name) -> bool:
     return name.endswith("_minor") or isinstance(field, models.DecimalField)
 
 
+def _offenders(label, model, shown, readonly, form_class, typed) -> list[str]:
+    """Raw money fields shown: read-only (or in a list) unformatted, or an input in minor units."""
+    inputs = set(getattr(form_class, "money_inputs", ())) - set(readonly)
+    return [f"{label}.{name}" for name in shown if _raw_money(model, name) and name not in inputs and name not in typed]
+
+
 def test_no_admin_shows_raw_money():
     request = RequestFactory().get("/admin/")
     request.user = get_user_model()(is_staff=True, is_superuser=True)
     offenders = []
     for model, model_admin in admin.site._registry.items():
+        obj = model()
         typed = TYPED_IN_MINOR_UNITS.get((model._meta.app_label, model._meta.model_name), set())
-        shown = [*model_admin.get_list_display(request), *model_admin.get_fields(request, model())]
-        for name in shown:
-            if _raw_money(model, name) and name not in typed:
-                offenders.append(f"{model._meta.label}.{name}")
+        offenders += _offenders(model._meta.label, model, model_admin.get_list_display(request), [], None, typed)
+        readonly = model_admin.get_readonly_fields(request, obj)
+        form_class = model_admin.get_form(request, obj) if model_admin.has_change_permission(request, obj) else None
+        offenders += _offenders(
+            model._meta.label, model, model_admin.get_fields(request, obj), readonly, form_class, typed
+        )
+        for inline in model_admin.get_inline_instances(request, obj):
+            offenders += _offenders(
+                inline.model._meta.label,
+                inline.model,
+                inline.get_fields(request, obj),
+                inline.get_readonly_fields(request, obj),
+                inline.get_formset(request, obj).form,
+                set(),
+            )
     assert offenders == []
 
 
