@@ -10,6 +10,7 @@ undone (``unapply`` only puts the payout back).
 * 20 ``payout_batch``: a batch booking → the payouts it pays settled with one entry: the payouts
   its transaction details name by EndToEndId, else the pain.001 file's (PmtInfId or MsgId) less
   the ones the bank rejected; count and control sum must agree.
+  Staff matching by hand pick files from ``candidates`` (the same fit).
 * 90 ``payout_suggest``: same amount, close date, same creditor IBAN or name → a suggestion.
   Also the candidates staff pick from to match a line by hand (``candidates``).
 
@@ -462,6 +463,28 @@ class BatchMatcher:
             amount_minor=line.amount_minor,
             entry=next((e for e in entries if e is not None), None),
         )
+
+    def candidates(self, line: StatementLine) -> list[Candidate]:
+        """pain.001 files a debit could book, for the explain page's picker: executed up to a
+        month before the booking (a day after), whose payouts still waiting for the bank add up
+        to the line (``_fits``, what ``propose_manual`` checks). At most 20 files are looked at."""
+        if line.is_credit or line.reversal or not line.amount_minor or not line.booking_date:
+            return []
+        batches = PayoutBatch.objects.filter(
+            currency=line.currency,
+            execution_date__gte=line.booking_date - SuggestionMatcher.manual_window,
+            execution_date__lte=line.booking_date + timedelta(days=1),
+        ).order_by("-execution_date", "-id")[:20]
+        return [
+            Candidate(
+                BATCH,
+                str(b.pk),
+                f"Payout batch {b.batch_id}: {format_minor(line.amount_minor, b.currency)} for {b.count} payouts, "
+                f"executed {b.execution_date:%Y-%m-%d} ({b.status})",
+            )
+            for b in batches
+            if self._fits(line, b, self._expected(b))
+        ]
 
     def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
         batch = PayoutBatch.objects.filter(
