@@ -17,12 +17,14 @@ from campaigns.entitlements import entitlement_campaign_check, entitlement_trigg
 from campaigns.models import (
     ENGAGEMENT_TERMS_WARNING,
     ENGAGEMENT_TRIGGERS,
+    ActionWithdrawal,
     Brand,
     BrandMembership,
     BrandPlan,
     Campaign,
     CampaignEvent,
     Plan,
+    PlanCharge,
     Reward,
     RewardEvent,
     RewardInReview,
@@ -452,6 +454,9 @@ REWARD_FIELDS = [
     "status",
     "matures_at",
     "review_reasons",
+    "undone_reason",
+    "rechecked_at",
+    "recheck_failures",
     "iban_fingerprint",
     "decided_by",
     "decided_at",
@@ -465,10 +470,21 @@ REWARD_FIELDS = [
 ]
 
 
+@admin.register(ActionWithdrawal)
+class ActionWithdrawalAdmin(ReadOnlyAdmin):
+    """What platforms told us people took back (``campaigns.services.undone``): read-only, the
+    account only as its fingerprint."""
+
+    list_display = ["id", "platform", "kind", "occurred_at", "created_at"]
+    list_filter = ["platform", "kind"]
+    fields = ["platform", "kind", "account", "occurred_at", "ref", "data", "created_at"]
+    readonly_fields = fields
+
+
 @admin.register(Reward)
 class RewardAdmin(ReadOnlyAdmin):
     list_display = ["id", "campaign", "person", "amount", "fee", "status", "matures_at", "created_at"]
-    list_filter = ["status", "campaign__brand", "campaign", "rule__trigger"]
+    list_filter = ["status", "undone_reason", "campaign__brand", "campaign", "rule__trigger"]
     list_select_related = ["campaign__brand", "person"]
     search_fields = ["=id", "event__external_id", "payout_ref"]
     date_hierarchy = "created_at"
@@ -609,3 +625,20 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
             lambda e: webhook_endpoint_enable(endpoint=e, channel="admin", actor=request.user),
             "Enabled",
         )
+
+
+@admin.register(PlanCharge)
+class PlanChargeAdmin(ReadOnlyAdmin):
+    """Plans' monthly fees (``campaigns.services.plan_charges``): made and taken by the daily
+    task, never by hand; a due one waits for the brand's funds."""
+
+    list_display = ["month", "brand", "plan", "amount", "posted_at"]
+    list_filter = [("posted_at", admin.EmptyFieldListFilter), "month"]
+    list_select_related = ["brand", "plan"]
+    search_fields = ["brand__name", "brand__slug"]
+    fields = ["brand", "plan", "month", "amount", "created_at", "posted_at", "entry"]
+    readonly_fields = fields
+
+    @admin.display(description="Amount")
+    def amount(self, obj: PlanCharge) -> str:
+        return format_minor(obj.amount_minor, obj.currency)

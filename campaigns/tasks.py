@@ -2,6 +2,8 @@
 
 from campaigns.services import rewards_mature
 from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.plan_charges import plan_charges_run
+from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
 
@@ -13,6 +15,14 @@ def rewards_mature_task() -> int:
     """Scheduled every minute (migration 0002): held rewards whose hold period is over become
     payable. Bounded by ``MATURE_BUDGET_SECONDS``; the next run takes what is left."""
     return rewards_mature()
+
+
+@tick
+def rewards_recheck_task() -> int:
+    """Scheduled every minute (migration 0029, ticks cluster): the actions of rewards whose hold
+    is over are checked again with their platform before they may mature. Returns how many were
+    voided as undone."""
+    return len(rewards_recheck().voided)
 
 
 def video_submission_verify_task(submission_id: int) -> str:
@@ -30,3 +40,10 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+def plan_charges_task() -> str:
+    """Daily (migration 0027): charge the month's plan fees and take the due ones from the
+    brands' funds (``plan_charges_run``)."""
+    run = plan_charges_run()
+    return f"{run.created} charged, {run.posted} taken, {run.due} due"

@@ -401,6 +401,12 @@ def _reward_data(row: RewardEvent) -> dict:
         "previous_status": row.from_status,
         "reason": brand_visible_reason(row.reason),
         **{k: v for k, v in (row.data or {}).items() if k == "returned_to"},
+        # Why an undone action voided it (``UndoneReason``): "content_removed", "optin_withdrawn" …
+        **(
+            {"undone_reason": row.data["undone"]}
+            if (row.data or {}).get("undone") and row.to_status == "voided"
+            else {}
+        ),
     }
 
 
@@ -424,6 +430,8 @@ def _collect_rewards(cursor: int, brands: set[int]):
             to_status__in=("held", "payable", "voided", "expired"),
             reward__campaign__brand_id__in=brands,
         )
+        # A note that a matured reward's action was undone changes no status: nothing to announce.
+        .exclude(kind="reward.undone_noted")
         .select_related("reward__campaign", "reward__event")
         .order_by("id")[:COLLECT_LIMIT]
     )

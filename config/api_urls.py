@@ -8,10 +8,10 @@ from drf_spectacular.views import SpectacularSwaggerView
 
 from campaigns import api as campaigns_api
 from core.api.schema import SchemaView
+from core.webhooks_in import InboundWebhookView
 from payouts import api as payouts_api
 from recipients import api as recipients_api
 from reconciliation import api as reconciliation_api
-from web.webhooks import PayPalWebhookView, TikTokWebhookView, WhatsAppWebhookView, WiseWebhookView
 
 
 @csrf_exempt
@@ -80,10 +80,7 @@ v1 = [
 urlpatterns = [
     path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("webhooks/whatsapp/", WhatsAppWebhookView.as_view(), name="webhook-in-whatsapp"),
-    path("webhooks/tiktok/", TikTokWebhookView.as_view(), name="webhook-in-tiktok"),
-    path("webhooks/wise/", WiseWebhookView.as_view(), name="webhook-in-wise"),
-    path("webhooks/paypal/", PayPalWebhookView.as_view(), name="webhook-in-paypal"),
+    path("webhooks/<slug:provider>/", InboundWebhookView.as_view(), name="webhook-in"),
     path("v1/", include(v1)),
     # Last: any other path under /api/. Not ".*": "." stops at a newline, so an id of "1%0a"
     # matched neither <int:pk> nor the catch-all and got Django's HTML 404 page.

@@ -38,5 +38,6 @@ urlpatterns = [
     path(f"{brand}test-mode/", test_mode.test_mode, name="test_mode"),
     path(f"{brand}test-mode/transfer/", test_mode.test_transfer, name="test_transfer"),
     path(f"{brand}test-mode/reset/", test_mode.test_reset, name="test_reset"),
+    path(f"{brand}test-mode/inbox/<int:notice_id>/", test_mode.test_inbox_message, name="test_inbox_message"),
     path(f"{brand}go-live/", test_mode.go_live, name="go_live"),
 ]

@@ -7,10 +7,14 @@ it (``inbound_webhook_process``) with the provider's handler. ``(provider, dedup
 so a redelivery is acknowledged without a second processing.
 
 The handler registry. Each provider's app registers its handler in its ``AppConfig.ready``
-(``inbound_handler_register``: the social platforms, TikTok and WhatsApp, by campaigns; Wise by
-payouts), an object with ``verify(body=, headers=) -> Verified | Rejected`` and
-``process(webhook) -> str`` (the final status: processed or ignored); the view of a provider and
-the processing task look it up by the provider's name.
+(``inbound_handler_register``: the social platforms, TikTok and WhatsApp, by campaigns; Wise and
+PayPal by payouts), an object with ``verify(body=, headers=) -> Verified | Rejected``,
+``process(webhook) -> str`` (the final status: processed or ignored), the ``headers`` worth
+keeping with the body (its signature and delivery-id headers) and ``challenge(params=)`` for a
+provider's subscription check (a GET; None refuses). One door serves them all,
+``/api/webhooks/<provider>/`` (``InboundWebhookView``): a provider is reachable once its handler
+is registered, and a name nobody registered is a 404. The stored rows name their provider by the
+same string.
 """
 
 import hashlib
@@ -22,7 +26,7 @@ from typing import Protocol
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
@@ -35,11 +39,9 @@ from core.queue import enqueue
 security_logger = logging.getLogger("security")
 logger = logging.getLogger(__name__)
 
-# Headers worth keeping with the body (signatures, delivery ids, content type); never cookies
-# or authorisation.
-KEPT_HEADERS = ("content-type", "user-agent", "x-hub-signature-256", "tiktok-signature", "x-signature-sha256",
-                "x-delivery-id", "x-test-notification", "paypal-transmission-id", "paypal-transmission-time",
-                "paypal-transmission-sig", "paypal-cert-url", "paypal-auth-algo")  # fmt: skip
+# Headers kept with every body, besides each handler's own (signatures, delivery ids); never
+# cookies or authorisation.
+KEPT_HEADERS = ("content-type", "user-agent")
 MAX_ATTEMPTS = 5
 
 
@@ -54,9 +56,13 @@ class Rejected:
 
 
 class WebhookHandler(Protocol):
+    headers: tuple[str, ...]  # lower-case names kept with the body, as the processing reads them
+
     def verify(self, *, body: bytes, headers) -> Verified | Rejected: ...
 
     def process(self, webhook: InboundWebhook) -> str: ...
+
+    def challenge(self, *, params) -> str | None: ...
 
 
 _HANDLERS: dict[str, WebhookHandler] = {}
@@ -69,6 +75,11 @@ def inbound_handler_register(provider: str, handler: WebhookHandler) -> None:
 
 def _handler(provider: str) -> WebhookHandler:
     return _HANDLERS[provider]
+
+
+def inbound_providers() -> list[str]:
+    """Every provider with a registered handler (the admin's filter, the door's 404)."""
+    return sorted(_HANDLERS)
 
 
 def body_digest(body: bytes) -> str:
@@ -147,29 +158,45 @@ def inbound_webhooks_retry(*, now=None, limit: int = 200) -> int:
 
 @method_decorator(csrf_exempt, name="dispatch")
 class InboundWebhookView(View):
-    """POST: verify, store, acknowledge. Subclasses may add GET (WhatsApp's verification)."""
+    """The door of every provider (``/api/webhooks/<provider>/``). POST: verify, store,
+    acknowledge. GET: the provider's subscription check, when it has one (WhatsApp's)."""
 
-    provider = ""
     http_method_names = ["get", "post"]
 
-    def post(self, request):
+    def dispatch(self, request, *args, provider: str = "", **kwargs):
+        if provider not in _HANDLERS:
+            return _problem(404, "not_found", "No such webhook.")
+        return super().dispatch(request, *args, provider=provider, **kwargs)
+
+    def get(self, request, *, provider: str):
+        answer = _handler(provider).challenge(params=request.GET)
+        if answer is None:
+            security_logger.warning(
+                "inbound %s subscription check refused (mode %r)", provider, request.GET.get("hub.mode", "")
+            )
+            return HttpResponse(status=403)
+        return HttpResponse(answer, content_type="text/plain")
+
+    def post(self, request, *, provider: str):
         length = request.META.get("CONTENT_LENGTH") or "0"
         if length.isdigit() and int(length) > settings.WEBHOOK_IN_MAX_BYTES:
             return _problem(413, "payload_too_large", "The body is too large.")
         body = request.body
-        verdict = _handler(self.provider).verify(body=body, headers=request.headers)
+        handler = _handler(provider)
+        verdict = handler.verify(body=body, headers=request.headers)
         if isinstance(verdict, Rejected):
             security_logger.warning(
                 "inbound %s webhook rejected (%s) from %s, %d bytes",
-                self.provider,
+                provider,
                 verdict.reason,
                 request.META.get("REMOTE_ADDR", "?"),
                 len(body),
             )
             return _problem(401, "invalid_signature", "The signature is missing, wrong or too old.")
-        headers = {k: v for k, v in request.headers.items() if k.lower() in KEPT_HEADERS}
+        kept = (*KEPT_HEADERS, *handler.headers)
+        headers = {k: v for k, v in request.headers.items() if k.lower() in kept}
         webhook, created = inbound_webhook_store(
-            provider=self.provider, dedupe_key=verdict.dedupe_key, headers=headers, body=body
+            provider=provider, dedupe_key=verdict.dedupe_key, headers=headers, body=body
         )
         return JsonResponse({"received": True, "duplicate": not created, "id": webhook.pk})
 

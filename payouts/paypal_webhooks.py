@@ -1,7 +1,7 @@
 """PayPal's payout item webhooks (``PAYMENT.PAYOUTS-ITEM.SUCCEEDED``, ``.UNCLAIMED``,
 ``.RETURNED``, ``.FAILED``, ``.BLOCKED``, ``.REFUNDED``, ``.REVERSED``, ``.CANCELED``, ``.HELD``
-…): move the payout the item belongs to (the door is ``web.webhooks.PayPalWebhookView``; the
-work is ``payouts.services.paypal_item_event_apply``).
+…): move the payout the item belongs to (the door is ``/api/webhooks/paypal/``, the one of
+``core.webhooks_in``; the work is ``payouts.services.paypal_item_event_apply``).
 
 Verified before anything is stored with PayPal's offline signature check
 (``PayPalPayoutsRail.webhook_verify``: RSA-SHA256 over the transmission id and time, our webhook
@@ -20,6 +20,13 @@ from payouts.services.paypal import paypal_item_event_apply, paypal_rail
 
 class PayPalHandler:
     provider = "paypal"
+    headers = (
+        "paypal-transmission-id",
+        "paypal-transmission-time",
+        "paypal-transmission-sig",
+        "paypal-cert-url",
+        "paypal-auth-algo",
+    )
 
     def verify(self, *, body: bytes, headers) -> Verified | Rejected:
         rail = paypal_rail()
@@ -32,6 +39,9 @@ class PayPalHandler:
         except (ValueError, AttributeError):
             event_id = ""
         return Verified(dedupe_key=event_id or body_digest(body))
+
+    def challenge(self, *, params) -> str | None:
+        return None  # PayPal makes no subscription check
 
     def process(self, webhook) -> str:
         try:

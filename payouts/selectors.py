@@ -26,8 +26,13 @@ def bank_accounts_paid() -> QuerySet:
     """Proof that a bank account's holder is paid there: the ids of accounts a payout settled
     into and was not returned from (a return moves it to ``returned``). Registered with
     ``recipients.selectors.iban_proof_register``: another brand's holder of an IBAN counts for
-    fraud signals only with such a proof."""
-    return Payout.objects.filter(status=PayoutStatus.SETTLED, bank_account__isnull=False).values("bank_account_id")
+    fraud signals only with such a proof. A test tenant's payouts prove nothing: the sandbox
+    "settles" whatever a brand types, so its test people would count at every other brand."""
+    return (
+        Payout.objects.filter(status=PayoutStatus.SETTLED, bank_account__isnull=False)
+        .exclude(person__brand__livemode=False)
+        .values("bank_account_id")
+    )
 
 
 def payouts_for_admin() -> QuerySet[Payout]:

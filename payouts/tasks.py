@@ -4,15 +4,13 @@ import logging
 import time
 from datetime import timedelta
 
-from django.db.models import Min, Sum
 from django.utils import timezone
 
 from campaigns.models import RewardStatus
 from campaigns.services import rewards_mature
 from core.queue import enqueue, tick
 from payouts.hooks import paying_now
-from payouts.models import AttemptOutcome, Payout, PayoutItem, PayoutStatus
-from payouts.selectors import rewards_awaiting_payout
+from payouts.models import AttemptOutcome, PayoutItem, PayoutStatus
 from payouts.services import (
     payout_batches_expire,
     payout_execute,
@@ -24,9 +22,8 @@ from payouts.services import (
     payouts_recover_stale,
     rewards_unclaimed_process,
 )
-from payouts.services.states import finishing_here, notice_record
-from recipients.models import NoticeKind, Person, PersonEvent
-from recipients.services.notices import NoticeNew, notices_record
+from payouts.services.states import finishing_here
+from recipients.models import Person
 
 TICK_SCHEDULE_NAME = "payouts.tick"
 BATCH_EXPIRY_SCHEDULE_NAME = "payouts.batches_expire"
@@ -169,45 +166,3 @@ def rewards_unclaimed_task(after_id: int = 0) -> str:
     if not result.done:
         enqueue(UNCLAIMED_TASK, result.last_id)
     return f"{result.reminded} reminded, {result.expired} expired"
-
-
-# --- tasks the version before the notices outbox queued -------------------------------------------
-# A deploy can find these in the queue. Each records the notice it was to send under the key that
-# version claimed, so a message it had sent (copied into the outbox with its key, payouts 0006) is
-# not sent again, and one it had not is sent once rather than lost.
-
-
-def payout_notify_task(payout_id: int, kind: str) -> None:
-    payout = Payout.objects.get(pk=payout_id)
-    seq = payout.events.filter(kind=f"payout.{kind}").count()
-    notice_record(payout, kind=kind, key=f"payout:{payout.pk}:{kind}:{seq}", data={"reason_code": payout.reason_code})
-
-
-def person_notify_account_changed_task(person_id: int, person_event_id: int) -> None:
-    event = PersonEvent.objects.get(pk=person_event_id)
-    notices_record(
-        notices=[
-            NoticeNew(
-                person_id=person_id,
-                kind=NoticeKind.ACCOUNT_CHANGED,
-                key=f"account_changed:{event.pk}",
-                data={"bank_account": event.detail["bank_account"]},
-            )
-        ]
-    )
-
-
-def person_notify_iban_needed_task(person_id: int, key: str) -> None:
-    waiting = rewards_awaiting_payout().filter(person_id=person_id)
-    for row in waiting.values("currency").annotate(total=Sum("amount_minor"), first=Min("id")):
-        notices_record(
-            notices=[
-                NoticeNew(
-                    person_id=person_id,
-                    kind=NoticeKind.IBAN_NEEDED,
-                    key=f"{key}:{row['currency']}",
-                    reward_id=row["first"],
-                    data={"amount_minor": row["total"], "currency": row["currency"]},
-                )
-            ]
-        )

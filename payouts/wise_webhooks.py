@@ -68,6 +68,7 @@ def payout_rail_status_apply(*, rail: str, known: StatusResult, via: str = "webh
 
 class WiseHandler:
     provider = "wise"
+    headers = ("x-signature-sha256", "x-delivery-id", "x-test-notification")
 
     def verify(self, *, body: bytes, headers) -> Verified | Rejected:
         key = _public_key()
@@ -76,6 +77,9 @@ class WiseHandler:
         if not verify_webhook_signature(body=body, signature=headers.get("X-Signature-SHA256", ""), public_key_pem=key):
             return Rejected("bad X-Signature-SHA256")
         return Verified(dedupe_key=headers.get("X-Delivery-Id") or body_digest(body))
+
+    def challenge(self, *, params) -> str | None:
+        return None  # Wise checks a subscription by a signed test delivery (POST)
 
     def process(self, webhook) -> str:
         try:

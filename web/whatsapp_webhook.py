@@ -1,8 +1,8 @@
 """The claim page's hand-over of a WhatsApp opt-in code.
 
 The opt-in itself (codes, the signed webhook, redeeming a code) is the WhatsApp platform
-(``campaigns.platforms.whatsapp``); its inbound door is ``web.webhooks.WhatsAppWebhookView``.
-``whatsapp_optin_hand_over`` gives the browser that asked for a redeemed code the payout form of
+(``campaigns.platforms.whatsapp``); its inbound door is ``/api/webhooks/whatsapp/``, the one of
+``core.webhooks_in``. ``whatsapp_optin_hand_over`` gives the browser that asked for a redeemed code the payout form of
 its reward, once: the code is spent.
 """
 

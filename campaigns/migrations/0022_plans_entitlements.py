@@ -98,10 +98,6 @@ class Migration(migrations.Migration):
             name='buyer_claim_links',
             field=models.BooleanField(default=False, help_text='API-only plans: e-mail buyers a link to give their bank account when your shop sent none.', verbose_name='Claim links for buyers without a bank account'),
         ),
-        migrations.AddIndex(
-            model_name='triggerevent',
-            index=models.Index(condition=models.Q(('order_id', ''), _negated=True), fields=['brand', 'order_id'], name='trigger_event_order_idx'),
-        ),
         migrations.AddConstraint(
             model_name='rewardrule',
             constraint=models.CheckConstraint(condition=models.Q(models.Q(('trigger', 'purchase'), _negated=True), models.Q(('verification', 'first_party'), _negated=True), _connector='OR'), name='rule_purchase_not_first_party'),

@@ -7,6 +7,7 @@ audit row in the same transaction); the CHECK constraints here are the database'
 
 from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
 from campaigns.models.campaigns import (
+    UNDO_POLICY_FIELDS,
     BudgetAlert,
     Campaign,
     CampaignEvent,
@@ -18,13 +19,18 @@ from campaigns.models.campaigns import (
     VopAction,
 )
 from campaigns.models.events import (
+    RECHECKED_TRIGGERS,
+    ActionWithdrawal,
     EventOutcome,
     EventSource,
+    OrderRefund,
     Reward,
     RewardEvent,
     RewardInReview,
     RewardStatus,
     TriggerEvent,
+    UndoneReason,
+    reward_recheck_pending,
 )
 from campaigns.models.rules import (
     ENGAGEMENT_TERMS_WARNING,
@@ -37,6 +43,8 @@ from campaigns.models.rules import (
 )
 
 __all__ = [
+    "RECHECKED_TRIGGERS",
+    "ActionWithdrawal",
     "ENGAGEMENT_TERMS_WARNING",
     "ENGAGEMENT_TRIGGERS",
     "AmountType",
@@ -53,6 +61,7 @@ __all__ = [
     "CampaignTally",
     "EventOutcome",
     "EventSource",
+    "OrderRefund",
     "PayoutMode",
     "VopAction",
     "Reward",
@@ -63,7 +72,10 @@ __all__ = [
     "RuleCounter",
     "Trigger",
     "TriggerEvent",
+    "UNDO_POLICY_FIELDS",
+    "UndoneReason",
     "Verification",
+    "reward_recheck_pending",
 ]
 
 # Partner API keys and outgoing webhooks (issue 6).
@@ -101,6 +113,6 @@ from campaigns.models.portal import (  # noqa: E402
 __all__ += ["BrandInvitation", "InvitationStatus", "VideoStatus", "VideoSubmission"]
 
 # Packages as entitlements (issue 28).
-from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, UpgradeRequest  # noqa: E402
+from campaigns.models.plans import BrandPlan, BrandUsage, Channel, Plan, PlanCharge, UpgradeRequest  # noqa: E402
 
-__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "UpgradeRequest"]
+__all__ += ["BrandPlan", "BrandUsage", "Channel", "Plan", "PlanCharge", "UpgradeRequest"]

@@ -147,3 +147,35 @@ class UpgradeRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.brand}: {self.current_plan} → {self.wanted_plan}"
+
+
+class PlanCharge(models.Model):
+    """A plan's monthly fee for one calendar month (UTC), charged to a live brand's funds
+    (``plan_charges_run``): due when created, posted when the brand's funds cover it, by one
+    ledger entry (funds → ``platform:fees``) in the same transaction. One per brand and month."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="plan_charges")
+    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="+")
+    month = models.DateField(help_text="The first day of the month charged.")
+    amount_minor = models.BigIntegerField()
+    currency = models.CharField(max_length=3)
+    created_at = models.DateTimeField()
+    entry = models.OneToOneField(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    posted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["brand", "month"], name="plancharge_one_per_month"),
+            models.CheckConstraint(condition=Q(amount_minor__gt=0), name="plancharge_amount_positive"),
+            models.CheckConstraint(
+                condition=Q(entry__isnull=True, posted_at__isnull=True)
+                | Q(entry__isnull=False, posted_at__isnull=False),
+                name="plancharge_posted_with_entry",
+            ),
+        ]
+        indexes = [models.Index(fields=["id"], name="plancharge_due_idx", condition=Q(entry__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"{self.brand} {self.month:%Y-%m} {format_minor(self.amount_minor, self.currency)}"

@@ -12,6 +12,7 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from campaigns.platforms.base import (
+    ActionCheck,
     Content,
     FakeRequest,
     FakeResponse,
@@ -57,6 +58,13 @@ class PlatformWebhooks:
     def __init__(self, name: str) -> None:
         self.name = name
 
+    @property
+    def headers(self) -> tuple[str, ...]:
+        return platform_get(self.name).webhook_headers
+
+    def challenge(self, *, params) -> str | None:
+        return platform_get(self.name).webhook_challenge(params=params)
+
     def verify(self, *, body: bytes, headers) -> Verified | Rejected:
         return platform_get(self.name).webhook_verify(body=body, headers=headers)
 
@@ -66,6 +74,7 @@ class PlatformWebhooks:
 
 
 __all__ = [
+    "ActionCheck",
     "BUILTIN_PLATFORMS",
     "Content",
     "FakeRequest",

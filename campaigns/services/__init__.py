@@ -21,6 +21,7 @@ from campaigns.services.campaigns import (
 )
 from campaigns.services.ingest import event_ingest, event_ingest_bulk
 from campaigns.services.ingest_types import EventInput, IngestResult
+from campaigns.services.plan_charges import ChargeRun, plan_charges_run
 from campaigns.services.plans import brand_plan_change, upgrade_request_create, upgrade_requests_handle
 from campaigns.services.refunds import RefundResult, order_refund
 from campaigns.services.rewards import (
@@ -36,8 +37,12 @@ from campaigns.services.rewards import (
     rewards_mature,
     rewards_reject_bulk,
 )
+from campaigns.services.undone import WithdrawOutcome, action_withdraw, rewards_recheck
 
 __all__ = [
+    "WithdrawOutcome",
+    "action_withdraw",
+    "rewards_recheck",
     "BulkOutcome",
     "EventInput",
     "IngestResult",
@@ -46,6 +51,8 @@ __all__ = [
     "brand_funds_account",
     "brand_membership_set",
     "brand_plan_change",
+    "plan_charges_run",
+    "ChargeRun",
     "brand_topup_record",
     "campaign_allocate",
     "campaign_close",

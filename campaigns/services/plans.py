@@ -1,5 +1,6 @@
 """Which package a brand is on (``campaigns.models.plans``): it changes only through
-``brand_plan_change``; reads are in ``campaigns.selectors`` (``brand_plan_current``)."""
+``brand_plan_change``; reads are in ``campaigns.selectors`` (``brand_plan_current``). Its monthly
+fee is charged by ``campaigns.services.plan_charges``."""
 
 from datetime import datetime
 

@@ -9,15 +9,23 @@ helper), its fee recomputed under the brand's plan; maturing then commits the sm
 already paid to the buyer is not recovered here, and neither is part of a payable reward (a
 claw-back is all or nothing): the result says so per reward.
 
-Idempotent: the refund's ``key`` (the API's Idempotency-Key) is kept on each reduction's audit
-row, voids and claw-backs of a reward already voided or clawed back change nothing, and
-refunding more than the purchase in total refunds it in full.
+Once per key, and refunds add up (``OrderRefund``): under the lock of the order's purchase
+events the refund is recorded with what it adds to the order's refunded total (never past the
+purchase: refunding more refunds it in full) and the total after it; a replay of the key finds
+its row and adds nothing. The rewards are then brought to what the order's refunds add up to so
+far, each in its own durable transaction (its service's), on the first call and again on every
+replay, so a crash between the two is finished by the partner's retry. A reward a later refund
+already took further is left as it is.
 """
 
 from dataclasses import dataclass
 
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
 from campaigns.evaluation import fee_for, reward_amount
-from campaigns.models import Brand, Reward, RewardEvent, RewardStatus, TriggerEvent
+from campaigns.models import Brand, OrderRefund, Reward, RewardStatus, TriggerEvent
 from campaigns.selectors import brand_plan_current
 from campaigns.services.rewards import reward_claw_back, reward_reduce, reward_void
 from core.exceptions import InvalidInput, InvalidTransition, NotFound
@@ -50,36 +58,65 @@ def order_refund(
     (``invalid_amount``). Each reward changes in its own durable transaction (its service's)."""
     if amount_minor is not None and (type(amount_minor) is not int or amount_minor <= 0):
         raise InvalidInput("amount_minor is a positive integer (minor units).", code="invalid_amount")
-    events = list(
+    reason = reason or f"Order {order_id} refunded"
+    purchase, refunded = _record(
+        brand=brand, order_id=order_id, key=key, amount_minor=amount_minor, actor=actor, reason=reason
+    )
+    # What every refund of the order adds up to now: a later refund that committed first already
+    # counts, so each reward goes straight to where the order stands.
+    total = _total(brand=brand, order_id=order_id)
+    events = (
         TriggerEvent.objects.filter(brand=brand, order_id=order_id, purchase_amount_minor__isnull=False)
         .select_related("reward__rule", "reward__campaign")
         .order_by("id")
     )
-    if not events:
-        raise NotFound(f"No purchase with order id {order_id!r}.", code="order_not_found")
-    purchase = max(e.purchase_amount_minor for e in events)
-    earlier = _refunded_before(events, key=key)
-    refunded = min(purchase, earlier + (purchase if amount_minor is None else amount_minor))
     plan = brand_plan_current(brand=brand)
-    reason = reason or f"Order {order_id} refunded"
     rewards = []
     for event in events:
         reward = getattr(event, "reward", None)
         if reward is not None:
             rewards.append(
                 RewardRefund(
-                    reward, _refund_one(reward, purchase, refunded, key=key, plan=plan, actor=actor, reason=reason)
+                    reward, _refund_one(reward, purchase, total, key=key, plan=plan, actor=actor, reason=reason)
                 )
             )
     return RefundResult(order_id=order_id, purchase_amount_minor=purchase, refunded_minor=refunded, rewards=rewards)
 
 
-def _refunded_before(events: list[TriggerEvent], *, key: str) -> int:
-    """What earlier refunds (other keys) of the order took, from the reductions' audit rows."""
-    rows = RewardEvent.objects.filter(
-        reward__event__in=events, kind="reward.reduced", data__has_key="refunded_minor"
-    ).exclude(data__key=key)
-    return max((row.data["refunded_minor"] for row in rows), default=0)
+def _record(*, brand: Brand, order_id: str, key: str, amount_minor: int | None, actor, reason: str) -> tuple[int, int]:
+    """The purchase amount and the order's refunded total after the refund ``key`` names,
+    recording the refund first if the key is new. Raises NotFound (``order_not_found``)."""
+    with transaction.atomic():
+        query = TriggerEvent.objects.filter(brand=brand, order_id=order_id, purchase_amount_minor__isnull=False)
+        if connection.vendor == "postgresql":
+            query = query.select_for_update()  # two refunds of one order take turns here
+        amounts = list(query.order_by("id").values_list("purchase_amount_minor", flat=True))
+        if not amounts:
+            raise NotFound(f"No purchase with order id {order_id!r}.", code="order_not_found")
+        purchase = max(amounts)
+        seen = list(
+            OrderRefund.objects.filter(brand=brand, order_id=order_id, key=key).values_list("total_minor", flat=True)
+        )
+        if seen:
+            return purchase, seen[0]
+        before = _total(brand=brand, order_id=order_id)
+        added = max(0, min(purchase if amount_minor is None else amount_minor, purchase - before))
+        OrderRefund.objects.create(
+            brand=brand,
+            order_id=order_id,
+            key=key,
+            amount_minor=added,
+            total_minor=before + added,
+            purchase_amount_minor=purchase,
+            reason=reason[:200],
+            actor=actor,
+            created_at=timezone.now(),
+        )
+        return purchase, before + added
+
+
+def _total(*, brand: Brand, order_id: str) -> int:
+    return OrderRefund.objects.filter(brand=brand, order_id=order_id).aggregate(t=Sum("amount_minor"))["t"] or 0
 
 
 def _refund_one(reward: Reward, purchase: int, refunded: int, *, key: str, plan, actor, reason: str) -> str:
@@ -103,7 +140,7 @@ def _refund_one(reward: Reward, purchase: int, refunded: int, *, key: str, plan,
             reward_void(reward=reward, actor=actor, reason=reason)
             return "voided"
         if amount >= reward.amount_minor:
-            return "unchanged"
+            return "unchanged"  # as far as this total takes it, or further (a later refund)
         fee = min(reward.fee_minor, fee_for(plan=plan, amount_minor=amount, currency=reward.currency))
         reward_reduce(
             reward=reward,
@@ -115,6 +152,10 @@ def _refund_one(reward: Reward, purchase: int, refunded: int, *, key: str, plan,
             note={"refunded_minor": refunded},
         )
         return "reduced"
+    except InvalidInput as exc:
+        if exc.code == "invalid_reduction":  # a later refund, committed meanwhile, took it further
+            return "unchanged"
+        raise
     except InvalidTransition as exc:
         if exc.code == "reward_in_payout":
             return "in_payout"

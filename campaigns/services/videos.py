@@ -7,6 +7,9 @@
 * ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
   the views of verified items still below a threshold.
 
+The key to the person's videos is kept while a reward for the item waits for its re-check before
+maturing (``campaigns.services.undone``: the video deleted or private, its views fallen).
+
 The platform is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
 """
@@ -25,6 +28,7 @@ from campaigns.models import (
 )
 from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
+from campaigns.services.undone import submission_recheck_waiting
 from campaigns.triggers import content_trigger, trigger_evidence
 from recipients import crypto
 
@@ -72,8 +76,11 @@ def _fetch(submission: VideoSubmission) -> Content | None:
 
 def _record(submission: VideoSubmission, **fields) -> None:
     fields["checked_at"] = timezone.now()
-    if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
-        fields["token_ciphertext"] = ""  # no more reading needed: drop the key to their videos
+    # No more reading needed: drop the key to their videos — unless a held reward for the item
+    # waits for its re-check before maturing (``campaigns.services.undone``), which drops it then.
+    done = fields.get("threshold_done") and not submission_recheck_waiting(submission=submission)
+    if done or fields.get("status") == VideoStatus.REJECTED:
+        fields["token_ciphertext"] = ""
     VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
 
 

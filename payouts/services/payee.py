@@ -26,6 +26,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -109,7 +110,7 @@ def payee_check_record(payout: Payout, *, vop: VerifyPayeeResult, action: VopAct
         fields += ["status", "needs_review", "review_reason"]
     payout.updated_at = now
     payout.save(update_fields=[*fields, "updated_at"])
-    BankAccount.objects.filter(pk=payout.bank_account_id).update(
+    _accounts_checked([payout.bank_account_id]).update(
         payee_check_result=vop.outcome, payee_check_name=(vop.suggested_name or "")[:200], payee_checked_at=now
     )
     data = {"vop_result": vop.outcome, "action": action, "suggested": vop.suggested_name or ""}
@@ -185,10 +186,17 @@ def payouts_payee_verify(*, payout_ids: list[int], now: datetime | None = None) 
                     vop_action=VopAction.PAY,
                     updated_at=now,
                 )
-                BankAccount.objects.filter(pk__in={account_id for _, account_id in group}).update(
+                _accounts_checked({account_id for _, account_id in group}).update(
                     payee_check_result=outcome, payee_check_name="", payee_checked_at=now
                 )
     return recorded
+
+
+def _accounts_checked(account_ids) -> QuerySet[BankAccount]:
+    """The accounts whose payee check is kept on the account (what other brands may take as proof
+    that the holder is paid there, ``recipients.selectors.iban_holders``): not a test tenant's,
+    whose check is the sandbox's answer; the payout keeps it either way."""
+    return BankAccount.objects.filter(pk__in=account_ids).exclude(person__brand__livemode=False)
 
 
 def payout_waits_for_person(payout: Payout) -> bool:

@@ -4,12 +4,13 @@ back, once per Idempotency-Key, and the books still balance."""
 import pytest
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Reward, RewardEvent
-from campaigns.services import EventInput, event_ingest, rewards_mature
+from campaigns.models import OrderRefund, Reward, RewardEvent
+from campaigns.services import EventInput, event_ingest, order_refund, rewards_mature
 from reconciliation.models import Account
 from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import ALL_SCOPES, client_for
 from tests.campaigns.factories import BrandFactory, funded_campaign, package
+from tests.reconciliation.test_ledger_concurrency import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +124,57 @@ def test_another_brands_order_is_not_found(shop, shop_api):
     response = refund(shop_api, "E-1", "k")
     assert response.status_code == 404
     assert Reward.objects.get(pk=reward.pk).status == "held"
+
+
+def test_refunds_with_different_keys_add_up_and_a_late_replay_adds_nothing(shop, shop_api):
+    campaign = funded_campaign(brand=shop, amount_minor=10_000, rules=[HELD_10PCT], mode="cashback")
+    reward = purchase(shop, "F-1")  # 500 on a 5,000 purchase
+    assert refund(shop_api, "F-1", "a", amount_minor=1_000).json()["refunded_minor"] == 1_000
+    assert refund(shop_api, "F-1", "b", amount_minor=1_000).json()["refunded_minor"] == 2_000
+    # "a" again, after "b": the same refund, not a third one.
+    assert refund(shop_api, "F-1", "a", amount_minor=1_000).json()["refunded_minor"] == 1_000
+    reward.refresh_from_db()
+    assert reward.amount_minor == 300  # 500 less 2,000/5,000 of it
+    assert list(OrderRefund.objects.filter(order_id="F-1").order_by("id").values_list("key", "total_minor")) == [
+        ("a", 1_000),
+        ("b", 2_000),
+    ]
+    # More than what is left refunds the rest, once.
+    assert refund(shop_api, "F-1", "c", amount_minor=9_000).json()["refunded_minor"] == 5_000
+    assert refund(shop_api, "F-1", "d").json()["refunded_minor"] == 5_000
+    assert OrderRefund.objects.get(key="d").amount_minor == 0
+    reward.refresh_from_db()
+    assert reward.status == "voided"
+    assert available(campaign) == 10_000
+    assert ledger_verify_report().ok
+
+
+def test_partial_refunds_of_a_payable_reward_add_up_to_its_claw_back(shop, shop_api):
+    campaign = funded_campaign(brand=shop, amount_minor=10_000, rules=[NOW_10PCT], mode="cashback")
+    reward = purchase(shop, "G-1")
+    rewards_mature()
+    assert refund(shop_api, "G-1", "p1", amount_minor=3_000).json()["rewards"][0]["outcome"] == "payable_partial"
+    second = refund(shop_api, "G-1", "p2", amount_minor=2_000).json()
+    assert (second["refunded_minor"], second["rewards"][0]["outcome"]) == (5_000, "clawed_back")
+    reward.refresh_from_db()
+    assert reward.status == "clawed_back"
+    assert available(campaign) == 10_000
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_refunds_with_different_keys_all_count(shop):
+    """Four partial refunds of one order at once, each with its own key: the order's total is
+    their sum and the reward ends where that total puts it, whichever committed first."""
+    funded_campaign(brand=shop, amount_minor=10_000, rules=[HELD_10PCT], mode="cashback")
+    reward = purchase(shop, "H-1")  # 500 on 5,000
+
+    def one(i):
+        return order_refund(brand=shop, order_id="H-1", key=f"k{i}", amount_minor=500).refunded_minor
+
+    totals = run_concurrently(one, n=4)
+    assert sorted(totals) == [500, 1_000, 1_500, 2_000], totals
+    reward.refresh_from_db()
+    assert reward.amount_minor == 300  # 500 less 2,000/5,000 of it
+    assert ledger_verify_report().ok

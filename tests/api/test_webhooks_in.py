@@ -246,3 +246,26 @@ def test_a_refused_method_on_an_inbound_webhook_is_problem_json(client, path):
     assert response.status_code == 405
     assert response["Content-Type"] == "application/problem+json"
     assert response.json()["code"] == "method_not_allowed" and "POST" in response["Allow"]
+
+
+def test_one_door_for_every_registered_provider_and_none_for_others(db, wise_key, caplog):
+    unknown = Client().post("/api/webhooks/stripe/", b"{}", content_type="application/json")
+    assert (unknown.status_code, unknown.json()["code"]) == (404, "not_found")
+    assert Client().get("/api/webhooks/stripe/").status_code == 404
+    with caplog.at_level(logging.WARNING, logger="security"):
+        assert Client().get("/api/webhooks/tiktok/", {"hub.challenge": "1"}).status_code == 403  # no check of its own
+    assert not InboundWebhook.objects.exists()
+
+
+def test_a_delivery_keeps_its_providers_headers_and_never_credentials(db, wise_key):
+    body = wise_state_change(1, "processing")
+    signature = base64.b64encode(wise_key.sign(body, padding.PKCS1v15(), hashes.SHA256())).decode()
+    response = Client().post(
+        "/api/webhooks/wise/", body, content_type="application/json", HTTP_X_SIGNATURE_SHA256=signature,
+        HTTP_X_DELIVERY_ID="d-9", HTTP_AUTHORIZATION="Bearer secret", HTTP_COOKIE="sessionid=x",
+        HTTP_TIKTOK_SIGNATURE="t=1,s=2",
+    )  # fmt: skip
+    assert response.status_code == 200
+    kept = {k.lower() for k in InboundWebhook.objects.get().headers}
+    assert {"x-signature-sha256", "x-delivery-id", "content-type"} <= kept
+    assert not kept & {"authorization", "cookie", "tiktok-signature"}

@@ -17,6 +17,7 @@ from campaigns.services import (
     rewards_mature,
     rule_create,
 )
+from campaigns.services.brands import brand_funds_account
 from campaigns.services.rewards import platform_fees_account
 from campaigns.services.test_mode import (
     TRIAL_BALANCE_MINOR,
@@ -41,6 +42,7 @@ from tests.campaigns.conftest import event
 from tests.campaigns.factories import CAMPAIGN_START, BrandFactory, funded_campaign
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import DEBTOR_IBAN, iban
+from tests.reconciliation.test_ledger_concurrency import run_concurrently
 
 pytestmark = pytest.mark.postgres
 
@@ -343,3 +345,25 @@ def test_ledger_verify_fails_an_entry_that_mixes_test_and_live_books(db):
     # then the books do not verify, and the report names the entry
     report = ledger_verify_report()
     assert not report.ok and report.mixed_books_entries == [entry.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simulated_transfers_at_once_never_pass_the_test_funds_limit(live):
+    """Six simulated transfers of the largest size at once, into a tenant that holds its free
+    balance: only as many as fit under the limit are booked, the others are refused."""
+    tenant = trial_tenant_open(brand=live)
+
+    def transfer(i):
+        return trial_topup_simulate(tenant=tenant, amount_minor=TRIAL_TOPUP_MAX_MINOR, idempotency_key=f"k{i}")
+
+    results = run_concurrently(transfer, n=6)
+
+    fits = (TRIAL_FUNDS_MAX_MINOR - TRIAL_BALANCE_MINOR) // TRIAL_TOPUP_MAX_MINOR
+    refused = [r for r in results if isinstance(r, InvalidInput)]
+    assert len(results) - len(refused) == fits, results
+    assert all(r.code == "test_funds_limit" for r in refused)
+    funds = brand_funds_account(brand=tenant, currency="EUR")
+    assert funds.posted_minor == TRIAL_BALANCE_MINOR + fits * TRIAL_TOPUP_MAX_MINOR <= TRIAL_FUNDS_MAX_MINOR
+    # a booked transfer sent again is the same transfer, even with the funds at the limit
+    booked = next(i for i, r in enumerate(results) if not isinstance(r, InvalidInput))
+    assert transfer(booked).replayed

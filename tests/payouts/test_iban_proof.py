@@ -4,7 +4,8 @@ holder counts for nothing in this brand's "people sharing an IBAN" signal."""
 
 import pytest
 
-from payouts.models import PayoutStatus
+from campaigns.models import Brand
+from payouts.models import Payout, PayoutStatus
 from payouts.services import payout_execute, payout_mark_returned, payouts_create_for_payable
 from recipients.brand_people import person_register
 from recipients.models import BankAccount
@@ -62,3 +63,27 @@ def test_a_payee_match_proves_the_holder_and_a_later_mismatch_does_not(brand, ca
     BankAccount.objects.filter(person=vera).update(payee_check_result="no_match")
     assert counts(rival, fingerprint) == 1
     assert counts(brand, fingerprint) == 1
+
+
+@pytest.mark.postgres
+def test_a_test_tenants_payout_and_payee_check_prove_nothing_to_other_brands(sandbox, debtor, brand, campaign):
+    """The sandbox settles and "matches" whatever a brand types in test mode: its test people
+    must not count at another brand (they would push its rewards into review, and let a test
+    tenant probe who holds an IBAN there)."""
+    account_iban = iban()
+    reward = payable_reward(brand, account_iban=account_iban, email="vera@example.com")
+    fingerprint = BankAccount.objects.get(person=reward.person).iban_fingerprint
+    rival = BrandFactory(name="Rival Shop", slug="rival-shop")
+    person_register(brand=rival, identity=IdentityInput(email="mule@example.com", iban=account_iban))
+    # the paying brand is a test tenant (of the rival, as good as any live brand here)
+    Brand.objects.filter(pk=brand.pk).update(livemode=False, test_of=rival, live_since=None)
+    BankAccount.objects.filter(person=reward.person).update(payee_check_result="")
+
+    (payout_id,) = payouts_create_for_payable().created
+    payout_execute(payout_id=payout_id)
+
+    payout = Payout.objects.get(pk=payout_id)
+    assert (payout.status, payout.rail) == (PayoutStatus.SETTLED, "sandbox")
+    assert payout.vop_checked_at is not None  # the payout keeps the sandbox's answer …
+    assert BankAccount.objects.get(person=reward.person).payee_check_result == ""  # … the account does not
+    assert counts(rival, fingerprint) == 1

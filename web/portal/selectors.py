@@ -15,6 +15,7 @@ from campaigns.models.events import LIVE_STATUSES
 from campaigns.selectors import campaigns_with_budget
 from core.exceptions import NotFound
 from payouts.models import PayoutItem, PayoutStatus
+from recipients.models import Notice
 from reconciliation.selectors import account_balance_by_code
 
 CHART_DAYS = 30
@@ -170,3 +171,11 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
         paid_per_day_minor=[paid.get(d, 0) or 0 for d in days],
         chart_currency=chart_currency,
     )
+
+
+def test_inbox(*, tenant: Brand, limit: int = 20) -> QuerySet[Notice]:
+    """The latest messages to a test tenant's people (delivered to its test inbox, never sent:
+    ``recipients.services.notices``), newest first. Only a test tenant has one."""
+    if tenant.livemode:
+        return Notice.objects.none()
+    return Notice.objects.filter(person__brand=tenant).select_related("person").order_by("-id")[:limit]

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from campaigns.entitlements import entitlement_default_trigger
-from campaigns.models import BrandRole, Campaign, CampaignStatus, RewardRule
+from campaigns.models import UNDO_POLICY_FIELDS, BrandRole, Campaign, CampaignStatus, RewardRule
 from campaigns.selectors import campaign_budget
 from campaigns.services import (
     campaign_allocate,
@@ -71,6 +71,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "vop_not_possible": data["vop_not_possible"],
         "claim_window_days": data.get("claim_window_days"),
         "buyer_claim_links": bool(data.get("buyer_claim_links")),
+        **{name: bool(data.get(name)) for name in UNDO_POLICY_FIELDS},
     }
 
 

@@ -1,5 +1,6 @@
-"""The brand's plan: what it includes, its fees, this month's usage against its allowances, and
-a request to ops for another plan (``upgrade_request_create``; ops answer in the admin)."""
+"""The brand's plan: what it includes, its fees, this month's usage against its allowances, its
+monthly fees charged (taken from the funds, or due until a top-up covers them), and a request to
+ops for another plan (``upgrade_request_create``; ops answer in the admin)."""
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -8,7 +9,13 @@ from django.views.decorators.http import require_http_methods
 
 from campaigns.entitlements import plan_display_name
 from campaigns.models import BrandRole, Channel, Trigger
-from campaigns.selectors import brand_plan_current, brand_usage_month, plans_for_sale, upgrade_requests_open
+from campaigns.selectors import (
+    brand_plan_current,
+    brand_usage_month,
+    plan_charges_recent,
+    plans_for_sale,
+    upgrade_requests_open,
+)
 from campaigns.services import upgrade_request_create
 from core.exceptions import ApplicationError
 from web.portal.access import brand_view
@@ -53,5 +60,6 @@ def plan(request, access):
             "others": [(p, plan_display_name(p)) for p in others],
             "form": form,
             "pending": upgrade_requests_open(brand=brand),
+            "charges": [(c, plan_display_name(c.plan)) for c in plan_charges_recent(brand=brand)],
         },
     )

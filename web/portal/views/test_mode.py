@@ -10,7 +10,8 @@ import uuid
 
 from django import forms
 from django.contrib import messages
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
@@ -30,9 +31,12 @@ from campaigns.services.test_mode import (
 )
 from core.exceptions import ApplicationError
 from core.money import to_minor
+from payouts.notices import notice_render
+from recipients.models import Notice
+from recipients.selectors import person_root
 from web.portal.access import brand_view
 from web.portal.forms import MONEY
-from web.portal.selectors import brand_unallocated_minor
+from web.portal.selectors import brand_unallocated_minor, test_inbox
 from web.portal.views.common import report
 
 RESET_WORD = "RESET"
@@ -98,6 +102,7 @@ def test_mode(request, access):
             "transfer_form": TestTransferForm(initial={"key": uuid.uuid4().hex}),
             "reset_form": ResetForm(),
             "test_funds_minor": brand_unallocated_minor(brand=tenant, currency=tenant.default_currency),
+            "inbox": test_inbox(tenant=tenant),
             **_limits(tenant.default_currency),
         },
     )
@@ -133,6 +138,24 @@ def test_reset(request, access):
     fresh = trial_tenant_reset(brand=access.live_brand)
     messages.success(request, _("Test data reset: a fresh test mode with a new free test balance."))
     return redirect("portal:test_mode", brand_slug=fresh.slug)
+
+
+@brand_view()
+@require_http_methods(["GET"])
+def test_inbox_message(request, access, notice_id: int):
+    """A message to a test person as they would have read it (in their language), with its link:
+    the way a tester follows the person's side of the flow. Only the test tenant's own."""
+    if access.brand.livemode:
+        return redirect("portal:test_mode", brand_slug=access.brand.slug)
+    notice = get_object_or_404(Notice, pk=notice_id, person__brand=access.brand)
+    person = person_root(person=notice.person)
+    with translation.override(person.preferred_language or None):
+        text = notice_render(notice, person)
+    return render(
+        request,
+        "portal/test_inbox_message.html",
+        {"access": access, "brand": access.brand, "notice": notice, "text": text},
+    )
 
 
 @brand_view()
