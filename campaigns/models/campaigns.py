@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from campaigns.models.brands import Brand
+from core.money import format_minor
 
 
 class CampaignMode(models.TextChoices):
@@ -294,4 +295,4 @@ class BudgetAlert(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.threshold_pct}% of {self.funded_minor} spent"
+        return f"{self.threshold_pct}% of {format_minor(self.funded_minor, self.campaign.currency)} spent"

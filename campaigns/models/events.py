@@ -7,6 +7,7 @@ from campaigns.models.brands import Brand
 from campaigns.models.campaigns import Campaign
 from campaigns.models.rules import RewardRule
 from campaigns.triggers import PLATFORM_SOURCES, trigger_values
+from core.money import format_minor
 
 # Where an event came from: the partner API, each platform of ``campaigns.triggers.PLATFORM_SOURCES``
 # (its first-party events; the member is its name in upper case), the claim page, the admin.
@@ -269,7 +270,7 @@ class Reward(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"reward #{self.pk} {self.amount_minor} {self.currency} {self.status}"
+        return f"reward #{self.pk} {format_minor(self.amount_minor, self.currency)} {self.status}"
 
     @property
     def reserved_minor(self) -> int:

@@ -402,7 +402,11 @@ ACCOUNT_EMAIL_CONFIRMATION_AUTHENTICATED_REDIRECT_URL = "/portal/"
 ACCOUNT_UNIQUE_EMAIL = True
 ACCOUNT_USER_MODEL_USERNAME_FIELD = "username"
 ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
-ACCOUNT_EMAIL_SUBJECT_PREFIX = "[JoyBack] "
+ACCOUNT_ADAPTER = "web.portal.accounts.PortalAccountAdapter"
+# How e-mails name the platform; the domain defaults to the host of CLAIM_BASE_URL.
+SITE_NAME = os.environ.get("SITE_NAME", "JoyBack")
+SITE_DOMAIN = os.environ.get("SITE_DOMAIN", "")
+ACCOUNT_EMAIL_SUBJECT_PREFIX = f"[{SITE_NAME}] "
 ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "JoyBack <no-reply@joyback.example>")
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]

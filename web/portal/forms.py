@@ -2,6 +2,7 @@
 with ``core.money.to_minor`` (which refuses extra decimals rather than rounding); the rule's own
 ``clean()`` (via ``rule_create``) is the single source of the validation rules."""
 
+import zoneinfo
 from datetime import datetime
 from decimal import Decimal
 
@@ -36,6 +37,10 @@ def _money_field(label, help_text="") -> forms.DecimalField:
     return forms.DecimalField(label=label, required=False, help_text=help_text, **MONEY)
 
 
+def _timezone_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(zoneinfo.available_timezones())]
+
+
 class BrandForm(forms.Form):
     name = forms.CharField(label=_("Brand name"), max_length=200)
     default_currency = forms.ChoiceField(label=_("Currency"), choices=[(c, c) for c in settings.CURRENCIES])
@@ -55,34 +60,12 @@ class CampaignForm(forms.Form):
     ends_at = forms.DateTimeField(
         label=_("Ends at"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    timezone = forms.CharField(
-        label=_("Time zone"), max_length=64, initial="Europe/Rome", validators=[validate_timezone]
+    timezone = forms.ChoiceField(
+        label=_("Time zone"), choices=_timezone_choices, initial="Europe/Rome", validators=[validate_timezone]
     )
     payout_mode = forms.ChoiceField(label=_("Payout mode"), choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
     aggregate_minutes = forms.IntegerField(
         label=_("Aggregate interval (minutes)"), min_value=0, initial=0, required=False
-    )
-    # Verification of Payee: what a payout does when the person's bank answers other than "match".
-    vop_no_match = forms.ChoiceField(
-        label=Campaign._meta.get_field("vop_no_match").verbose_name,
-        help_text=Campaign._meta.get_field("vop_no_match").help_text,
-        choices=VOP_ACTIONS_WITHOUT_ASK,
-        initial=VopAction.REVIEW,
-        required=False,
-    )
-    vop_close_match = forms.ChoiceField(
-        label=Campaign._meta.get_field("vop_close_match").verbose_name,
-        help_text=Campaign._meta.get_field("vop_close_match").help_text,
-        choices=VopAction.choices,
-        initial=VopAction.ASK,
-        required=False,
-    )
-    vop_not_possible = forms.ChoiceField(
-        label=Campaign._meta.get_field("vop_not_possible").verbose_name,
-        help_text=Campaign._meta.get_field("vop_not_possible").help_text,
-        choices=VOP_ACTIONS_WITHOUT_ASK,
-        initial=VopAction.PAY,
-        required=False,
     )
     claim_window_days = forms.IntegerField(
         label=_("Days to give a bank account"),
@@ -124,6 +107,30 @@ class CampaignForm(forms.Form):
         required=False,
         initial=True,
     )
+    # Verification of Payee: what a payout does when the person's bank answers other than "match".
+    vop_no_match = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_no_match").verbose_name,
+        help_text=Campaign._meta.get_field("vop_no_match").help_text,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        initial=VopAction.REVIEW,
+        required=False,
+    )
+    vop_close_match = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_close_match").verbose_name,
+        help_text=Campaign._meta.get_field("vop_close_match").help_text,
+        choices=VopAction.choices,
+        initial=VopAction.ASK,
+        required=False,
+    )
+    vop_not_possible = forms.ChoiceField(
+        label=Campaign._meta.get_field("vop_not_possible").verbose_name,
+        help_text=Campaign._meta.get_field("vop_not_possible").help_text,
+        choices=VOP_ACTIONS_WITHOUT_ASK,
+        initial=VopAction.PAY,
+        required=False,
+    )
+    # Asked last, folded under "advanced": what is rewarded, the money and the dates come first.
+    ADVANCED = ("vop_no_match", "vop_close_match", "vop_not_possible")
 
     def __init__(self, *args, live: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -131,6 +138,12 @@ class CampaignForm(forms.Form):
         if live:
             for name in ("slug", "mode", "currency", "starts_at", "timezone"):
                 self.fields[name].disabled = True
+
+    def main_fields(self) -> list:
+        return [f for f in self if f.name not in self.ADVANCED]
+
+    def advanced_fields(self) -> list:
+        return [f for f in self if f.name in self.ADVANCED]
 
     def clean(self):
         data = super().clean()
@@ -142,7 +155,7 @@ class CampaignForm(forms.Form):
         if data.get("payout_mode") == PayoutMode.AGGREGATE and not data.get("aggregate_minutes"):
             self.add_error("aggregate_minutes", _("Aggregate payouts need an interval in minutes."))
         data["aggregate_minutes"] = data.get("aggregate_minutes") or 0
-        for name in ("vop_no_match", "vop_close_match", "vop_not_possible"):
+        for name in self.ADVANCED:
             # A form posted without the policy (an older page) keeps what is set, or the default.
             data[name] = data.get(name) or self.initial.get(name) or self.fields[name].initial
         return data

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
+from campaigns.entitlements import entitlement_default_trigger
 from campaigns.models import UNDO_POLICY_FIELDS, BrandRole, Campaign, CampaignStatus, RewardRule
 from campaigns.selectors import campaign_budget
 from campaigns.services import (
@@ -80,7 +81,7 @@ def campaign_new(request, access):
     form = CampaignForm(request.POST or None, initial={"currency": access.brand.default_currency})
     if request.method == "POST" and form.is_valid():
         try:
-            campaign = campaign_create(brand=access.brand, **_campaign_fields(form))
+            campaign = campaign_create(brand=access.brand, actor=request.user, **_campaign_fields(form))
         except ApplicationError as exc:
             messages_by_field = {k: v for k, v in (exc.details or {}).items() if isinstance(v, list)}
             if messages_by_field:
@@ -218,7 +219,8 @@ def _rule_page(request, access, campaign, form, rule=None):
 @require_http_methods(["GET", "POST"])
 def rule_new(request, access, campaign_id: int):
     campaign = _campaign(access, campaign_id)
-    form = RuleForm(request.POST or None, currency=campaign.currency)
+    trigger = entitlement_default_trigger(brand=access.brand, mode=campaign.mode)
+    form = RuleForm(request.POST or None, initial={"trigger": trigger}, currency=campaign.currency)
     if request.method == "POST" and "save" in request.POST and form.is_valid():
         try:
             rule_create(campaign=campaign, **form.cleaned_fields)
