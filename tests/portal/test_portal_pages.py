@@ -8,6 +8,7 @@ from datetime import date, timedelta
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils import timezone
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
 from campaigns.services import brand_topup_record, campaign_allocate, campaign_resume, event_ingest
@@ -153,6 +154,24 @@ def test_rewards_csv_streams_only_my_rewards(owner, brand_a, campaign_a, brand_b
     rows = body.strip().splitlines()
     assert rows[0].startswith("id,created_at,campaign") and len(rows) == 2
     assert ",summer,tiktok_login,held,5.00," in rows[1]
+
+
+def test_the_tables_filter_by_every_field_and_a_bad_value_filters_nothing(owner, brand_a, campaign_a):
+    event_ingest(brand=brand_a, payload=event(email="a@example.com"))
+    today = timezone.localdate().isoformat()
+
+    def rows(query: str) -> int:
+        response = owner.get(f"/portal/alpha/rewards/?format=csv&{query}")
+        return len(b"".join(response.streaming_content).decode().strip().splitlines()) - 1
+
+    assert rows(f"campaign=summer&status=held&trigger=tiktok_login&date_from={today}&date_to={today}") == 1
+    assert rows("status=paid") == 0
+    assert rows("trigger=purchase") == 0
+    assert rows("campaign=other") == 0
+    assert rows("date_from=2999-01-01") == 0
+    assert rows("date_from=not-a-date") == 1  # ignored, never a 500
+    page = owner.get("/portal/alpha/payouts/?status=settled&date_to=garbage")
+    assert page.status_code == 200
 
 
 def test_invitation_by_email_then_accept(owner, brand_a, django_capture_on_commit_callbacks):

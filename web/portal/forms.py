@@ -334,17 +334,6 @@ class FundingForm(forms.Form):
     amount = forms.DecimalField(label=_("Amount (optional, for the QR code)"), required=False, **MONEY)
 
 
-class TableFilterForm(forms.Form):
-    """Filters shared by the rewards and payouts tables (GET, so a filtered view can be bookmarked
-    and exported as it is)."""
-
-    campaign = forms.CharField(required=False)
-    status = forms.CharField(required=False)
-    trigger = forms.CharField(required=False)
-    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-
-
 def aware(value: datetime | None) -> datetime | None:
     if value is not None and timezone.is_naive(value):
         return timezone.make_aware(value)
