@@ -249,3 +249,6 @@ from recipients.models_claims import AccountChange, ClaimLink, WhatsAppOptInCode
 
 # Notices to people, the outbox of what they must be told (their own module).
 from recipients.models_notices import Notice, NoticeDelivery, NoticeKind  # noqa: E402, F401
+
+# Marketing consent and its trail (their own module).
+from recipients.models_consent import ConsentEvent, MarketingConsent  # noqa: E402, F401

@@ -8,12 +8,12 @@ import functools
 from collections.abc import Callable
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
 from recipients import crypto
-from recipients.models import BankAccount, Identifier, IdentifierKind, Person
+from recipients.models import BankAccount, Identifier, IdentifierKind, MarketingConsent, Person
 from recipients.normalise import email_normalise, iban_normalise, phone_normalise
 
 
@@ -252,3 +252,33 @@ def person_find(*, brand_id: int, kind: str, value: str, phone_region: str = "")
     if identifier is None:
         return None
     return person_root(person=identifier.person)
+
+
+def _newest_identifier(kind: str) -> Subquery:
+    """The newest active ``kind`` identifier of the consenting person's human (the root that gave
+    the consent and everyone merged into it)."""
+    return Subquery(
+        Identifier.objects.filter(
+            Q(person_id=OuterRef("person_id")) | Q(person__merged_into_id=OuterRef("person_id")),
+            kind=kind,
+            is_active=True,
+        )
+        .order_by("-created_at", "-id")
+        .values("value")[:1]
+    )
+
+
+def brand_contacts(*, brand_id: int) -> QuerySet:
+    """The brand's contacts: one row per active marketing consent of a person not erased, with
+    the person's name (``name``), newest e-mail, WhatsApp number and social account
+    (``provider:uid``) annotated. People who did not consent (or withdrew) are not here at all:
+    this is the only read that shows a brand its people's contact details."""
+    return (
+        MarketingConsent.objects.filter(brand_id=brand_id, withdrawn_at__isnull=True, person__erased_at__isnull=True)
+        .select_related("person")
+        .annotate(
+            email=_newest_identifier(IdentifierKind.EMAIL),
+            whatsapp=_newest_identifier(IdentifierKind.WHATSAPP),
+            social=_newest_identifier(IdentifierKind.SOCIAL),
+        )
+    )
