@@ -18,11 +18,13 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core import signing
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.exceptions import InvalidInput, InvalidTransition, NotFound
+from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from recipients import crypto
 from recipients.models import Person
 from recipients.models_consent import (
@@ -104,6 +106,7 @@ def consent_give(
         data={"version": version, "language": language},
         created_at=now,
     )
+    hook_fire(AUDIT_ROWS_WRITTEN)  # the brand's webhook, collected after the commit
     return consent
 
 
@@ -170,6 +173,7 @@ def _close(consent: MarketingConsent, *, channel: str, now: datetime, actor) -> 
         data={"version": consent.text_version},
         created_at=now,
     )
+    hook_fire(AUDIT_ROWS_WRITTEN)
 
 
 def _ip_hash(ip: str) -> str:
@@ -214,11 +218,12 @@ def consent_from_token(*, token: str) -> MarketingConsent:
 def consent_withdraw_by_link(*, token: str, now: datetime | None = None) -> MarketingConsent:
     """The person confirmed on the withdrawal link's page: the consent it names is withdrawn
     (``link``). Returns it, withdrawn now or before (a replay is a no-op). Raises NotFound for a
-    token that does not work. Joins the caller's transaction."""
+    token that does not work. Its own transaction (a savepoint inside the caller's)."""
     consent = consent_from_token(token=token)
-    consent_withdraw(
-        person=consent.person, brand=consent.brand, channel=WithdrawalChannel.LINK, consent_id=consent.pk, now=now
-    )
+    with transaction.atomic():
+        consent_withdraw(
+            person=consent.person, brand=consent.brand, channel=WithdrawalChannel.LINK, consent_id=consent.pk, now=now
+        )
     consent.refresh_from_db()
     return consent
 
