@@ -6,6 +6,7 @@ fills from its ``AppConfig.ready``."""
 
 import functools
 from collections.abc import Callable
+from datetime import date
 
 from django.db import connection
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -268,12 +269,20 @@ def _newest_identifier(kind: str) -> Subquery:
     )
 
 
-def brand_contacts(*, brand_id: int) -> QuerySet:
+def brand_contacts(
+    *,
+    brand_id: int,
+    search: str = "",
+    channel: str = "",
+    given_from: date | None = None,
+    given_to: date | None = None,
+) -> QuerySet:
     """The brand's contacts: one row per active marketing consent of a person not erased, with
-    the person's name (``name``), newest e-mail, WhatsApp number and social account
+    the person (``person.display_name``), their newest e-mail, WhatsApp number and social account
     (``provider:uid``) annotated. People who did not consent (or withdrew) are not here at all:
-    this is the only read that shows a brand its people's contact details."""
-    return (
+    this is the only read that shows a brand its people's contact details. Filters: ``search``
+    in the name, e-mail or number; the consent's ``channel``; the day it was given (inclusive)."""
+    rows = (
         MarketingConsent.objects.filter(brand_id=brand_id, withdrawn_at__isnull=True, person__erased_at__isnull=True)
         .select_related("person")
         .annotate(
@@ -282,3 +291,15 @@ def brand_contacts(*, brand_id: int) -> QuerySet:
             social=_newest_identifier(IdentifierKind.SOCIAL),
         )
     )
+    search = (search or "").strip()
+    if search:
+        rows = rows.filter(
+            Q(person__display_name__icontains=search) | Q(email__icontains=search) | Q(whatsapp__icontains=search)
+        )
+    if channel:
+        rows = rows.filter(channel=channel)
+    if given_from:
+        rows = rows.filter(given_at__date__gte=given_from)
+    if given_to:
+        rows = rows.filter(given_at__date__lte=given_to)
+    return rows

@@ -33,6 +33,7 @@ from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink
+from recipients.models_consent import ConsentChannel
 from recipients.normalise import AccountInfo, iban_normalise
 from recipients.selectors import person_cluster_ids, person_current_bank_account
 from recipients.services import (
@@ -42,7 +43,6 @@ from recipients.services import (
     person_resolve,
     person_root_lock,
 )
-from recipients.models_consent import ConsentChannel
 from recipients.services.consent import consent_give
 from recipients.services.identity import Identity, identity_normalise
 from recipients.services.notices import NoticeNew, notices_record
