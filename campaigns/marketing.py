@@ -47,8 +47,8 @@ def marketing_consent_text(*, brand: Brand, language: str) -> ConsentText:
         ) % {"brand": brand.name}
         text = _(
             "Yes, %(who)s may use my name and contact details (e-mail, WhatsApp number, social account) to send "
-            "me %(purpose)s. This is optional. I can withdraw at any time with the link in every message, by "
-            "replying STOP on WhatsApp, or by writing to %(who)s."
+            "me %(purpose)s. This is optional, and I can withdraw at any time by writing to %(who)s, with the link "
+            "in every message or by replying STOP on WhatsApp."
         ) % {"who": brand_legal_name(brand), "purpose": purpose}
     return ConsentText(text=text, version=text_version(text), language=language)
 
