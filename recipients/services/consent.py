@@ -215,17 +215,18 @@ def consent_from_token(*, token: str) -> MarketingConsent:
     return consent
 
 
-def consent_withdraw_by_link(*, token: str, now: datetime | None = None) -> MarketingConsent:
+def consent_withdraw_by_link(*, token: str, now: datetime | None = None) -> tuple[MarketingConsent, bool]:
     """The person confirmed on the withdrawal link's page: the consent it names is withdrawn
-    (``link``). Returns it, withdrawn now or before (a replay is a no-op). Raises NotFound for a
-    token that does not work. Its own transaction (a savepoint inside the caller's)."""
+    (``link``). Returns it and whether this call withdrew it (a replay is a no-op: False).
+    Raises NotFound for a token that does not work. Its own transaction (a savepoint inside the
+    caller's)."""
     consent = consent_from_token(token=token)
     with transaction.atomic():
-        consent_withdraw(
+        withdrawn = consent_withdraw(
             person=consent.person, brand=consent.brand, channel=WithdrawalChannel.LINK, consent_id=consent.pk, now=now
         )
     consent.refresh_from_db()
-    return consent
+    return consent, bool(withdrawn)
 
 
 def consent_withdraw_url(*, consent_id: int) -> str:

@@ -18,7 +18,10 @@ from web.claim.views import LANGUAGES, takes_secret
 @takes_secret
 def consent_withdraw(request, token: str):
     try:
-        consent = consent_withdraw_by_link(token=token) if request.method == "POST" else consent_from_token(token=token)
+        if request.method == "POST":
+            consent, just_now = consent_withdraw_by_link(token=token)
+        else:
+            consent, just_now = consent_from_token(token=token), False
     except NotFound:
         raise Http404
     # The switch's choice (its cookie) wins; else the language the consent was given in.
@@ -33,6 +36,6 @@ def consent_withdraw(request, token: str):
             "brand": consent.brand,
             "lang": language,
             "withdrawn": consent.withdrawn_at is not None,
-            "just_now": request.method == "POST",
+            "just_now": just_now,
         },
     )
