@@ -17,12 +17,24 @@ from recipients.models_consent import ConsentEvent, MarketingConsent
 from recipients.selectors import brand_contacts
 from recipients.services.consent import consent_withdraw_token
 from recipients.services.notices import NoticeNew, notices_record, notices_send_due
+from tests.campaigns.factories import funded_campaign
 from tests.claim.test_claim_flow import GOOD_IBAN
-from tests.claim.test_claim_links import purchase, shop  # noqa: F401 - fixture
+from tests.claim.test_claim_links import purchase
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 OWNER = {"name": "Anna Bianchi", "iban": GOOD_IBAN, "consent": "on"}
+
+
+@pytest.fixture
+def shop(brand_a):
+    return funded_campaign(
+        brand=brand_a,
+        amount_minor=10_000,
+        slug="shop",
+        mode="cashback",
+        rules=[{"trigger": "purchase", "fixed_minor": 1000, "verification": "partner_attested"}],
+    )
 
 
 def box(html: str) -> str:
