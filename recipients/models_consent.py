@@ -19,12 +19,13 @@ Its ``data`` never holds personal data: ids, channels, filters and counts.
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 
 class ConsentChannel(models.TextChoices):
-    CLAIM_PAGE = "claim_page", "Claim page"
-    WHATSAPP = "whatsapp", "WhatsApp"
-    API = "api", "API"
+    CLAIM_PAGE = "claim_page", _("Claim page")
+    WHATSAPP = "whatsapp", _("WhatsApp")
+    API = "api", _("API")
 
 
 class WithdrawalChannel(models.TextChoices):
