@@ -40,6 +40,8 @@ from recipients.services.roots import person_root_lock
 WITHDRAW_SALT = "consent.withdraw"
 USER_AGENT_MAX = 300
 LANGUAGES = ("en", "it")
+# Filters whose value is free text a person may be named in.
+SEARCH_FILTERS = frozenset({"search", "q"})
 
 
 def consent_give(
@@ -253,8 +255,12 @@ def contacts_export_record(
 ) -> ConsentEvent:
     """The audit row of one export of the brand's contacts (a portal CSV, an API page), written
     before the data leaves: who (``actor``, or the API key's prefix), through which channel, with
-    which filters and, when known, how many rows. Joins the caller's transaction."""
-    data = {"filters": {k: str(v) for k, v in (filters or {}).items() if v not in (None, "")}}
+    which filters and, when known, how many rows. Joins the caller's transaction.
+
+    A search's text is not kept, only that there was one: it may be someone's e-mail or name,
+    and an export's row belongs to no person, so erasure would never find it."""
+    used = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
+    data = {"filters": {k: "(given)" if k in SEARCH_FILTERS else str(v) for k, v in used.items()}}
     if rows is not None:
         data["rows"] = rows
     if api_key:
