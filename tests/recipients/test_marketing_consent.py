@@ -8,13 +8,15 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from campaigns.marketing import brand_marketing_purpose_set, marketing_consent_text, text_version
+from core.audit import audit_verify
+from core.audit_models import AuditTrail
 from core.exceptions import InvalidInput, InvalidTransition
 from core.retention import retention_purge
 from recipients.models import Identifier, IdentifierKind
 from recipients.models_consent import ConsentEvent, ConsentEventKind, MarketingConsent
 from recipients.selectors import brand_contacts
 from recipients.services import person_erase, person_export
-from recipients.services.consent import consent_give, consent_withdraw
+from recipients.services.consent import consent_give, consent_withdraw, contacts_export_record
 from tests.campaigns.factories import BrandFactory
 from tests.recipients.factories import PersonFactory
 
@@ -265,3 +267,20 @@ def test_retention_blanks_the_proof_of_old_withdrawals_and_keeps_active_ones(bra
     assert report.counts["marketing_consent_proofs"] == 1
     assert MarketingConsent.objects.get(person=gone).ip_hash == ""
     assert MarketingConsent.objects.get(person=kept).ip_hash != ""
+
+
+def test_the_audit_trail_lists_consents_on_the_person_and_exports_on_the_brand(brand):
+    person = contact(brand)
+    give(person)
+    consent_withdraw(person=person, channel="link")
+    contacts_export_record(brand=brand, channel="api", filters={"search": "giulia"}, rows=0)
+
+    rows = AuditTrail.objects.filter(uid__startswith="consent:").order_by("created_at", "uid")
+
+    assert [(r.object_type, r.object_id, r.kind) for r in rows] == [
+        ("person", person.pk, "consent.given"),
+        ("person", person.pk, "consent.withdrawn"),
+        ("brand", brand.pk, "contacts.exported"),
+    ]
+    assert rows[2].data["filters"] == {"search": "(given)"} and rows[2].data["brand"] == brand.pk
+    assert audit_verify().ok
