@@ -86,7 +86,7 @@ class PersonDetailView(BrandAPIView):
 
 
 class ContactFilter(FilterSet):
-    person = IdFilter(field_name="person_id")
+    person = IdFilter(field_name="root_id")
     channel = django_filters.ChoiceFilter(choices=ConsentChannel.choices)
     given_after = DateTimeFilter(field_name="given_at", lookup_expr="gte")
     given_before = DateTimeFilter(field_name="given_at", lookup_expr="lt")

@@ -256,11 +256,12 @@ def person_find(*, brand_id: int, kind: str, value: str, phone_region: str = "")
 
 
 def _newest_identifier(kind: str) -> Subquery:
-    """The newest active ``kind`` identifier of the consenting person's human (the root that gave
-    the consent and everyone merged into it)."""
+    """The newest active ``kind`` identifier of the consenting person's human: their root (the
+    person who gave the consent, or the one they were merged into since) and everyone merged
+    into it."""
     return Subquery(
         Identifier.objects.filter(
-            Q(person_id=OuterRef("person_id")) | Q(person__merged_into_id=OuterRef("person_id")),
+            Q(person_id=OuterRef("root_id")) | Q(person__merged_into_id=OuterRef("root_id")),
             kind=kind,
             is_active=True,
         )
@@ -285,6 +286,7 @@ def brand_contacts(
     rows = (
         MarketingConsent.objects.filter(brand_id=brand_id, withdrawn_at__isnull=True, person__erased_at__isnull=True)
         .select_related("person")
+        .annotate(root_id=Coalesce("person__merged_into_id", "person_id"))
         .annotate(
             email=_newest_identifier(IdentifierKind.EMAIL),
             whatsapp=_newest_identifier(IdentifierKind.WHATSAPP),

@@ -63,7 +63,7 @@ class ContactSerializer(serializers.Serializer):
     these people's: everyone else stays masked)."""
 
     id = serializers.IntegerField(source="pk", help_text="The consent's id.")
-    person = serializers.IntegerField(source="person_id")
+    person = serializers.IntegerField(source="root_id", help_text="The person (their root, if merged since).")
     name = serializers.CharField(source="person.display_name")
     email = serializers.CharField(allow_null=True, help_text="The newest e-mail address; null when none.")
     whatsapp = serializers.CharField(allow_null=True, help_text="The newest WhatsApp number (E.164); null when none.")

@@ -49,6 +49,8 @@ def test_the_list_has_consenting_people_only_with_their_contacts(api, people, br
     audit = exports().get()
     assert (audit.brand_id, audit.channel, audit.data["rows"]) == (brand.pk, "api", 1)
     assert audit.data["api_key"]
+    by_person = api.get("/api/v1/contacts/", {"person": people["giulia"].pk}).json()["results"]
+    assert [r["person"] for r in by_person] == [people["giulia"].pk]
 
 
 def test_another_brands_key_sees_none_of_them(rival_api, people, rival):

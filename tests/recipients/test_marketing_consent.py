@@ -284,3 +284,16 @@ def test_the_audit_trail_lists_consents_on_the_person_and_exports_on_the_brand(b
     ]
     assert rows[2].data["filters"] == {"search": "(given)"} and rows[2].data["brand"] == brand.pk
     assert audit_verify().ok
+
+
+def test_a_contact_merged_since_shows_the_contacts_of_the_whole_human(brand):
+    giulia = contact(brand)
+    give(giulia)
+    older = PersonFactory(brand=brand, display_name="Giulia R.")
+    Identifier.objects.create(person=older, brand=brand, kind=IdentifierKind.EMAIL, value="g.rossi@work.example")
+    type(giulia).objects.filter(pk=giulia.pk).update(merged_into=older, merged_at=timezone.now())
+
+    [row] = brand_contacts(brand_id=brand.pk)
+
+    assert row.root_id == older.pk
+    assert row.email in {"giulia@example.com", "g.rossi@work.example"} and row.whatsapp == "+393471234567"

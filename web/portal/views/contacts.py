@@ -76,7 +76,7 @@ def contacts(request, access):
         lines = (
             [
                 c.pk,
-                c.person_id,
+                c.root_id,
                 c.person.display_name,
                 c.email or "",
                 c.whatsapp or "",
