@@ -47,6 +47,7 @@ from core.models import InboundStatus
 from core.webhooks_in import Rejected, Verified, body_digest
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.services import IdentityInput, person_resolve
+from recipients.services.consent import consents_withdraw_by_whatsapp
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: people type these codes
 CODE_PATTERN = re.compile(r"\bJB[A-HJKMNP-Z2-9]{6}\b", re.IGNORECASE)
@@ -231,6 +232,10 @@ def whatsapp_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> s
             stamp = event.data.get("timestamp", "")
             at = datetime.fromtimestamp(int(stamp), UTC) if stamp.isdigit() else None
             whatsapp_optin_withdraw(wa_number=event.uid, ref=event.ref, at=at)
+            # The number is ours: a STOP also ends every marketing consent given through it, from
+            # now (the message's own time is to the second: a consent given in that second, or a
+            # delayed STOP, must still end — the safe side).
+            consents_withdraw_by_whatsapp(number=_number(event.uid))
             redeemed += 1
             continue
         for code in CODE_PATTERN.findall(event.text):

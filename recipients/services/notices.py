@@ -26,7 +26,7 @@ import logging
 import smtplib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -39,6 +39,7 @@ from core.queue import enqueue
 from recipients.models import Identifier, IdentifierKind, Person
 from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
+from recipients.services.consent import marketing_footer
 from recipients.whatsapp_cloud import TemplateMessage, WhatsAppSendError, whatsapp_sender
 
 logger = logging.getLogger(__name__)
@@ -210,6 +211,7 @@ def _notice_send(notice: Notice) -> int:
         try:
             with translation.override(language):
                 text = _renderer[0](notice, person)
+                footer = marketing_footer(person=person)
         except Exception:  # a notice that cannot be worded counts as a failed attempt on each channel
             logger.exception("notice %s could not be worded", notice.pk)
             text = None
@@ -219,7 +221,10 @@ def _notice_send(notice: Notice) -> int:
             if text is None:
                 _record_failure(delivery, code="render_error", error="The notice could not be worded.", retryable=True)
             else:
-                sent += _deliver(delivery, text=text, language=language, to=contacts[delivery.channel])
+                # Every e-mail to a person who consented to marketing carries the link that
+                # withdraws it; a WhatsApp template's words are fixed, and a STOP reply withdraws.
+                worded = replace(text, body=text.body + footer) if delivery.channel == Channel.EMAIL else text
+                sent += _deliver(delivery, text=worded, language=language, to=contacts[delivery.channel])
     _settle(notice)
     return sent
 

@@ -35,12 +35,14 @@ from campaigns.services.undone import RECHECK_MAX_FAILURES, RECHECK_REVIEW_REASO
 from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
 from core.models import InboundWebhook
 from recipients.models import Notice, NoticeKind
+from recipients.models_consent import MarketingConsent
 from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import client_for
 from tests.campaigns.conftest import event
-from tests.campaigns.factories import funded_campaign
+from tests.campaigns.factories import BrandFactory, funded_campaign
 from tests.claim.conftest import tiktok_login
 from tests.portal.conftest import member
+from tests.recipients.test_marketing_consent import contact, give
 
 pytestmark = pytest.mark.django_db
 
@@ -355,6 +357,24 @@ def test_whatsapp_stop_voids_the_optin_reward_and_tells_the_person_by_email_only
     again = whatsapp_optin_withdraw(wa_number=WA_NUMBER, ref="wamid.STOP")
     assert again.recorded is False and again.voided == []
     assert (RewardEvent.objects.count(), Notice.objects.count(), ActionWithdrawal.objects.count()) == counts
+
+
+def test_a_stop_also_ends_every_marketing_consent_given_through_the_number(db, django_capture_on_commit_callbacks):
+    """The WhatsApp number is ours, not a brand's: a STOP withdraws the person's marketing consent
+    at every brand that knows the number, at once; someone else's consent stays."""
+    alpha, beta = BrandFactory(slug="alpha-stop"), BrandFactory(slug="beta-stop")
+    at_alpha = contact(alpha, email="s1@example.com", whatsapp=f"+{WA_NUMBER}")
+    at_beta = contact(beta, email="s2@example.com", whatsapp=f"+{WA_NUMBER}")
+    other = contact(alpha, email="o@example.com", whatsapp="+393339999999")
+    for person in (at_alpha, at_beta, other):
+        give(person)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert post_wa("STOP", "wamid.STOP-CONSENT").status_code == 200
+    active = MarketingConsent.objects.filter(withdrawn_at__isnull=True)
+    assert list(active.values_list("person_id", flat=True)) == [other.pk]
+    assert set(MarketingConsent.objects.exclude(person=other).values_list("withdrawal_channel", flat=True)) == {
+        "whatsapp"
+    }
 
 
 def test_a_message_that_only_mentions_stop_withdraws_nothing(optin_reward, django_capture_on_commit_callbacks):
