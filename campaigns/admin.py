@@ -17,6 +17,7 @@ from campaigns.entitlements import entitlement_campaign_check, entitlement_trigg
 from campaigns.models import (
     ENGAGEMENT_TERMS_WARNING,
     ENGAGEMENT_TRIGGERS,
+    ActionWithdrawal,
     Brand,
     BrandMembership,
     BrandPlan,
@@ -47,6 +48,7 @@ from campaigns.services import (
 )
 from campaigns.webhooks import webhook_endpoint_enable
 from core.admin_confirm import CONFIRM_FIELD
+from core.admin_money import MoneyInputsForm, fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
 
@@ -70,10 +72,15 @@ class PlanPeriodInline(admin.TabularInline):
         return False
 
 
+class PlanForm(MoneyInputsForm):
+    money_inputs = ("monthly_payouts_minor", "fee_fixed_minor", "monthly_fee_minor")
+
+
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
     """The packages on sale: ops edit them here, the pricing page and the entitlement checks read them."""
 
+    form = PlanForm
     list_display = ["name", "slug", "monthly_fee", "fee", "is_public", "position"]
     list_editable = ["is_public", "position"]
     ordering = ["position", "id"]
@@ -230,9 +237,20 @@ class UpgradeRequestAdmin(admin.ModelAdmin):
         self.message_user(request, f"Handled: {done}.", messages.SUCCESS)
 
 
+class RuleForm(MoneyInputsForm):
+    money_inputs = (
+        "fixed_minor", "min_minor", "max_minor", "min_purchase_minor", "person_amount_per_day_minor",
+        "person_amount_per_week_minor", "person_amount_per_campaign_minor", "review_above_minor",
+    )  # fmt: skip
+
+
 class RuleInlineFormSet(forms.BaseInlineFormSet):
     """The admin's rules obey the brand's plan like the portal's and the API's (``rule_create``'s
-    check, run here because the inline saves the rows itself): a refused trigger is a form error."""
+    check, run here because the inline saves the rows itself): a refused trigger is a form error.
+    Their amounts are in the campaign's currency."""
+
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "currency": self.instance.currency}
 
     def clean(self):
         super().clean()
@@ -251,6 +269,7 @@ class RuleInlineFormSet(forms.BaseInlineFormSet):
 
 class RuleInline(admin.StackedInline):
     model = RewardRule
+    form = RuleForm
     formset = RuleInlineFormSet
     extra = 0
     fieldsets = [
@@ -326,8 +345,13 @@ def _run(modeladmin, request, queryset: QuerySet, action, label: str) -> None:
         modeladmin.message_user(request, f"{label}: {done}.", messages.SUCCESS)
 
 
+class CampaignForm(MoneyInputsForm):
+    money_inputs = ("min_payout_minor",)
+
+
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin):
+    form = CampaignForm
     list_display = ["__str__", "mode", "status", "funded", "held", "spent", "available", "starts_at", "ends_at"]
     list_filter = ["status", "mode", "currency", "brand"]
     list_select_related = ["brand", "budget_account"]
@@ -382,7 +406,7 @@ class CampaignAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
         else:
-            campaign_provision(campaign=obj)
+            campaign_provision(campaign=obj, actor=request.user)
 
     @admin.action(description="Pause selected campaigns")
     def pause(self, request, queryset):
@@ -430,6 +454,9 @@ REWARD_FIELDS = [
     "status",
     "matures_at",
     "review_reasons",
+    "undone_reason",
+    "rechecked_at",
+    "recheck_failures",
     "iban_fingerprint",
     "decided_by",
     "decided_at",
@@ -443,10 +470,21 @@ REWARD_FIELDS = [
 ]
 
 
+@admin.register(ActionWithdrawal)
+class ActionWithdrawalAdmin(ReadOnlyAdmin):
+    """What platforms told us people took back (``campaigns.services.undone``): read-only, the
+    account only as its fingerprint."""
+
+    list_display = ["id", "platform", "kind", "occurred_at", "created_at"]
+    list_filter = ["platform", "kind"]
+    fields = ["platform", "kind", "account", "occurred_at", "ref", "data", "created_at"]
+    readonly_fields = fields
+
+
 @admin.register(Reward)
 class RewardAdmin(ReadOnlyAdmin):
     list_display = ["id", "campaign", "person", "amount", "fee", "status", "matures_at", "created_at"]
-    list_filter = ["status", "campaign__brand", "campaign", "rule__trigger"]
+    list_filter = ["status", "undone_reason", "campaign__brand", "campaign", "rule__trigger"]
     list_select_related = ["campaign__brand", "person"]
     search_fields = ["=id", "event__external_id", "payout_ref"]
     date_hierarchy = "created_at"
@@ -536,6 +574,13 @@ class TriggerEventAdmin(ReadOnlyAdmin):
     list_select_related = ["brand", "campaign__brand"]
     search_fields = ["=external_id", "=email", "=whatsapp", "=order_id", "=ip"]
     date_hierarchy = "received_at"
+    fields = readonly_fields = fields_with_money(TriggerEvent, {"purchase_amount_minor": "purchase_amount"})
+
+    @admin.display(description="purchase amount")
+    def purchase_amount(self, obj: TriggerEvent) -> str:
+        if obj.purchase_amount_minor is None:
+            return "—"
+        return format_minor(obj.purchase_amount_minor, obj.purchase_currency)
 
 
 class WebhookEndpointEventInline(admin.TabularInline):

@@ -69,6 +69,18 @@ def entitlement_campaign_check(*, brand: Brand, mode: str) -> Plan:
     return plan
 
 
+def entitlement_default_trigger(*, brand: Brand, mode: str) -> str:
+    """The trigger a new rule of a ``mode`` campaign starts on: a purchase for Cashback; for
+    JoyBack the first social trigger (in ``TRIGGERS`` order) the brand's plan includes, so the form
+    never opens on a trigger the campaign cannot use. Without a plan, the first social trigger."""
+    if mode == CampaignMode.CASHBACK:
+        return Trigger.PURCHASE
+    plan = brand_plan_current(brand=brand)
+    social = [t for t in Trigger.values if t != Trigger.PURCHASE]
+    allowed = [t for t in social if plan is None or t in plan.triggers]
+    return (allowed or social)[0]
+
+
 def entitlement_launch_check(*, campaign: Campaign) -> Plan:
     """Refuse to launch a campaign with an active rule its brand's plan no longer includes (the
     plan changed after the rule was made)."""

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from django.db import transaction
 
 from campaigns.funding_reference import LENGTH, PREFIX, funding_reference_is_valid
-from campaigns.models import Brand
+from campaigns.models import Brand, BrandStatus
 from campaigns.notifications import brand_topup_received
 from campaigns.services.brands import brand_funds_account
 from core.exceptions import InvalidInput
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
-from reconciliation.matching import Applied, Proposal
+from reconciliation.matching import Applied, Candidate, Proposal
 from reconciliation.models import Match, StatementLine
 from reconciliation.services import Leg, ledger_entry_post
 from reconciliation.services.statements import ledger_minor
@@ -99,6 +99,20 @@ class BrandTopupMatcher:
         # The engine reverses the top-up entry; if the brand has already allocated the money the
         # brand's no-overdraft funds account refuses it, and the undo fails with that reason.
         return None
+
+    def candidates(self, line: StatementLine) -> list[Candidate]:
+        """Brands a credit could be the top-up of, for the explain page's picker: the ones whose
+        funding reference the remittance carries (several, so no match ran), else every live,
+        active brand by name (at most 50)."""
+        if not line.is_credit or line.reversal or line.return_reason_code:
+            return []
+        brands = Brand.objects.filter(livemode=True)
+        named = brands.filter(funding_reference__in=funding_references_in(f"{line.remittance} {line.status_note}"))
+        chosen = named if named.exists() else brands.filter(status=BrandStatus.ACTIVE).order_by("name")[:50]
+        return [
+            Candidate(self.target_type, str(b.pk), f"Top-up of {b.name} (reference {b.funding_reference})")
+            for b in chosen
+        ]
 
     def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
         if not line.is_credit:

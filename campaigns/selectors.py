@@ -8,6 +8,7 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from campaigns.models import (
+    ActionWithdrawal,
     Brand,
     BrandMembership,
     BrandPlan,
@@ -21,6 +22,7 @@ from campaigns.models import (
 )
 from campaigns.models.plans import usage_month
 from core.exceptions import InvalidInput
+from recipients import crypto
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,23 @@ def brand_usage_month(*, brand: Brand, plan: Plan | None, now=None) -> PlanUsage
 
 def upgrade_requests_open(*, brand: Brand) -> QuerySet[UpgradeRequest]:
     return UpgradeRequest.objects.filter(brand=brand, handled_at__isnull=True).select_related("wanted_plan")
+
+
+def withdrawal_account(*, platform: str, uid: str) -> str:
+    """The keyed fingerprint an ``ActionWithdrawal`` names its account by."""
+    return crypto.fingerprint("action-withdrawal", f"{platform}:{uid}")
+
+
+def action_withdrawn_since(*, platform: str, uid: str, kind: str, since) -> bool:
+    """Did the account ``uid`` on ``platform`` take back (``kind``: an ``UndoneReason``) what it
+    gave, at or after ``since``? A later opt-in or login is a new action, rewarded afresh.
+    Platforms stamp their notices to the second: one in the action's second counts as after it."""
+    return ActionWithdrawal.objects.filter(
+        platform=platform,
+        account=withdrawal_account(platform=platform, uid=uid),
+        kind=kind,
+        occurred_at__gte=since.replace(microsecond=0),
+    ).exists()
 
 
 def plan_charges_recent(*, brand: Brand, months: int = 12) -> QuerySet[PlanCharge]:

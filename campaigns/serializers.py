@@ -31,7 +31,8 @@ class CampaignSerializer(fields.ModelSerializer):
         fields = [
             "id", "name", "slug", "mode", "currency", "timezone", "starts_at", "ends_at", "status",
             "payout_mode", "aggregate_minutes", "min_payout_minor", "claim_window_days", "buyer_claim_links",
-            "vop_no_match", "vop_close_match", "vop_not_possible", "created_at",
+            "vop_no_match", "vop_close_match", "vop_not_possible", "undo_void_content_removed",
+            "undo_void_views_dropped", "undo_void_authorization_revoked", "undo_void_optin_withdrawn", "created_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -61,6 +62,21 @@ class CampaignCreateSerializer(serializers.Serializer):
         default=False,
         help_text="API-only plans (the Cashback API alone): e-mail buyers you sent without a bank account a "
         "link to give one. Other plans have claim pages anyway.",
+    )
+    # What counts as an action undone during its hold (each voids the reward; all on by default).
+    undo_void_content_removed = fields.BooleanField(
+        required=False,
+        default=True,
+        help_text="Void a reward whose video is deleted or made private before it matures.",
+    )
+    undo_void_views_dropped = fields.BooleanField(
+        required=False, default=True, help_text="Void a reward whose video's views fall below the rule's threshold."
+    )
+    undo_void_authorization_revoked = fields.BooleanField(
+        required=False, default=True, help_text="Void pending TikTok rewards when the person removes our access."
+    )
+    undo_void_optin_withdrawn = fields.BooleanField(
+        required=False, default=True, help_text="Void a pending WhatsApp opt-in reward when the person sends STOP."
     )
 
 
@@ -190,7 +206,7 @@ class RewardSerializer(fields.ModelSerializer):
         fields = [
             "id", "campaign", "rule", "event", "event_external_id", "person", "amount_minor", "fee_minor",
             "currency", "status", "occurred_at", "matures_at", "review_reasons", "decided_at",
-            "decision_reason", "created_at", "updated_at",
+            "decision_reason", "undone_reason", "created_at", "updated_at",
         ]  # fmt: skip
 
     def to_representation(self, instance):

@@ -4,6 +4,7 @@ from campaigns.services import rewards_mature
 from campaigns.services.analytics import campaign_stats_rollup
 from campaigns.services.claim_links import claim_links_send_due
 from campaigns.services.plan_charges import plan_charges_run
+from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
 
@@ -15,6 +16,14 @@ def rewards_mature_task() -> int:
     """Scheduled every minute (migration 0002): held rewards whose hold period is over become
     payable. Bounded by ``MATURE_BUDGET_SECONDS``; the next run takes what is left."""
     return rewards_mature()
+
+
+@tick
+def rewards_recheck_task() -> int:
+    """Scheduled every minute (migration 0029, ticks cluster): the actions of rewards whose hold
+    is over are checked again with their platform before they may mature. Returns how many were
+    voided as undone."""
+    return len(rewards_recheck().voided)
 
 
 def video_submission_verify_task(submission_id: int) -> str:
@@ -43,7 +52,7 @@ def plan_charges_task() -> str:
 
 @tick
 def campaign_stats_rollup_task() -> str:
-    """Scheduled every minute (migration 0029): the daily figures of the stats pages and API catch
+    """Scheduled every minute (migration 0031): the daily figures of the stats pages and API catch
     up with the events and reward changes, within ``BUDGET_SECONDS``; the next run goes on."""
     result = campaign_stats_rollup()
     return f"{result.events} events, {result.reward_events} reward changes, {result.days} days"

@@ -72,6 +72,7 @@ from core.exceptions import InvalidInput, InvalidTransition
 from core.locks import WEBHOOK_EMIT_CLASS
 from core.queue import enqueue
 from recipients import crypto
+from recipients.models_consent import ConsentEvent, ConsentEventKind, WithdrawalChannel
 from reconciliation.models import JournalEntry, Posting
 
 logger = logging.getLogger(__name__)
@@ -401,6 +402,12 @@ def _reward_data(row: RewardEvent) -> dict:
         "previous_status": row.from_status,
         "reason": brand_visible_reason(row.reason),
         **{k: v for k, v in (row.data or {}).items() if k == "returned_to"},
+        # Why an undone action voided it (``UndoneReason``): "content_removed", "optin_withdrawn" …
+        **(
+            {"undone_reason": row.data["undone"]}
+            if (row.data or {}).get("undone") and row.to_status == "voided"
+            else {}
+        ),
     }
 
 
@@ -424,6 +431,8 @@ def _collect_rewards(cursor: int, brands: set[int]):
             to_status__in=("held", "payable", "voided", "expired"),
             reward__campaign__brand_id__in=brands,
         )
+        # A note that a matured reward's action was undone changes no status: nothing to announce.
+        .exclude(kind="reward.undone_noted")
         .select_related("reward__campaign", "reward__event")
         .order_by("id")[:COLLECT_LIMIT]
     )
@@ -473,12 +482,33 @@ def _collect_topups(cursor: int, brands: set[int]):
         )
 
 
+def _collect_consents(cursor: int, brands: set[int]):
+    """``person.consent_given`` / ``person.consent_withdrawn`` from the consent trail. Ids only:
+    the brand reads the contact from ``GET /api/v1/contacts/`` while the consent lasts, so no
+    webhook copy of a name or address outlives a withdrawal or an erasure. A consent replaced by
+    one to newer words is not a withdrawal: its row emits nothing."""
+    rows = ConsentEvent.objects.filter(
+        id__gt=cursor, kind__in=(ConsentEventKind.GIVEN, ConsentEventKind.WITHDRAWN), brand_id__in=brands
+    ).order_by("id")[:COLLECT_LIMIT]
+    for row in rows:
+        if row.channel == WithdrawalChannel.SUPERSEDED:
+            yield row.id, []
+            continue
+        given = row.kind == ConsentEventKind.GIVEN
+        data = {
+            "person": row.person_id,
+            "consent": {"id": row.consent_id, "version": row.data.get("version", ""), "channel": row.channel},
+        }
+        yield row.id, [(row.brand_id, "person.consent_given" if given else "person.consent_withdrawn", data)]
+
+
 # Campaigns' own outbox tables, registered in CampaignsConfig.ready; payouts adds payout events
 # between them (order 30).
 COLLECTORS = (
     WebhookCollector(name="reward_event", model=RewardEvent, collect=_collect_rewards, order=10),
     WebhookCollector(name="campaign_event", model=CampaignEvent, collect=_collect_campaigns, order=20),
     WebhookCollector(name="topup", model=JournalEntry, collect=_collect_topups, order=40),
+    WebhookCollector(name="consent_event", model=ConsentEvent, collect=_collect_consents, order=50),
 )
 
 

@@ -50,6 +50,7 @@ v1 = [
     path("events/<int:pk>/", campaigns_api.EventDetailView.as_view(), name="event-detail"),
     path("people/", recipients_api.PersonCreateView.as_view(), name="person-create"),
     path("people/<int:pk>/", recipients_api.PersonDetailView.as_view(), name="person-detail"),
+    path("contacts/", recipients_api.ContactListView.as_view(), name="contact-list"),
     path("rewards/", campaigns_api.RewardListView.as_view(), name="reward-list"),
     path("rewards/<int:pk>/", campaigns_api.RewardDetailView.as_view(), name="reward-detail"),
     path("rewards/<int:pk>/approve/", campaigns_api.RewardApproveView.as_view(), name="reward-approve"),

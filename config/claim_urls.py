@@ -4,7 +4,7 @@ pattern; signed tokens contain ':' and never match a slug."""
 from django.urls import include, path
 
 import campaigns.platforms.tiktok  # noqa: F401 - points allauth's TikTok adapter at the configured hosts
-from web.claim import views
+from web.claim import consent_views, views
 
 app_name = "claim"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("s/<str:token>/confirm-name/", views.payee_confirm, name="payee_confirm"),
     path("s/<str:token>/account/", views.status_account, name="status_account"),
     path("v/<str:token>/", views.video_status, name="video_status"),
+    path("w/<str:token>/", consent_views.consent_withdraw, name="consent_withdraw"),
     path(campaign, views.campaign_page, name="campaign"),
     path(f"{campaign}tiktok/", views.tiktok_claim, name="tiktok"),
     # A platform's content step (pick an item, verified and re-checked by a job); TikTok's keeps its

@@ -2,7 +2,19 @@
 
 from django.urls import path
 
-from web.portal.views import analytics, campaigns, dashboard, funding, home, integrations, plan, tables, team, test_mode
+from web.portal.views import (
+    analytics,
+    campaigns,
+    contacts,
+    dashboard,
+    funding,
+    home,
+    integrations,
+    plan,
+    tables,
+    team,
+    test_mode,
+)
 
 app_name = "portal"
 
@@ -29,6 +41,8 @@ urlpatterns = [
     path(f"{brand}plan/", plan.plan, name="plan"),
     path(f"{brand}rewards/", tables.rewards, name="rewards"),
     path(f"{brand}payouts/", tables.payouts, name="payouts"),
+    path(f"{brand}contacts/", contacts.contacts, name="contacts"),
+    path(f"{brand}contacts/wording/", contacts.contacts_wording, name="contacts_wording"),
     path(f"{brand}team/", team.team, name="team"),
     path(f"{brand}team/invite/", team.team_invite, name="team_invite"),
     path(f"{brand}team/invitations/<int:invitation_id>/revoke/", team.team_invitation_revoke, name="team_revoke"),

@@ -4,8 +4,9 @@
 ``AuditTrail``: a read-only view over every audit table (reward, payout, campaign and person
 events, the bank side's staff actions: imports, matches by hand, write-off requests and their
 four-eyes decisions, and payout batches' staff actions: a pain.001 file built, approved, downloaded
-or expired), one row per event with the object it is about: the admin's cross-object view (core
-migrations 0004, 0008 and 0009 define it).
+or expired, and marketing consents given or withdrawn and exports of a brand's contacts), one row
+per event with the object it is about: the admin's cross-object view (core migrations 0004, 0008,
+0009 and 0013 define it).
 """
 
 from django.conf import settings

@@ -87,6 +87,12 @@ def format_minor(amount_minor: int, currency: str, *, with_currency: bool = True
     )
 
 
+def format_amount(value: Decimal, currency: str) -> str:
+    """A bank's Decimal amount (five places on a statement) as people read it: rounded once to the
+    currency's minor unit (the one rounding rule), then ``format_minor``."""
+    return format_minor(round_to_minor(Decimal(value), currency), currency)
+
+
 def split_largest_remainder(total_minor: int, weights: Sequence[int | Decimal]) -> list[int]:
     """Split ``total_minor`` in proportion to ``weights`` so the parts add up exactly.
 

@@ -1,8 +1,8 @@
 """Template filters for money, registered in settings as the ``money`` library (no templatetags
 package needed): ``{{ amount_minor|money:currency }}`` for the ledger's integer minor units and
 ``{{ amount|amount:currency }}`` for a bank's Decimal amount, ``{{ price|money_exact }}`` for a
-``Money`` finer than the minor unit (a cost per view, €0.004371). Both format in the active language
-(``core.money.format_minor``): €1,234.50, or 1.234,50 € in Italian."""
+``Money`` finer than the minor unit (a cost per view, €0.004371). All format in the active language
+(``core.money.format_minor``, ``format_amount``): €1,234.50, or 1.234,50 € in Italian."""
 
 from decimal import Decimal
 
@@ -10,7 +10,7 @@ from django import template
 from djmoney.money import get_current_locale
 from moneyed.l10n import format_money
 
-from core.money import format_minor, round_to_minor
+from core.money import format_amount, format_minor
 
 register = template.Library()
 
@@ -26,7 +26,7 @@ def money(amount_minor, currency: str) -> str:
 def amount(value, currency: str) -> str:
     if value is None or value == "":
         return "—"
-    return format_minor(round_to_minor(Decimal(value), currency), currency)
+    return format_amount(Decimal(value), currency)
 
 
 @register.filter

@@ -15,6 +15,7 @@ from django.utils.translation import ngettext
 
 from campaigns.models import Brand, Campaign
 from core.admin_confirm import Confirmation, action_confirmation_page, action_confirmed
+from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
 from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus, RouteRule
@@ -180,7 +181,7 @@ class PayoutAdmin(admin.ModelAdmin):
     list_select_related = ["person"]
     inlines = [AttemptInline, EventInline]
     actions = ["approve", "retry", "cancel", "create_batch"]
-    readonly_fields = [f.name for f in Payout._meta.fields]
+    fields = readonly_fields = fields_with_money(Payout, {"amount_minor": "amount"})
 
     def get_queryset(self, request):
         return payouts_for_admin()
@@ -281,8 +282,7 @@ class PayoutBatchAdmin(admin.ModelAdmin):
         "status_report_link",
     ]
     list_filter = ["status", "execution_date"]
-    exclude = ["file"]
-    readonly_fields = [f.name for f in PayoutBatch._meta.fields if f.name != "file"]
+    fields = readonly_fields = fields_with_money(PayoutBatch, {"control_sum_minor": "control_sum"}, exclude=("file",))
     inlines = [BatchEventInline]
     actions = ["approve"]
 
@@ -449,11 +449,25 @@ class RouteRuleAdmin(admin.ModelAdmin):
         "priority",
         "currency",
         "country",
-        "min_amount_minor",
-        "max_amount_minor",
+        "min_amount",
+        "max_amount",
         "rail",
         "fallback_rail",
         "active",
     ]
     list_editable = ["active"]
     ordering = ["priority", "id"]
+
+    def _bound(self, obj: RouteRule, value: int | None) -> str:
+        # A rule for any currency has no unit to format its bound in.
+        if value is None:
+            return "—"
+        return format_minor(value, obj.currency) if obj.currency else f"{value} (minor units)"
+
+    @admin.display(description="from amount", ordering="min_amount_minor")
+    def min_amount(self, obj: RouteRule) -> str:
+        return self._bound(obj, obj.min_amount_minor)
+
+    @admin.display(description="up to amount", ordering="max_amount_minor")
+    def max_amount(self, obj: RouteRule) -> str:
+        return self._bound(obj, obj.max_amount_minor)

@@ -10,7 +10,9 @@ undone (``unapply`` only puts the payout back).
 * 20 ``payout_batch``: a batch booking → the payouts it pays settled with one entry: the payouts
   its transaction details name by EndToEndId, else the pain.001 file's (PmtInfId or MsgId) less
   the ones the bank rejected; count and control sum must agree.
+  Staff matching by hand pick files from ``candidates`` (the same fit).
 * 90 ``payout_suggest``: same amount, close date, same creditor IBAN or name → a suggestion.
+  Also the candidates staff pick from to match a line by hand (``candidates``).
 
 A line whose EndToEndId (or UETR) is a payout's names that payout (``names``): it is that payout's
 or nobody's — never suggested for another person's payout, nor confirmable against one.
@@ -32,6 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.exceptions import InvalidInput
+from core.money import format_minor
 from payouts import conf
 from payouts.models import Payout, PayoutBatch, PayoutStatus
 from payouts.rails.sepa_file import uetr_for
@@ -44,7 +47,7 @@ from payouts.services.actions import (
 )
 from payouts.services.states import in_transit_account
 from recipients import crypto
-from reconciliation.matching import Applied, Named, Proposal
+from reconciliation.matching import Applied, Candidate, Named, Proposal
 from reconciliation.models import Match, StatementLine
 from reconciliation.services import Leg, ledger_entry_post
 
@@ -461,6 +464,28 @@ class BatchMatcher:
             entry=next((e for e in entries if e is not None), None),
         )
 
+    def candidates(self, line: StatementLine) -> list[Candidate]:
+        """pain.001 files a debit could book, for the explain page's picker: executed up to a
+        month before the booking (a day after), whose payouts still waiting for the bank add up
+        to the line (``_fits``, what ``propose_manual`` checks). At most 20 files are looked at."""
+        if line.is_credit or line.reversal or not line.amount_minor or not line.booking_date:
+            return []
+        batches = PayoutBatch.objects.filter(
+            currency=line.currency,
+            execution_date__gte=line.booking_date - SuggestionMatcher.manual_window,
+            execution_date__lte=line.booking_date + timedelta(days=1),
+        ).order_by("-execution_date", "-id")[:20]
+        return [
+            Candidate(
+                BATCH,
+                str(b.pk),
+                f"Payout batch {b.batch_id}: {format_minor(line.amount_minor, b.currency)} for {b.count} payouts, "
+                f"executed {b.execution_date:%Y-%m-%d} ({b.status})",
+            )
+            for b in batches
+            if self._fits(line, b, self._expected(b))
+        ]
+
     def propose_manual(self, line: StatementLine, target_id: str) -> Proposal:
         batch = PayoutBatch.objects.filter(
             Q(batch_id=target_id) | Q(pk=int(target_id) if target_id.isdigit() else None)
@@ -542,6 +567,35 @@ class SuggestionMatcher:
 
     def unapply(self, match: Match) -> None:
         EndToEndMatcher().unapply(match)
+
+    # By hand staff look further back than the suggestions do: a statement imported late.
+    manual_window = timedelta(days=31)
+
+    def candidates(self, line: StatementLine) -> list[Candidate]:
+        """Payouts a line could book, for the explain page's picker: the same currency and amount,
+        sent within ``manual_window`` before the booking (a day after for time zones), still open
+        for a debit (not yet seen leaving) or, for a credit, a return. Newest first, at most 20."""
+        if line.reversal or not line.amount_minor or not line.booking_date:
+            return []
+        seen = "bank_return_line_id" if line.is_credit else "bank_debit_line_id"
+        payouts = Payout.objects.filter(
+            currency=line.currency,
+            amount_minor=line.amount_minor,
+            status__in=[PayoutStatus.SUBMITTED, PayoutStatus.SETTLED, PayoutStatus.RETURNED],
+            submitted_at__date__gte=line.booking_date - self.manual_window,
+            submitted_at__date__lte=line.booking_date + timedelta(days=1),
+            **{f"{seen}__isnull": True},
+        ).order_by("-submitted_at", "-id")[:20]
+        return [
+            Candidate(
+                PAYOUT,
+                str(p.pk),
+                f"Payout {p.end_to_end_id}: {format_minor(p.amount_minor, p.currency)} to "
+                f"{p.creditor_name or 'an erased person'}, sent {timezone.localdate(p.submitted_at):%Y-%m-%d} "
+                f"({p.status})",
+            )
+            for p in payouts
+        ]
 
 
 MATCHERS = (EndToEndMatcher(), ReturnMatcher(), BatchMatcher(), SuggestionMatcher())

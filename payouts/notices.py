@@ -18,6 +18,7 @@ template                    body parameters                 the link opens
 ``reward_expired``          amount, brand                   the status page
 ``payee_check``             amount, account                 the status page (confirm or correct)
 ``account_change_code``     code, minutes                   (no button: the code is typed)
+``reward_undone``           amount, brand, reason           the status page
 ==========================  ==============================  ===========================
 
 ``account_changed_no_link`` (no button) tells a person who has no reward yet, so no page.
@@ -150,6 +151,25 @@ WORDINGS = {
         gettext_lazy("Confirm or correct: %(link)s"),
         ("amount", "account"),
     ),
+    NoticeKind.ACTION_UNDONE: Wording(
+        "reward_undone",
+        STATUS_SALT,
+        gettext_lazy("Your reward was cancelled"),
+        gettext_lazy(
+            "Your reward of %(amount)s from %(brand)s was cancelled before it was paid, because %(reason)s "
+            "The money went back to %(brand)s."
+        ),
+        gettext_lazy("Your reward: %(link)s"),
+        ("amount", "brand", "reason"),
+    ),
+}
+
+# Why an action no longer counts (``campaigns.models.UndoneReason``), in the person's words.
+UNDONE_WORDS = {
+    "content_removed": gettext_lazy("your video was deleted or made private."),
+    "views_dropped": gettext_lazy("your video's views fell below the number the reward asked for."),
+    "authorization_revoked": gettext_lazy("you removed our access to your TikTok account."),
+    "optin_withdrawn": gettext_lazy("you stopped our WhatsApp messages."),
 }
 
 
@@ -181,6 +201,8 @@ def _values(notice: Notice) -> dict[str, str]:
         values["brand"] = reward.campaign.brand.name
     if "reason_code" in notice.data:
         values["reason"] = _reason(notice.data["reason_code"])
+    if "undone" in notice.data:
+        values["reason"] = str(UNDONE_WORDS[notice.data["undone"]])
     if "bank_account" in notice.data:
         values["account"] = BankAccount.objects.get(pk=notice.data["bank_account"]).masked
     if "code" in notice.data:

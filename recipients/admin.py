@@ -21,6 +21,7 @@ from recipients.models import (
     Consent,
     Identifier,
     IdentifierKind,
+    MarketingConsent,
     Notice,
     NoticeDelivery,
     Person,
@@ -101,6 +102,20 @@ class ConsentInline(ReadOnlyInline):
     fields = readonly_fields = ["terms_version", "channel", "ip", "created_at"]
 
 
+class MarketingConsentInline(ReadOnlyInline):
+    model = MarketingConsent
+    fields = readonly_fields = [
+        "brand",
+        "given_at",
+        "channel",
+        "language",
+        "text",
+        "withdrawn_at",
+        "withdrawal_channel",
+    ]
+    ordering = ["-given_at"]
+
+
 class PersonEventInline(ReadOnlyInline):
     model = PersonEvent
     fk_name = "person"
@@ -156,7 +171,7 @@ class PersonAdmin(admin.ModelAdmin):
         "merged_people_list",
         "erased_at",
     ]
-    inlines = [IdentifierInline, BankAccountInline, ConsentInline, PersonEventInline]
+    inlines = [IdentifierInline, BankAccountInline, ConsentInline, MarketingConsentInline, PersonEventInline]
     actions = ["export_selected", "erase_selected"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

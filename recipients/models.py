@@ -247,5 +247,8 @@ class PersonEvent(models.Model):
 # WhatsApp opt-in codes (their own module; imported here so Django finds it).
 from recipients.models_claims import AccountChange, ClaimLink, WhatsAppOptInCode  # noqa: E402, F401
 
+# Marketing consent and its trail (their own module).
+from recipients.models_consent import ConsentEvent, MarketingConsent  # noqa: E402, F401
+
 # Notices to people, the outbox of what they must be told (their own module).
 from recipients.models_notices import Notice, NoticeDelivery, NoticeKind  # noqa: E402, F401

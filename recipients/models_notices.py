@@ -27,6 +27,7 @@ class NoticeKind(models.TextChoices):
     EXPIRED = "expired", "Unclaimed money returned"
     PAYEE_CHECK = "payee_check", "Bank details to confirm or correct"
     ACCOUNT_CHANGE_CODE = "account_change_code", "Code to confirm a new payout account"
+    ACTION_UNDONE = "action_undone", "Reward voided: the action was undone"
 
 
 class NoticeStatus(models.TextChoices):

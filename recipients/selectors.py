@@ -6,14 +6,15 @@ fills from its ``AppConfig.ready``."""
 
 import functools
 from collections.abc import Callable
+from datetime import date
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
 from recipients import crypto
-from recipients.models import BankAccount, Identifier, IdentifierKind, Person
+from recipients.models import BankAccount, Identifier, IdentifierKind, MarketingConsent, Person
 from recipients.normalise import email_normalise, iban_normalise, phone_normalise
 
 
@@ -252,3 +253,55 @@ def person_find(*, brand_id: int, kind: str, value: str, phone_region: str = "")
     if identifier is None:
         return None
     return person_root(person=identifier.person)
+
+
+def _newest_identifier(kind: str) -> Subquery:
+    """The newest active ``kind`` identifier of the consenting person's human: their root (the
+    person who gave the consent, or the one they were merged into since) and everyone merged
+    into it."""
+    return Subquery(
+        Identifier.objects.filter(
+            Q(person_id=OuterRef("root_id")) | Q(person__merged_into_id=OuterRef("root_id")),
+            kind=kind,
+            is_active=True,
+        )
+        .order_by("-created_at", "-id")
+        .values("value")[:1]
+    )
+
+
+def brand_contacts(
+    *,
+    brand_id: int,
+    search: str = "",
+    channel: str = "",
+    given_from: date | None = None,
+    given_to: date | None = None,
+) -> QuerySet:
+    """The brand's contacts: one row per active marketing consent of a person not erased, with
+    the person (``person.display_name``), their newest e-mail, WhatsApp number and social account
+    (``provider:uid``) annotated. People who did not consent (or withdrew) are not here at all:
+    this is the only read that shows a brand its people's contact details. Filters: ``search``
+    in the name, e-mail or number; the consent's ``channel``; the day it was given (inclusive)."""
+    rows = (
+        MarketingConsent.objects.filter(brand_id=brand_id, withdrawn_at__isnull=True, person__erased_at__isnull=True)
+        .select_related("person")
+        .annotate(root_id=Coalesce("person__merged_into_id", "person_id"))
+        .annotate(
+            email=_newest_identifier(IdentifierKind.EMAIL),
+            whatsapp=_newest_identifier(IdentifierKind.WHATSAPP),
+            social=_newest_identifier(IdentifierKind.SOCIAL),
+        )
+    )
+    search = (search or "").strip()
+    if search:
+        rows = rows.filter(
+            Q(person__display_name__icontains=search) | Q(email__icontains=search) | Q(whatsapp__icontains=search)
+        )
+    if channel:
+        rows = rows.filter(channel=channel)
+    if given_from:
+        rows = rows.filter(given_at__date__gte=given_from)
+    if given_to:
+        rows = rows.filter(given_at__date__lte=given_to)
+    return rows

@@ -56,3 +56,20 @@ class PersonSerializer(serializers.Serializer):
     iban_country = serializers.CharField()
     account_type = serializers.CharField(help_text="`iban`, or the local type of the current account; empty when none.")
     created_at = fields.DateTimeField()
+
+
+class ContactSerializer(serializers.Serializer):
+    """A person who gave the brand marketing consent, with their contact details in full (only
+    these people's: everyone else stays masked)."""
+
+    id = serializers.IntegerField(source="pk", help_text="The consent's id.")
+    person = serializers.IntegerField(source="root_id", help_text="The person (their root, if merged since).")
+    name = serializers.CharField(source="person.display_name")
+    email = serializers.CharField(allow_null=True, help_text="The newest e-mail address; null when none.")
+    whatsapp = serializers.CharField(allow_null=True, help_text="The newest WhatsApp number (E.164); null when none.")
+    social = serializers.CharField(allow_null=True, help_text="`provider:uid` of the newest social account.")
+    consent_channel = serializers.CharField(source="channel")
+    consent_language = serializers.CharField(source="language")
+    consent_version = serializers.CharField(source="text_version", help_text="SHA-256 of the words agreed to.")
+    consent_text = serializers.CharField(source="text", help_text="The exact words the person agreed to.")
+    given_at = fields.DateTimeField()

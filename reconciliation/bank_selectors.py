@@ -68,6 +68,18 @@ class AccountPosition:
     difference: Decimal | None
     open_lines_amount: Decimal
     statement_mismatch: Decimal | None
+    unexplained: Decimal | None = None
+
+    @property
+    def state(self) -> str:
+        """``unexplained`` (a real discrepancy, or a statement that does not add up), ``timing``
+        (a difference the lines the bank booked and the ledger does not hold yet explain: it closes
+        as they are matched), ``ok``; ``none`` before any statement."""
+        if self.difference is None:
+            return "none"
+        if self.unexplained or self.statement_mismatch:
+            return "unexplained"
+        return "timing" if self.difference else "ok"
 
 
 @dataclass(frozen=True)
@@ -306,6 +318,7 @@ def account_positions() -> list[AccountPosition]:
                 difference=check.difference if check else None,
                 open_lines_amount=check.unposted if check else Decimal(0),
                 statement_mismatch=check.statement.balance_difference if check else None,
+                unexplained=check.unexplained if check else None,
             )
         )
     return positions

@@ -15,7 +15,7 @@ A matcher has two halves so that a dry run is just the first half:
 ``unapply(match)`` undoes the domain change of an active match (the engine reverses the entry), and
 ``propose_manual(line, target_id)`` validates a match staff make by hand.
 
-Two optional halves:
+Three optional halves:
 - ``names(lines)`` says which lines carry a reference only one object of the matcher's can own (a
   payout's EndToEndId or UETR). Such a line is that object's or nobody's: the engine drops every
   proposal and suggestion for another object of the same type, parks the line with a note naming
@@ -24,6 +24,9 @@ Two optional halves:
   what the match did as the domain's own path for money coming back (a payout debit reversed is a
   payout returned), posting the entry for the reversal ``line``, and returns it as ``Applied``; it
   returns None when it has no such path, and the reversal matcher undoes the match instead.
+- ``candidates(line)`` lists the objects of the matcher's type staff may tie the line to by hand,
+  each as a ``Candidate`` with a label people read (the explain page's picker): reads only, a
+  few rows, those ``propose_manual`` would accept.
 """
 
 from collections.abc import Sequence
@@ -66,6 +69,19 @@ class Named:
         return target_type != self.target_type or target_id == self.target_id
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """An object staff may match a line to by hand, as the explain page offers it."""
+
+    target_type: str
+    target_id: str
+    label: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.target_type}:{self.target_id}"
+
+
 class Matcher(Protocol):
     name: str
     order: int
@@ -99,6 +115,21 @@ def lines_named(lines: Sequence[StatementLine]) -> dict[int, Named]:
         for line_id, name in names(lines).items():
             named.setdefault(line_id, name)
     return named
+
+
+def line_candidates(line: StatementLine) -> list[Candidate]:
+    """What staff may tie ``line`` to, over every matcher that has ``candidates`` (in order, each
+    object once). A line that names an object (``names``) is offered that object alone."""
+    name = lines_named([line]).get(line.pk)
+    found: dict[str, Candidate] = {}
+    for matcher in matchers():
+        candidates = getattr(matcher, "candidates", None)
+        if candidates is None:
+            continue
+        for candidate in candidates(line):
+            if name is None or name.allows(candidate.target_type, candidate.target_id):
+                found.setdefault(candidate.key, candidate)
+    return list(found.values())
 
 
 def matchers() -> list[Matcher]:

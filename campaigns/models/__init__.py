@@ -7,6 +7,7 @@ audit row in the same transaction); the CHECK constraints here are the database'
 
 from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
 from campaigns.models.campaigns import (
+    UNDO_POLICY_FIELDS,
     BudgetAlert,
     Campaign,
     CampaignEvent,
@@ -18,6 +19,8 @@ from campaigns.models.campaigns import (
     VopAction,
 )
 from campaigns.models.events import (
+    RECHECKED_TRIGGERS,
+    ActionWithdrawal,
     EventOutcome,
     EventSource,
     OrderRefund,
@@ -26,6 +29,8 @@ from campaigns.models.events import (
     RewardInReview,
     RewardStatus,
     TriggerEvent,
+    UndoneReason,
+    reward_recheck_pending,
 )
 from campaigns.models.rules import (
     ENGAGEMENT_TERMS_WARNING,
@@ -38,6 +43,8 @@ from campaigns.models.rules import (
 )
 
 __all__ = [
+    "RECHECKED_TRIGGERS",
+    "ActionWithdrawal",
     "ENGAGEMENT_TERMS_WARNING",
     "ENGAGEMENT_TRIGGERS",
     "AmountType",
@@ -65,7 +72,10 @@ __all__ = [
     "RuleCounter",
     "Trigger",
     "TriggerEvent",
+    "UNDO_POLICY_FIELDS",
+    "UndoneReason",
     "Verification",
+    "reward_recheck_pending",
 ]
 
 # Partner API keys and outgoing webhooks (issue 6).

@@ -41,6 +41,11 @@ class Brand(models.Model):
     company_vat_number = models.CharField(max_length=30, blank=True, default="")
     terms_accepted_at = models.DateTimeField(null=True, blank=True)
     live_since = models.DateTimeField(null=True, blank=True)
+    # What the brand will send people who tick the (optional) marketing box on its claim pages,
+    # in each language; the words around it (who, how to withdraw) are fixed
+    # (``campaigns.marketing``). Blank: a default purpose naming the brand.
+    marketing_purpose_en = models.CharField(max_length=300, blank=True, default="")
+    marketing_purpose_it = models.CharField(max_length=300, blank=True, default="")
 
     class Meta:
         constraints = [

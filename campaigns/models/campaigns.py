@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from campaigns.models.brands import Brand
+from core.money import format_minor
 
 
 class CampaignMode(models.TextChoices):
@@ -128,6 +129,29 @@ class Campaign(models.Model):
         verbose_name=_("Claim links for buyers without a bank account"),
         help_text=_("API-only plans: e-mail buyers a link to give their bank account when your shop sent none."),
     )
+    # What counts as an action undone during its hold (``campaigns.services.undone``): each on
+    # voids the reward, and the money goes back to the budget, when the re-check before maturing or
+    # the platform's own notice (a TikTok deauthorization, a WhatsApp STOP) finds it.
+    undo_void_content_removed = models.BooleanField(
+        default=True,
+        verbose_name=_("Void when the video is deleted or made private"),
+        help_text=_("Checked with the platform before the reward matures."),
+    )
+    undo_void_views_dropped = models.BooleanField(
+        default=True,
+        verbose_name=_("Void when the views fall below the rule's threshold"),
+        help_text=_("Checked with the platform before the reward matures."),
+    )
+    undo_void_authorization_revoked = models.BooleanField(
+        default=True,
+        verbose_name=_("Void when the person removes our access to their TikTok account"),
+        help_text=_("TikTok tells us at once; the pending rewards of that account are voided."),
+    )
+    undo_void_optin_withdrawn = models.BooleanField(
+        default=True,
+        verbose_name=_("Void when the person withdraws their WhatsApp opt-in (STOP)"),
+        help_text=_("A STOP sent before the reward matures voids the opt-in's reward."),
+    )
     # Fraud and velocity signals (null: off).
     fraud_max_people_per_iban = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="Review when more distinct people than this share one IBAN."
@@ -187,6 +211,15 @@ class Campaign(models.Model):
         low, high = CLAIM_WINDOW_DAYS
         if self.claim_window_days is not None and not low <= self.claim_window_days <= high:
             raise ValidationError({"claim_window_days": f"Give people between {low} and {high} days."})
+
+
+# A campaign's undo settings, one per ``UndoneReason`` (``campaigns.services.undone.POLICY_FIELDS``).
+UNDO_POLICY_FIELDS = (
+    "undo_void_content_removed",
+    "undo_void_views_dropped",
+    "undo_void_authorization_revoked",
+    "undo_void_optin_withdrawn",
+)
 
 
 class CampaignTally(models.Model):
@@ -262,4 +295,4 @@ class BudgetAlert(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.threshold_pct}% of {self.funded_minor} spent"
+        return f"{self.threshold_pct}% of {format_minor(self.funded_minor, self.campaign.currency)} spent"

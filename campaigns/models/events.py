@@ -1,12 +1,13 @@
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
 from campaigns.models.brands import Brand
 from campaigns.models.campaigns import Campaign
 from campaigns.models.rules import RewardRule
-from campaigns.triggers import PLATFORM_SOURCES
+from campaigns.triggers import PLATFORM_SOURCES, trigger_values
+from core.money import format_minor
 
 # Where an event came from: the partner API, each platform of ``campaigns.triggers.PLATFORM_SOURCES``
 # (its first-party events; the member is its name in upper case), the claim page, the admin.
@@ -141,6 +142,17 @@ class RewardStatus(models.TextChoices):
     EXPIRED = "expired", _("Expired (unclaimed, money returned)")
 
 
+class UndoneReason(models.TextChoices):
+    """Why an action no longer stands (``Platform.action_recheck``, the platforms' own notices):
+    the reason code of a reward voided for it. Each maps to a campaign's undo setting
+    (``campaigns.services.undone.POLICY_FIELDS``)."""
+
+    CONTENT_REMOVED = "content_removed", _("The video was deleted or made private")
+    VIEWS_DROPPED = "views_dropped", _("The video's views fell below the threshold")
+    AUTHORIZATION_REVOKED = "authorization_revoked", _("The TikTok authorization was revoked")
+    OPTIN_WITHDRAWN = "optin_withdrawn", _("The WhatsApp opt-in was withdrawn")
+
+
 # The rewards caps and "new people only" count: an expired one was earned, only never claimed.
 LIVE_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE, RewardStatus.PAID, RewardStatus.EXPIRED)
 RESERVED_STATUSES = (RewardStatus.REVIEW, RewardStatus.HELD)
@@ -189,6 +201,13 @@ class Reward(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_reason = models.CharField(max_length=200, blank=True, default="")
     payout_ref = models.CharField(max_length=120, blank=True, default="")
+    # The action undone (``UndoneReason``) of a reward voided for it; "" for every other reward.
+    undone_reason = models.CharField(max_length=24, blank=True, default="", choices=UndoneReason.choices)
+    # The re-check before maturing (``campaigns.services.undone``): when it found the action still
+    # standing; the transient failures so far, and when to try again.
+    rechecked_at = models.DateTimeField(null=True, blank=True)
+    recheck_failures = models.PositiveSmallIntegerField(default=0)
+    recheck_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -216,6 +235,10 @@ class Reward(models.Model):
                 | Q(status="expired")
                 | (~Q(status__in=["paid", "expired"]) & Q(payout_ref="")),
                 name="reward_paid_has_payout_ref",
+            ),
+            models.CheckConstraint(
+                condition=Q(undone_reason="") | Q(status="voided", undone_reason__in=UndoneReason.values),
+                name="reward_undone_only_voided",
             ),
             models.UniqueConstraint(
                 fields=["commit_entry"], condition=Q(commit_entry__isnull=False), name="reward_commit_entry_unique"
@@ -247,7 +270,7 @@ class Reward(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"reward #{self.pk} {self.amount_minor} {self.currency} {self.status}"
+        return f"reward #{self.pk} {format_minor(self.amount_minor, self.currency)} {self.status}"
 
     @property
     def reserved_minor(self) -> int:
@@ -278,6 +301,44 @@ class RewardEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.from_status}→{self.to_status}"
+
+
+# The actions a platform can re-check before their reward matures (``Platform.action_recheck``).
+RECHECKED_TRIGGERS = trigger_values(first_party=True)
+
+
+def reward_recheck_pending() -> Q:
+    """Rewards that wait for their re-check before they may mature: a first-party action rewarded
+    with a hold (with none, nothing could be undone during it) not yet found still standing.
+    ``rewards_mature`` leaves them; ``rewards_recheck`` clears or voids them."""
+    return Q(rule__trigger__in=RECHECKED_TRIGGERS, matures_at__gt=F("created_at"), rechecked_at__isnull=True)
+
+
+class ActionWithdrawal(models.Model):
+    """A person took back, on the platform, what a reward paid for: a TikTok authorization removed
+    (TikTok's ``authorization.removed`` webhook), a WhatsApp opt-in withdrawn (a STOP message).
+    The re-check before maturing reads it (``Platform.action_recheck``), so a void missed when it
+    arrived still happens before any money is committed. Unique by the platform's reference of the
+    notice: a redelivery records nothing. The account is kept only as a keyed fingerprint
+    (``account_fingerprint``): no clear identifier to erase."""
+
+    platform = models.CharField(max_length=20)
+    kind = models.CharField(max_length=24, choices=UndoneReason.choices)
+    account = models.CharField(max_length=64, help_text="Keyed fingerprint of the platform account.")
+    occurred_at = models.DateTimeField()
+    ref = models.CharField(max_length=200, help_text="The platform's reference of the notice (no personal data).")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["platform", "kind", "ref"], name="action_withdrawal_once"),
+            models.CheckConstraint(condition=Q(kind__in=UndoneReason.values), name="action_withdrawal_kind_valid"),
+        ]
+        indexes = [models.Index(fields=["platform", "account", "occurred_at"], name="action_withdrawal_account_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.platform} {self.kind} at {self.occurred_at:%Y-%m-%d %H:%M}"
 
 
 class RewardInReview(Reward):

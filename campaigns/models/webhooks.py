@@ -15,6 +15,8 @@ WEBHOOK_EVENT_TYPES = (
     "campaign.paused",
     "campaign.budget_threshold",
     "topup.received",
+    "person.consent_given",
+    "person.consent_withdrawn",
 )
 
 

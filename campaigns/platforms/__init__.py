@@ -12,6 +12,7 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from campaigns.platforms.base import (
+    ActionCheck,
     Content,
     FakeRequest,
     FakeResponse,
@@ -73,6 +74,7 @@ class PlatformWebhooks:
 
 
 __all__ = [
+    "ActionCheck",
     "BUILTIN_PLATFORMS",
     "Content",
     "FakeRequest",

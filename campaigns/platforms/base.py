@@ -15,6 +15,10 @@ What the engine asks of a platform:
   ``content_list`` shows the person's own recent items to pick from; ``content_query`` fetches
   given items again — still there, still theirs (another person's item comes back missing), how
   many views now.
+- **Re-checking an action before its reward matures**: ``action_recheck`` says which of the
+  action's undoings it sees now (the video gone or private, its views below the threshold, the
+  authorization revoked, the opt-in withdrawn), as ``UndoneReason`` codes; none when it still
+  stands or the platform cannot tell. A transient failure raises ``PlatformUnavailable``.
 - **Inbound webhooks**: ``webhook_verify`` checks the signature over the raw body before anything
   is stored; ``webhook_events`` parses a stored body into ``InboundEvent`` values;
   ``webhook_handle`` acts on them and says whether the delivery was processed or ignored.
@@ -33,6 +37,7 @@ import json
 from abc import ABC
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import ClassVar
 
 from django.core import checks
@@ -93,6 +98,20 @@ class InboundEvent:
     name: str = ""
     text: str = ""
     data: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActionCheck:
+    """One rewarded action to look at again: what its trigger event recorded."""
+
+    trigger: str  # the rule's trigger ("ugc_share", "whatsapp_optin" …)
+    uid: str  # the account that did it (TikTok open_id, WhatsApp number); "" if the event named none
+    occurred_at: datetime
+    item_id: str = ""  # the content item (a video id), for content triggers
+    view_threshold: int | None = None  # the rule's threshold, for a views trigger
+    # A credential to read the person's content again (the submission's access token); "" when we
+    # hold none. Never logged.
+    token: str = field(default="", repr=False)
 
 
 @dataclass
@@ -161,6 +180,12 @@ class Platform(ABC):
         """Fresh data on the person's own items by id; another person's come back missing.
         Raises PlatformUnavailable."""
         raise NotImplementedError(f"{self.name} does not read people's content.")
+
+    def action_recheck(self, *, action: ActionCheck) -> list[str]:
+        """The ``UndoneReason`` codes of what undid ``action`` since it was rewarded; [] when it
+        still stands or this platform cannot tell. Raises PlatformUnavailable (try again later:
+        a transient failure never voids)."""
+        return []
 
     def content_login_url(self, *, next_url: str) -> str:
         """Where the claim page POSTs to have the person prove their account with the right to

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 import requests
@@ -27,11 +28,14 @@ from allauth.socialaccount.providers.tiktok.views import TikTokOAuth2Adapter
 from django.conf import settings
 from django.core import checks
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from campaigns.models import UndoneReason
 from campaigns.platforms import tiktok_fake
 from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence
 from campaigns.platforms.base import (
+    ActionCheck,
     Content,
     ContentTexts,
     FakeRequest,
@@ -41,6 +45,8 @@ from campaigns.platforms.base import (
     PlatformUnavailable,
     ProvenIdentity,
 )
+from campaigns.selectors import action_withdrawn_since, withdrawal_account
+from campaigns.services.undone import WithdrawOutcome, action_withdraw
 from campaigns.triggers import trigger_evidence
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
@@ -119,12 +125,43 @@ def tiktok_videos_query(*, access_token: str, video_ids: list[str]) -> list[Cont
     return [_video(row) for row in data.get("videos", [])]
 
 
+# TikTok's answers to a token it no longer takes (expired after 24 hours, or revoked).
+TOKEN_REFUSED = {"access_token_invalid", "scope_not_authorized"}
+
+
+def tiktok_action_recheck(*, action: ActionCheck) -> list[str]:
+    """Is a TikTok action still standing? Its authorization must not have been removed since (the
+    ``authorization.removed`` webhook, recorded); a video must still be among the person's public
+    videos (the Display API shows only those: deleted and private look the same) with at least the
+    rule's views. A video is read with the submission's token: with none, or one TikTok no longer
+    takes, only the authorization is checked. Raises TikTokUnavailable (timeouts, 5xx)."""
+    if action.uid and action_withdrawn_since(
+        platform="tiktok", uid=action.uid, kind=UndoneReason.AUTHORIZATION_REVOKED, since=action.occurred_at
+    ):
+        return [UndoneReason.AUTHORIZATION_REVOKED]
+    if not (action.item_id and action.token):
+        return []
+    try:
+        videos = tiktok_videos_query(access_token=action.token, video_ids=[action.item_id])
+    except TikTokUnavailable as exc:
+        if (exc.details or {}).get("error") in TOKEN_REFUSED:
+            return []
+        raise
+    video = next((v for v in videos if v.id == action.item_id), None)
+    if video is None:
+        return [UndoneReason.CONTENT_REMOVED]
+    if action.view_threshold and video.view_count < action.view_threshold:
+        return [UndoneReason.VIEWS_DROPPED]
+    return []
+
+
 # --- webhooks ------------------------------------------------------------------------------------
 # TikTok signs each delivery with ``TikTok-Signature: t=<unix seconds>,s=<hex>``, ``s`` being
 # HMAC-SHA256 of ``"<t>.<raw body>"`` keyed with the app's client secret. A signature older or
-# newer than ``TIKTOK_SIGNATURE_TOLERANCE_SECONDS`` is refused (a replayed capture). The events
-# TikTok sends (``authorization.removed``, ``video.publish.complete`` …) change no money by
-# themselves: view-count rewards are verified through the Display API when a person claims them.
+# newer than ``TIKTOK_SIGNATURE_TOLERANCE_SECONDS`` is refused (a replayed capture). Of the events
+# TikTok sends, ``authorization.removed`` (the person disconnected our app, or their account went:
+# ``content`` holds ``{"reason": 0-5}``) revokes the account's authorization: its pending rewards
+# are voided (``tiktok_authorization_revoke``). The others change no money.
 
 
 def parse_signature(header: str) -> tuple[int, str] | None:
@@ -159,7 +196,32 @@ def tiktok_webhook_events(*, body: bytes) -> list[InboundEvent]:
         event, client_key = payload["event"], payload.get("client_key", "")
     except (ValueError, KeyError, TypeError):
         raise InvalidInput("The body is not a TikTok event.", code="webhook_invalid")
-    return [InboundEvent(kind=event, uid=str(payload.get("user_openid", "")), data={"client_key": client_key})]
+    create_time = payload.get("create_time")
+    # Unix seconds (int64); anything else is taken as "now" rather than failing the delivery for ever.
+    data = {"client_key": client_key, "create_time": create_time if isinstance(create_time, int) else 0}
+    try:
+        content = json.loads(payload.get("content") or "{}")
+    except (ValueError, TypeError):
+        content = {}
+    if isinstance(content, dict) and "reason" in content:
+        data["reason"] = content["reason"]
+    return [InboundEvent(kind=event, uid=str(payload.get("user_openid", "")), data=data)]
+
+
+def tiktok_authorization_revoke(*, open_id: str, create_time: int, reason=None) -> WithdrawOutcome:
+    """TikTok says the account ``open_id`` removed our authorization at ``create_time`` (unix
+    seconds; 0: now): record it and void the account's pending TikTok rewards
+    (``campaigns.services.undone.action_withdraw``). Idempotent per (account, time)."""
+    occurred_at = datetime.fromtimestamp(create_time, UTC) if create_time else timezone.now()
+    return action_withdraw(
+        platform="tiktok",
+        uid=open_id,
+        kind=UndoneReason.AUTHORIZATION_REVOKED,
+        occurred_at=occurred_at,
+        # The account's fingerprint, not its id: the reference is kept as it is.
+        ref=f"{withdrawal_account(platform='tiktok', uid=open_id)}:{create_time}",
+        data={"reason": reason} if reason is not None else {},
+    )
 
 
 def tiktok_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> str:
@@ -171,7 +233,10 @@ def tiktok_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> str
             continue
         # The open_id names a person and no pattern can mask it in the log: the webhook id finds it.
         logger.info("TikTok webhook %s: %s", webhook_id, event.kind)
-        if event.kind == "authorization.removed":
+        if event.kind == "authorization.removed" and event.uid:
+            tiktok_authorization_revoke(
+                open_id=event.uid, create_time=event.data.get("create_time") or 0, reason=event.data.get("reason")
+            )
             status = InboundStatus.PROCESSED
     return status
 
@@ -258,6 +323,9 @@ class TikTokPlatform(Platform):
 
     def content_query(self, *, token: str, ids: list[str]) -> list[Content]:
         return tiktok_videos_query(access_token=token, video_ids=ids)
+
+    def action_recheck(self, *, action: ActionCheck) -> list[str]:
+        return tiktok_action_recheck(action=action)
 
     def content_login_url(self, *, next_url: str) -> str:
         # allauth's TikTok login, asking for the scope that reads the person's videos.

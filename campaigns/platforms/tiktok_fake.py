@@ -5,6 +5,9 @@ signed, base64 JSON blob), so the web process, a worker and a test server all ag
 sharing memory. Each fake person has two videos: one whose caption they typed on the fake login
 page (put the campaign's hashtag there) and one unrelated. Views grow with time since the login
 (``FAKE_TIKTOK_VIEWS_PER_MINUTE``) so a view-threshold campaign can be shown passing its mark.
+What a person can do to a video afterwards is played by settings: ``FAKE_TIKTOK_REMOVED_VIDEOS``
+lists the ids deleted or made private (the Display API shows only public videos, so they are
+simply missing), ``FAKE_TIKTOK_OUTAGE`` makes the Display API answer 503 as during an outage.
 
 One implementation, two hosts: ``web.fakes`` serves it in Django under /fake/tiktok/ (demo), and
 ``wsgi_app`` serves it from a plain ``wsgiref`` server (tests: a real HTTP hop on 127.0.0.1).
@@ -146,6 +149,8 @@ def handle(request: FakeRequest) -> FakeResponse:
         return _authorize_confirm(request.form)
     if path == "/v2/oauth/token/" and request.method == "POST":
         return _token(request.form)
+    if path.startswith("/v2/video/") and getattr(settings, "FAKE_TIKTOK_OUTAGE", False):
+        return _error("internal_error", 503)
     person = _person(request.authorization)
     if path.startswith("/v2/") and person is None:
         return _error("access_token_invalid", 401)
@@ -156,7 +161,8 @@ def handle(request: FakeRequest) -> FakeResponse:
     if path in ("/v2/video/list/", "/v2/video/query/") and request.method == "POST":
         if "video.list" not in person.get("scope", ""):
             return _error("scope_not_authorized", 401)
-        videos = _videos(person)
+        removed = set(getattr(settings, "FAKE_TIKTOK_REMOVED_VIDEOS", ()))
+        videos = [v for v in _videos(person) if v["id"] not in removed]
         if path == "/v2/video/query/":
             wanted = set(json.loads(request.body or b"{}").get("filters", {}).get("video_ids", []))
             videos = [v for v in videos if v["id"] in wanted]

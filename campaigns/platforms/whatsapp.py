@@ -10,6 +10,11 @@ number and ingests a ``whatsapp_optin`` event (source ``whatsapp``, external id 
 so a redelivered message never pays twice). The browser that asked for the code then gets the
 payout form of the reward, once (the claim pages hand it over).
 
+A person withdraws the opt-in by sending a stop word (``STOP``, ``ARRET`` …: the whole message)
+to the same number: ``whatsapp_optin_withdraw`` records it and voids the pending opt-in rewards
+of that number (``campaigns.services.undone``); it is the one entry point for a withdrawal, whichever
+door it comes through.
+
 Outbound notices (approved templates through the Cloud API) are sent by
 ``recipients.whatsapp_cloud``, below this app, since the notice outbox lives there; their checks
 are here with the rest of WhatsApp's. The fakes: ``FakeWhatsAppSender`` for outbound messages and,
@@ -23,7 +28,7 @@ import json
 import re
 import secrets
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core import checks
@@ -31,17 +36,24 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from campaigns.platforms.base import InboundEvent, Platform, json_object
+from campaigns.models import UndoneReason
+from campaigns.platforms.base import ActionCheck, InboundEvent, Platform, json_object
+from campaigns.selectors import action_withdrawn_since
 from campaigns.services import EventInput, event_ingest
+from campaigns.services.undone import WithdrawOutcome, action_withdraw
 from campaigns.triggers import trigger_evidence
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
 from core.webhooks_in import Rejected, Verified, body_digest
 from recipients.models_claims import WhatsAppOptInCode
 from recipients.services import IdentityInput, person_resolve
+from recipients.services.consent import consents_withdraw_by_whatsapp
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: people type these codes
 CODE_PATTERN = re.compile(r"\bJB[A-HJKMNP-Z2-9]{6}\b", re.IGNORECASE)
+# A message that is only one of these words withdraws the opt-in (WhatsApp's own opt-out words
+# and their Italian and French kin; case and a trailing "." or "!" ignored).
+STOP_WORDS = frozenset({"stop", "stopp", "arret", "arrêt", "unsubscribe", "disiscriviti"})
 
 
 # --- the opt-in code -----------------------------------------------------------------------------
@@ -122,6 +134,43 @@ def whatsapp_optin_redeem(*, code: str, wa_number: str, message_id: str, name: s
     )
 
 
+# --- withdrawing the opt-in ---------------------------------------------------------------------
+
+
+def _number(wa_number: str) -> str:
+    return "+" + wa_number.strip().lstrip("+")
+
+
+def whatsapp_is_stop(text: str) -> bool:
+    """Is the whole message a stop word?"""
+    return text.strip().strip(".!").casefold() in STOP_WORDS
+
+
+def whatsapp_optin_withdraw(*, wa_number: str, ref: str, at: datetime | None = None) -> WithdrawOutcome:
+    """The person behind ``wa_number`` withdrew their WhatsApp opt-in at ``at`` (a STOP message,
+    ``ref`` its message id; or any other withdrawal of consent to WhatsApp contact, with a
+    reference of its own): record it and void the pending ``whatsapp_optin`` rewards of that number
+    earned before it, in every campaign whose undo settings say so; a reward already payable or
+    paid is noted, not voided. Idempotent per ``ref``. See ``campaigns.services.undone.action_withdraw``."""
+    return action_withdraw(
+        platform="whatsapp",
+        uid=_number(wa_number),
+        kind=UndoneReason.OPTIN_WITHDRAWN,
+        occurred_at=at or timezone.now(),
+        ref=ref,
+    )
+
+
+def whatsapp_action_recheck(*, action: ActionCheck) -> list[str]:
+    """An opt-in stands until the number withdraws it (a STOP recorded since): Meta has no API to
+    ask, so what the number told us is the answer."""
+    if action.uid and action_withdrawn_since(
+        platform="whatsapp", uid=_number(action.uid), kind=UndoneReason.OPTIN_WITHDRAWN, since=action.occurred_at
+    ):
+        return [UndoneReason.OPTIN_WITHDRAWN]
+    return []
+
+
 # --- the webhook ---------------------------------------------------------------------------------
 
 
@@ -166,16 +215,28 @@ def whatsapp_webhook_events(*, body: bytes) -> list[InboundEvent]:
             ref=str(message.get("id", "")),
             name=name,
             text=(message.get("text") or {}).get("body", "") if message.get("type") == "text" else "",
+            data={"timestamp": str(message["timestamp"])} if message.get("timestamp") else {},
         )
         for message, name in _messages(payload)
     ]
 
 
 def whatsapp_webhook_handle(*, webhook_id: int, events: list[InboundEvent]) -> str:
-    """Redeem the first valid opt-in code of each text message: processed when one was."""
+    """Withdraw the opt-in of a number whose text message is a stop word; redeem the first valid
+    opt-in code of each other text message: processed when either happened."""
     redeemed = 0
     for event in events:
         if event.kind != "text":
+            continue
+        if whatsapp_is_stop(event.text):
+            stamp = event.data.get("timestamp", "")
+            at = datetime.fromtimestamp(int(stamp), UTC) if stamp.isdigit() else None
+            whatsapp_optin_withdraw(wa_number=event.uid, ref=event.ref, at=at)
+            # The number is ours: a STOP also ends every marketing consent given through it, from
+            # now (the message's own time is to the second: a consent given in that second, or a
+            # delayed STOP, must still end — the safe side).
+            consents_withdraw_by_whatsapp(number=_number(event.uid))
+            redeemed += 1
             continue
         for code in CODE_PATTERN.findall(event.text):
             result = whatsapp_optin_redeem(code=code, wa_number=event.uid, message_id=event.ref, name=event.name)
@@ -257,6 +318,9 @@ class WhatsAppPlatform(Platform):
     webhook_headers = ("x-hub-signature-256",)
     label = "WhatsApp"
     proof = "inbound_code"
+
+    def action_recheck(self, *, action: ActionCheck) -> list[str]:
+        return whatsapp_action_recheck(action=action)
 
     def webhook_verify(self, *, body: bytes, headers: Mapping[str, str]) -> Verified | Rejected:
         return whatsapp_webhook_verify(body=body, headers=headers)

@@ -37,8 +37,12 @@ from campaigns.services.rewards import (
     rewards_mature,
     rewards_reject_bulk,
 )
+from campaigns.services.undone import WithdrawOutcome, action_withdraw, rewards_recheck
 
 __all__ = [
+    "WithdrawOutcome",
+    "action_withdraw",
+    "rewards_recheck",
     "BulkOutcome",
     "EventInput",
     "IngestResult",

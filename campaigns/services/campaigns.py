@@ -47,11 +47,13 @@ def campaign_create(
     currency: str = "",
     ends_at: datetime | None = None,
     timezone: str = "Europe/Amsterdam",
+    actor=None,
     **settings,
 ) -> Campaign:
     """Create a draft campaign with its no-overdraft budget account ``campaign:<id>:budget:<CUR>``
     and its tally row, in one transaction. ``settings`` are further Campaign fields (payout mode,
-    fraud thresholds). Raises InvalidInput (validation messages per field), PlanRefused (the
+    fraud thresholds); ``actor``, the user who created it, goes on its ``campaign.created`` row
+    (None: the system, or a partner's API key). Raises InvalidInput (validation messages per field), PlanRefused (the
     brand's plan has no trigger for this mode; ``campaign_provision`` asks)."""
     currency = validate_currency(currency or brand.default_currency)
     campaign = Campaign(
@@ -69,10 +71,10 @@ def campaign_create(
         campaign.full_clean(exclude=["budget_account"])
     except ValidationError as exc:
         raise _validation_to_invalid_input(exc) from exc
-    return campaign_provision(campaign=campaign)
+    return campaign_provision(campaign=campaign, actor=actor)
 
 
-def campaign_provision(*, campaign: Campaign) -> Campaign:
+def campaign_provision(*, campaign: Campaign, actor=None) -> Campaign:
     """Save a new, validated campaign with its budget account and tally row, in one transaction
     (the admin's add form calls this with the instance it built, after its form ran the same
     plan check). Raises PlanRefused."""
@@ -91,7 +93,7 @@ def campaign_provision(*, campaign: Campaign) -> Campaign:
         )
         campaign.save(update_fields=["budget_account"])
         CampaignTally.objects.create(campaign=campaign)
-        CampaignEvent.objects.create(campaign=campaign, kind="campaign.created", to_status=campaign.status)
+        CampaignEvent.objects.create(campaign=campaign, kind="campaign.created", to_status=campaign.status, actor=actor)
     return campaign
 
 

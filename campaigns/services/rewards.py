@@ -28,7 +28,16 @@ from django.utils import timezone
 
 from campaigns.evaluation import counter_periods, periods_for
 from campaigns.locks import lock_campaign_tally
-from campaigns.models import Campaign, CampaignStatus, Reward, RewardEvent, RewardStatus, RuleCounter
+from campaigns.models import (
+    Campaign,
+    CampaignStatus,
+    Reward,
+    RewardEvent,
+    RewardStatus,
+    RuleCounter,
+    UndoneReason,
+    reward_recheck_pending,
+)
 from campaigns.services.brands import brand_funds_account
 from core.bulk import rows_insert
 from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
@@ -251,20 +260,26 @@ def reward_reject(*, reward: Reward, actor, reason: str) -> Reward:
     return _void(reward=reward, actor=actor, reason=reason, allowed=(RewardStatus.REVIEW,), kind="reward.rejected")
 
 
-def reward_void(*, reward: Reward, actor=None, reason: str) -> Reward:
+def reward_void(*, reward: Reward, actor=None, reason: str, undone: str = "") -> Reward:
     """review | held → voided (a refunded purchase, an undone action): the hold is released and
     the money is available on the budget again. Voiding a voided reward is a no-op.
-    A payable reward needs ``reward_claw_back``. Raises InvalidTransition."""
+    A payable reward needs ``reward_claw_back``. Raises InvalidTransition.
+
+    ``undone`` (an ``UndoneReason``) voids it because the person undid the action: the code is
+    kept on the reward and its audit row (the brand's API, portal and ``reward.voided`` webhook
+    show it), and the person is told, in the same transaction (``action_undone`` notice; not on
+    WhatsApp when that opt-in is what they withdrew)."""
     return _void(
         reward=reward,
         actor=actor,
         reason=reason,
         allowed=(RewardStatus.REVIEW, RewardStatus.HELD),
         kind="reward.voided",
+        undone=undone,
     )
 
 
-def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind: str) -> Reward:
+def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind: str, undone: str = "") -> Reward:
     now = timezone.now()
     with transaction.atomic(durable=True):
         reward = _locked(reward)
@@ -281,8 +296,34 @@ def _void(*, reward: Reward, actor, reason: str, allowed: tuple[str, ...], kind:
         if previous == RewardStatus.REVIEW:
             reward.decided_by, reward.decided_at = actor, now
             fields += ["decided_by", "decided_at"]
+        if undone:
+            reward.undone_reason = undone
+            fields.append("undone_reason")
         reward.save(update_fields=fields)
-        _audit(reward, kind=kind, from_status=previous, actor=actor, reason=reason, now=now)
+        _audit(
+            reward,
+            kind=kind,
+            from_status=previous,
+            actor=actor,
+            reason=reason,
+            data={"undone": undone} if undone else None,
+            now=now,
+        )
+        if undone:
+            # Someone who sent STOP on WhatsApp is not written to there again.
+            channels = ["email"] if undone == UndoneReason.OPTIN_WITHDRAWN else []
+            notices_record(
+                notices=[
+                    NoticeNew(
+                        person_id=reward.person_id,
+                        kind=NoticeKind.ACTION_UNDONE,
+                        key=f"reward:{reward.pk}:undone",
+                        reward_id=reward.pk,
+                        data={"undone": undone, **({"channels": channels} if channels else {})},
+                    )
+                ],
+                now=now,
+            )
     return reward
 
 
@@ -463,7 +504,8 @@ def rewards_mature(
     batch_size: int = 200,
     budget_seconds: float = MATURE_BUDGET_SECONDS,
 ) -> int:
-    """Make held rewards whose ``matures_at`` has passed payable — every such reward, or only
+    """Make held rewards whose ``matures_at`` has passed payable, once an action to re-check was
+    found still standing (``reward_recheck_pending``) — every such reward, or only
     those of ``person_ids`` — in durable transactions of up to ``batch_size`` (``_commit``: one
     ledger call per batch, so a hot campaign's budget row is locked briefly, once a batch).
     Safe to run concurrently and repeatedly (rows are claimed with SKIP LOCKED and re-checked; the
@@ -475,7 +517,8 @@ def rewards_mature(
     deadline = time.monotonic() + budget_seconds
     total = 0
     failed: set[int] = set()
-    due = Reward.objects.filter(status=RewardStatus.HELD, matures_at__lte=now)
+    # An action still to re-check (``campaigns.services.undone``) waits for it.
+    due = Reward.objects.filter(status=RewardStatus.HELD, matures_at__lte=now).exclude(reward_recheck_pending())
     if person_ids is not None:
         due = due.filter(person_id__in=sorted(set(person_ids)))
     while True:

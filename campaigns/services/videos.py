@@ -7,6 +7,9 @@
 * ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
   the views of verified items still below a threshold.
 
+The key to the person's videos is kept while a reward for the item waits for its re-check before
+maturing (``campaigns.services.undone``: the video deleted or private, its views fallen).
+
 The platform is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
 """
@@ -27,6 +30,7 @@ from campaigns.models import (
 from campaigns.platforms import Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
 from campaigns.services.analytics import video_views_record
+from campaigns.services.undone import submission_recheck_waiting
 from campaigns.triggers import content_trigger, trigger_evidence
 from recipients import crypto
 
@@ -76,8 +80,11 @@ def _record(submission: VideoSubmission, video: Content | None = None, **fields)
     """One short transaction: the submission's new state and, for an item read, its views of the
     day (the brand's views over time) with the link and cover the platform gave."""
     fields["checked_at"] = timezone.now()
-    if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
-        fields["token_ciphertext"] = ""  # no more reading needed: drop the key to their videos
+    # No more reading needed: drop the key to their videos — unless a held reward for the item
+    # waits for its re-check before maturing (``campaigns.services.undone``), which drops it then.
+    done = fields.get("threshold_done") and not submission_recheck_waiting(submission=submission)
+    if done or fields.get("status") == VideoStatus.REJECTED:
+        fields["token_ciphertext"] = ""
     if video is not None:
         fields.update(view_count=video.view_count, share_url=video.share_url[:1000], cover_url=video.cover_url[:2000])
     with transaction.atomic():

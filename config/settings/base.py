@@ -402,7 +402,11 @@ ACCOUNT_EMAIL_CONFIRMATION_AUTHENTICATED_REDIRECT_URL = "/portal/"
 ACCOUNT_UNIQUE_EMAIL = True
 ACCOUNT_USER_MODEL_USERNAME_FIELD = "username"
 ACCOUNT_LOGOUT_REDIRECT_URL = "/accounts/login/"
-ACCOUNT_EMAIL_SUBJECT_PREFIX = "[JoyBack] "
+ACCOUNT_ADAPTER = "web.portal.accounts.PortalAccountAdapter"
+# How e-mails name the platform; the domain defaults to the host of CLAIM_BASE_URL.
+SITE_NAME = os.environ.get("SITE_NAME", "JoyBack")
+SITE_DOMAIN = os.environ.get("SITE_DOMAIN", "")
+ACCOUNT_EMAIL_SUBJECT_PREFIX = f"[{SITE_NAME}] "
 ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "JoyBack <no-reply@joyback.example>")
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
@@ -453,6 +457,9 @@ CLAIM_PAYOUT_LINK_DAYS = env_int("CLAIM_PAYOUT_LINK_DAYS", 7)
 ACCOUNT_CHANGE_CODE_MINUTES = env_int("ACCOUNT_CHANGE_CODE_MINUTES", 30)
 ACCOUNT_CHANGE_CODE_ATTEMPTS = env_int("ACCOUNT_CHANGE_CODE_ATTEMPTS", 5)
 ACCOUNT_CHANGE_COOLING_OFF_HOURS = env_int("ACCOUNT_CHANGE_COOLING_OFF_HOURS", 24)
+# The marketing-consent withdrawal link in every message works this long (signed, naming one
+# consent; it withdraws that consent once: a replay changes nothing).
+CONSENT_WITHDRAW_LINK_DAYS = env_int("CONSENT_WITHDRAW_LINK_DAYS", 365)
 # The public address of the claim pages, for links sent by email/WhatsApp from background jobs.
 CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", "http://127.0.0.1:8000")
 TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}
@@ -586,3 +593,6 @@ RETENTION_INBOUND_WEBHOOK_DAYS = env_int("RETENTION_INBOUND_WEBHOOK_DAYS", 30)
 RETENTION_TASK_RESULT_DAYS = env_int("RETENTION_TASK_RESULT_DAYS", 30)
 RETENTION_IDEMPOTENCY_DAYS = env_int("RETENTION_IDEMPOTENCY_DAYS", 7)
 PRIVACY_PAYOUT_NAME_KEEP_DAYS = env_int("PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
+# A withdrawn marketing consent keeps its proof (IP fingerprint, user agent) this long after the
+# withdrawal, to answer a complaint about a message sent while it was active; then it is blanked.
+RETENTION_CONSENT_PROOF_DAYS = env_int("RETENTION_CONSENT_PROOF_DAYS", 1095)

@@ -26,7 +26,7 @@ import logging
 import smtplib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -39,6 +39,7 @@ from core.queue import enqueue
 from recipients.models import Identifier, IdentifierKind, Person
 from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
+from recipients.services.consent import marketing_footer
 from recipients.whatsapp_cloud import TemplateMessage, WhatsAppSendError, whatsapp_sender
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ class NoticeNew:
     key: str
     reward_id: int | None = None
     payout_id: int | None = None
-    data: dict = field(default_factory=dict)  # amounts, codes, dates: never personal data
+    # Amounts, codes, dates: never personal data; ``channels`` limits the channels it goes on.
+    data: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,10 @@ def _notice_send(notice: Notice) -> int:
     # longest: whoever changed the account may have added the newest one in the same breath.
     oldest = notice.kind in (NoticeKind.ACCOUNT_CHANGED, NoticeKind.ACCOUNT_CHANGE_CODE)
     contacts = {} if person.erased_at else _contacts(person, oldest=oldest)
-    channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c)]
+    # A notice may name its channels (``data["channels"]``): one must not reach a person on the
+    # channel they asked us to stop writing on.
+    allowed = notice.data.get("channels") or (Channel.EMAIL, Channel.WHATSAPP)
+    channels = [c for c in (Channel.EMAIL, Channel.WHATSAPP) if contacts.get(c) and c in allowed]
     now = timezone.now()
     NoticeDelivery.objects.bulk_create(
         [NoticeDelivery(notice=notice, channel=c, next_attempt_at=now) for c in channels], ignore_conflicts=True
@@ -206,6 +211,7 @@ def _notice_send(notice: Notice) -> int:
         try:
             with translation.override(language):
                 text = _renderer[0](notice, person)
+                footer = marketing_footer(person=person)
         except Exception:  # a notice that cannot be worded counts as a failed attempt on each channel
             logger.exception("notice %s could not be worded", notice.pk)
             text = None
@@ -215,7 +221,10 @@ def _notice_send(notice: Notice) -> int:
             if text is None:
                 _record_failure(delivery, code="render_error", error="The notice could not be worded.", retryable=True)
             else:
-                sent += _deliver(delivery, text=text, language=language, to=contacts[delivery.channel])
+                # Every e-mail to a person who consented to marketing carries the link that
+                # withdraws it; a WhatsApp template's words are fixed, and a STOP reply withdraws.
+                worded = replace(text, body=text.body + footer) if delivery.channel == Channel.EMAIL else text
+                sent += _deliver(delivery, text=worded, language=language, to=contacts[delivery.channel])
     _settle(notice)
     return sent
 

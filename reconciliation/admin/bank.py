@@ -15,9 +15,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
+from core.money import format_amount, format_minor
 from reconciliation.admin.ledger import ReadOnlyAdmin
 from reconciliation.bank_selectors import dashboard, unconfirmed_advices, write_offs_waiting
+from reconciliation.matching import Candidate, line_candidates
 from reconciliation.models import (
     BankStatement,
     Match,
@@ -261,8 +264,8 @@ class BankStatementAdmin(ReadOnlyAdmin):
         "bank_account",
         "kind",
         "closing_balance_date",
-        "opening_balance",
-        "closing_balance",
+        "opening",
+        "closing",
         "entry_count",
         "balance_check",
     ]
@@ -270,7 +273,36 @@ class BankStatementAdmin(ReadOnlyAdmin):
     list_select_related = ["bank_account"]
     search_fields = ["=statement_id", "=message_id"]
     show_full_result_count = False
-    readonly_fields = [f.name for f in BankStatement._meta.fields]
+    fields = readonly_fields = fields_with_money(
+        BankStatement,
+        {
+            "opening_balance": "opening",
+            "closing_balance": "closing",
+            "credit_total": "credits",
+            "debit_total": "debits",
+            "balance_difference": "balance_check",
+        },
+    )
+
+    @staticmethod
+    def _amount(obj: BankStatement, value) -> str:
+        return "—" if value is None else format_amount(value, obj.bank_account.currency)
+
+    @admin.display(description="opening balance", ordering="opening_balance")
+    def opening(self, obj: BankStatement) -> str:
+        return self._amount(obj, obj.opening_balance)
+
+    @admin.display(description="closing balance", ordering="closing_balance")
+    def closing(self, obj: BankStatement) -> str:
+        return self._amount(obj, obj.closing_balance)
+
+    @admin.display(description="credits")
+    def credits(self, obj: BankStatement) -> str:
+        return self._amount(obj, obj.credit_total)
+
+    @admin.display(description="debits")
+    def debits(self, obj: BankStatement) -> str:
+        return self._amount(obj, obj.debit_total)
 
     @admin.display(description="adds up")
     def balance_check(self, obj: BankStatement) -> str:
@@ -278,7 +310,7 @@ class BankStatementAdmin(ReadOnlyAdmin):
             return obj.balance_note
         if obj.balance_difference is None:
             return "—"
-        return "yes" if obj.balance_difference == 0 else f"off by {obj.balance_difference}"
+        return "yes" if obj.balance_difference == 0 else f"off by {self._amount(obj, obj.balance_difference)}"
 
 
 class ExplainForm(forms.Form):
@@ -292,14 +324,25 @@ class ExplainForm(forms.Form):
         ("own_booking", "Maybe reported before: it is a booking of its own (it gets posted)"),
     ]
     action = forms.ChoiceField(choices=ACTIONS)
-    target_type = forms.CharField(required=False, help_text="e.g. payout, payout_batch, brand_topup")
-    target_id = forms.CharField(required=False)
+    target = forms.ChoiceField(
+        required=False,
+        label="Match to",
+        help_text="Payouts of this amount and currency sent up to a month before the booking, and the "
+        "brands a credit could be the top-up of.",
+    )
+    target_id = forms.CharField(required=False, label="Earlier line id", help_text="Only for “maybe reported before”.")
     reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, candidates: list[Candidate], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.candidates = {c.key: c for c in candidates}
+        empty = "Choose…" if candidates else "Nothing fits this line's amount and date"
+        self.fields["target"].choices = [("", empty), *((c.key, c.label) for c in candidates)]
 
     def clean(self):
         data = super().clean()
-        if data.get("action") == "match" and not (data.get("target_type") and data.get("target_id")):
-            raise forms.ValidationError("Say what the line is matched to (type and id).")
+        if data.get("action") == "match" and not data.get("target"):
+            raise forms.ValidationError("Choose what the line is matched to.")
         if data.get("action") == "reported_before" and not data.get("target_id", "").strip().isdigit():
             raise forms.ValidationError("Give the id of the line it repeats as target id.")
         if (
@@ -315,7 +358,7 @@ class StatementLineAdmin(ReadOnlyAdmin):
     list_display = [
         "booking_date",
         "direction",
-        "amount",
+        "shown_amount",
         "currency",
         "status",
         "end_to_end_id",
@@ -340,7 +383,14 @@ class StatementLineAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     ordering = ["-booking_date", "-pk"]
     actions = ["run_matching", "export_csv"]
-    readonly_fields = [f.name for f in StatementLine._meta.fields] + ["explain_link"]
+    fields = readonly_fields = [
+        *fields_with_money(StatementLine, {"amount": "shown_amount"}, exclude=("amount_minor",)),
+        "explain_link",
+    ]
+
+    @admin.display(description="amount", ordering="amount")
+    def shown_amount(self, obj: StatementLine) -> str:
+        return format_amount(obj.amount, obj.currency)
 
     @admin.display(description="")
     def direction(self, obj: StatementLine) -> str:
@@ -383,16 +433,17 @@ class StatementLineAdmin(ReadOnlyAdmin):
         line = get_object_or_404(StatementLine.objects.select_related("bank_account", "statement"), pk=line_id)
         if not self.has_view_permission(request, line):
             raise PermissionDenied
-        form = ExplainForm(request.POST or None)
+        form = ExplainForm(request.POST or None, candidates=line_candidates(line))
         if request.method == "POST" and form.is_valid():
             _require(request, RECONCILE)
             data = form.cleaned_data
             try:
                 if data["action"] == "match":
+                    target = form.candidates[data["target"]]
                     statement_line_match_manual(
                         line_id=line.pk,
-                        target_type=data["target_type"].strip(),
-                        target_id=data["target_id"].strip(),
+                        target_type=target.target_type,
+                        target_id=target.target_id,
                         actor=request.user,
                         note=data["reason"],
                     )
@@ -496,13 +547,17 @@ class AmountMismatchFilter(admin.SimpleListFilter):
 
 @admin.register(Match)
 class MatchAdmin(ReadOnlyAdmin):
-    list_display = ["line", "matcher", "target_type", "target_id", "amount_minor", "status", "created_by", "created_at"]
+    list_display = ["line", "matcher", "target_type", "target_id", "amount", "status", "created_by", "created_at"]
     list_filter = ["status", "matcher", "target_type", AmountMismatchFilter]
     search_fields = ["=target_id", "=line__end_to_end_id"]
     list_select_related = ["line", "created_by"]
     show_full_result_count = False
     actions = ["undo"]
-    readonly_fields = [f.name for f in Match._meta.fields]
+    fields = readonly_fields = fields_with_money(Match, {"amount_minor": "amount"})
+
+    @admin.display(description="amount", ordering="amount_minor")
+    def amount(self, obj: Match) -> str:
+        return format_minor(obj.amount_minor, obj.line.currency)
 
     @admin.action(description="Undo the selected matches (lines go back to suspense)")
     def undo(self, request, queryset):

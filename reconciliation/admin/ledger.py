@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from core.admin_money import fields_with_money
 from core.money import format_minor
 from reconciliation.models import Account, Hold, JournalEntry, Posting
 from reconciliation.selectors import account_statement, trial_balance
@@ -148,10 +149,19 @@ class HoldAdmin(ReadOnlyAdmin):
     search_fields = ["=idempotency_key", "=reference_id", "account__code"]
     list_select_related = ["account"]
     ordering = ["-id"]
+    fields = readonly_fields = fields_with_money(
+        Hold, {"amount_minor": "amount", "committed_amount_minor": "committed_amount"}
+    )
 
     @admin.display(description="amount", ordering="amount_minor")
     def amount(self, obj: Hold) -> str:
         return format_minor(obj.amount_minor, obj.currency)
+
+    @admin.display(description="committed amount")
+    def committed_amount(self, obj: Hold) -> str:
+        if obj.committed_amount_minor is None:
+            return "—"
+        return format_minor(obj.committed_amount_minor, obj.currency)
 
     @admin.display(description="reference")
     def reference(self, obj: Hold) -> str:

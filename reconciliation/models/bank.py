@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.money import format_amount
 from reconciliation.models.ledger import Account, JournalEntry
 from reconciliation.statements.formats import statement_format_validate
 
@@ -228,7 +229,8 @@ class StatementLine(models.Model):
 
     def __str__(self) -> str:
         sign = "+" if self.credit_debit == "CRDT" else "-"
-        return f"{self.booking_date} {sign}{self.amount} {self.currency} {self.entry_reference or self.dedupe_key[:12]}"
+        reference = self.entry_reference or self.dedupe_key[:12]
+        return f"{self.booking_date} {sign}{format_amount(self.amount, self.currency)} {reference}"
 
     @property
     def is_credit(self) -> bool:

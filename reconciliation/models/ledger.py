@@ -127,7 +127,7 @@ class Posting(models.Model):
         indexes = [models.Index(fields=["account", "id"], name="posting_account_id_idx")]
 
     def __str__(self) -> str:
-        return f"{self.account_id} {self.amount_minor} {self.currency}"
+        return f"{self.account_id} {format_minor(self.amount_minor, self.currency)}"
 
     def save(self, *args, **kwargs):
         if self.pk is not None and not kwargs.get("force_insert"):
@@ -219,4 +219,4 @@ class Hold(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"hold #{self.pk} {self.amount_minor} {self.currency} {self.status}"
+        return f"hold #{self.pk} {format_minor(self.amount_minor, self.currency)} {self.status}"

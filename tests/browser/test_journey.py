@@ -93,7 +93,7 @@ def brand_creates_campaign(page, shots) -> int:
     page.fill("input[name=name]", "Summer Joy")
     page.select_option("select[name=mode]", "joyback")
     page.fill("input[name=starts_at]", "2026-01-01T00:00")
-    page.fill("input[name=timezone]", "Europe/Rome")
+    page.select_option("select[name=timezone]", "Europe/Rome")
     shots(page, "campaign-form")
     page.click("text=Create draft")
     page.wait_for_url(re.compile(r"/rules/new/"))

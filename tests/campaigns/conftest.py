@@ -4,6 +4,7 @@ import pytest
 
 from campaigns.services import EventInput
 from tests.campaigns.factories import BrandFactory
+from tests.portal.conftest import brand_a, brand_b, fake_tiktok  # noqa: F401 - fixtures
 
 _ids = itertools.count(1)
 

@@ -1,8 +1,11 @@
 """The admin pages load with budget figures and their actions go through the services."""
 
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import translation
 
 from campaigns.models import Campaign, CampaignStatus, RewardStatus
 from campaigns.services import event_ingest
@@ -109,7 +112,7 @@ def test_adding_a_campaign_in_the_admin_provisions_its_budget(client, ops, free_
         "rules-0-verification": "partner_attested",
         "rules-0-is_active": "on",
         "rules-0-amount_type": "fixed",
-        "rules-0-fixed_minor": "10",
+        "rules-0-fixed_minor": "0.10",
         "rules-0-allowed_iban_countries": "[]",
         "rules-0-hold_days": "0",
         "rules-0-approval_policy": "auto",
@@ -154,3 +157,49 @@ def test_admin_refuses_a_first_party_like_with_the_explanation(client, ops, revi
     assert "public APIs" in str(response.context["inline_admin_formsets"][0].formset.errors)
     rule.refresh_from_db()
     assert rule.trigger == "tiktok_login"
+
+
+def test_rewards_and_their_holds_show_money_formatted(client, ops, reviewed):
+    reward = reviewed[0]
+    assert str(reward) == f"reward #{reward.pk} €5.00 review"
+    assert str(reward.hold).startswith(f"hold #{reward.hold_id} €")
+    with translation.override("it"):
+        assert str(reward) == f"reward #{reward.pk} 5,00\xa0€ review"
+    text = client.get(reverse("admin:campaigns_reward_change", args=[reward.pk])).content.decode()
+    assert "€5.00" in text and f"reward #{reward.pk} 500 " not in text
+    event = client.get(reverse("admin:campaigns_triggerevent_change", args=[reward.event_id]))
+    assert event.status_code == 200
+
+
+def test_admin_money_inputs_are_amounts_in_the_campaigns_currency(client, ops, reviewed):
+    """Issue 29: the admin asked for minor units (1250 for €12.50)."""
+    campaign = Campaign.objects.get()
+    rule = campaign.rules.get()
+    url = reverse("admin:campaigns_campaign_change", args=[campaign.pk])
+    form = client.get(url).context["adminform"].form
+    rules = client.get(url).context["inline_admin_formsets"][0].formset
+    assert rules.forms[0]["fixed_minor"].value() == Decimal("5.00")
+    assert "An amount in EUR" in str(rules.forms[0]["fixed_minor"].help_text)
+    data = {k: v for k, v in form.initial.items() if v is not None and not isinstance(v, list)}
+    data.update(
+        {
+            "starts_at_0": "2026-01-01", "starts_at_1": "00:00:00", "min_payout_minor": "1.00",
+            "rules-TOTAL_FORMS": "1", "rules-INITIAL_FORMS": "1", "rules-0-id": rule.pk,
+            "rules-0-campaign": campaign.pk, "rules-0-trigger": "tiktok_login", "rules-0-verification": "first_party",
+            "rules-0-is_active": "on", "rules-0-amount_type": "fixed", "rules-0-fixed_minor": "12.50",
+            "rules-0-allowed_iban_countries": "[]", "rules-0-hold_days": "0",
+            "rules-0-approval_policy": "always_review",
+            "events-TOTAL_FORMS": "0", "events-INITIAL_FORMS": "0",
+        }
+    )  # fmt: skip
+    # a cent's fraction is refused, nothing changes
+    refused = client.post(url, {**data, "rules-0-fixed_minor": "12.505"})
+    assert refused.status_code == 200
+    assert "more decimals than EUR allows" in str(refused.context["inline_admin_formsets"][0].formset.errors)
+    rule.refresh_from_db()
+    assert rule.fixed_minor == 500
+    # 12.50 is stored as 1250 minor units
+    assert client.post(url, data).status_code == 302
+    rule.refresh_from_db()
+    campaign.refresh_from_db()
+    assert rule.fixed_minor == 1250 and campaign.min_payout_minor == 100

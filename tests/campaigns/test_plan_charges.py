@@ -19,9 +19,11 @@ from tests.portal.conftest import member
 
 pytestmark = pytest.mark.django_db
 
-# Runs after the brands went live: this month, then the first day of the next.
-NOW = timezone.now() + timedelta(minutes=1)
-NEXT = (NOW.replace(day=1) + timedelta(days=32)).replace(day=1)
+
+def later() -> tuple:
+    """A run just after the brands went live, and one on the first day of the next month."""
+    now = timezone.now() + timedelta(minutes=1)
+    return now, (now.replace(day=1) + timedelta(days=32)).replace(day=1)
 
 
 @pytest.fixture
@@ -45,48 +47,51 @@ def fees() -> int:
 
 
 def test_a_month_is_charged_once_and_taken_from_the_funds(monthly):
+    run_at, next_month = later()
     brand = BrandFactory(plan=monthly)
     top_up(brand, 10_000, "t1")
     before = fees()
 
-    first = plan_charges_run(now=NOW)
-    again = plan_charges_run(now=NOW)
+    first = plan_charges_run(now=run_at)
+    again = plan_charges_run(now=run_at)
 
     assert (first.created, first.posted, first.due) == (1, 1, 0)
     assert (again.created, again.posted, again.due) == (0, 0, 0)
     charge = PlanCharge.objects.get(brand=brand)
-    assert (charge.month, charge.amount_minor, charge.plan_id) == (NOW.date().replace(day=1), 4_900, monthly.pk)
+    assert (charge.month, charge.amount_minor, charge.plan_id) == (run_at.date().replace(day=1), 4_900, monthly.pk)
     assert charge.entry.kind == "plan_fee" and charge.posted_at is not None
     assert funds(brand) == 5_100
     assert fees() - before == 4_900
     assert ledger_verify_report().ok
 
-    plan_charges_run(now=NEXT)
+    plan_charges_run(now=next_month)
     assert list(PlanCharge.objects.filter(brand=brand).order_by("month").values_list("month", flat=True)) == [
-        NOW.date().replace(day=1),
-        NEXT.date(),
+        run_at.date().replace(day=1),
+        next_month.date(),
     ]
     assert funds(brand) == 200
 
 
 def test_a_charge_the_funds_do_not_cover_stays_due_until_a_top_up(monthly):
+    run_at, _ = later()
     brand = BrandFactory(plan=monthly)
     top_up(brand, 1_000, "t1")
 
-    run = plan_charges_run(now=NOW)
+    run = plan_charges_run(now=run_at)
     assert (run.created, run.posted, run.due) == (1, 0, 1)
     assert funds(brand) == 1_000  # nothing taken in part
     charge = PlanCharge.objects.get(brand=brand)
     assert charge.entry is None and charge.posted_at is None
 
     top_up(brand, 5_000, "t2")
-    run = plan_charges_run(now=NOW)
+    run = plan_charges_run(now=run_at)
     assert (run.created, run.posted, run.due) == (0, 1, 0)
     assert funds(brand) == 1_100
     assert ledger_verify_report().ok
 
 
 def test_trial_test_suspended_and_free_brands_are_never_charged(monthly):
+    run_at, _ = later()
     trial = brand_create(name="Trial", slug="trial", plan=monthly, live=False)
     tenant = trial_tenant_open(brand=trial)
     suspended = BrandFactory(plan=monthly)
@@ -95,15 +100,16 @@ def test_trial_test_suspended_and_free_brands_are_never_charged(monthly):
     for brand in (trial, tenant, suspended, free):
         top_up(brand, 10_000, f"t:{brand.pk}")
 
-    run = plan_charges_run(now=NOW)
+    run = plan_charges_run(now=run_at)
 
     assert (run.created, run.posted) == (0, 0)
     assert not PlanCharge.objects.exists()
 
 
 def test_the_plan_page_shows_the_fees_taken_and_due_in_english_and_italian(monthly):
+    run_at, _ = later()
     brand = BrandFactory(slug="shop", plan=monthly)
-    plan_charges_run(now=NOW)
+    plan_charges_run(now=run_at)
     client = Client()
     client.force_login(member(brand))
 

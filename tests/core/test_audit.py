@@ -18,11 +18,13 @@ from core.tasks import audit_verify_task
 from payouts.models import PayoutBatch, PayoutBatchEvent
 from payouts.services import payout_execute, payouts_create_for_payable
 from recipients.models import PersonEvent, PersonEventKind
+from recipients.models_consent import ConsentEvent
 from reconciliation.models import ReconciliationAction
 from tests.campaigns.conftest import event
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
 from tests.payouts.payout_fixtures import iban, payable_reward
 from tests.recipients.factories import PersonFactory
+from tests.recipients.factories import people_brand as batch_brand
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -79,6 +81,7 @@ def test_update_and_delete_are_refused_on_every_audit_table(trail, spec):
         debtor_iban="NL91ABNA0417164300", execution_date="2026-01-15", count=1, control_sum_minor=500, file="<x/>",
     )  # fmt: skip
     PayoutBatchEvent.objects.create(batch=batch, kind="batch.built", created_at=timezone.now())
+    ConsentEvent.objects.create(brand=batch_brand(), kind="contacts.exported", channel="api", created_at=timezone.now())
     for statement in (
         f"UPDATE {spec.table} SET kind = kind || 'x'",
         f"UPDATE {spec.table} SET created_at = created_at - interval '1 day'",

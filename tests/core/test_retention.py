@@ -26,7 +26,14 @@ from tests.recipients.test_erasure_scan import NAME, giulia  # noqa: F401 - fixt
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=False)]
 
-NOTHING = {"trigger_events": 0, "inbound_webhooks": 0, "task_records": 0, "idempotency_records": 0, "payout_names": 0}
+NOTHING = {
+    "trigger_events": 0,
+    "inbound_webhooks": 0,
+    "task_records": 0,
+    "idempotency_records": 0,
+    "payout_names": 0,
+    "marketing_consent_proofs": 0,
+}
 
 
 def task(stopped) -> Task:

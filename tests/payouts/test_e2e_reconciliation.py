@@ -17,6 +17,7 @@ from payouts.models import Payout, PayoutStatus, RouteRule
 from payouts.selectors import payout_exceptions
 from payouts.services import payout_batch_create, payout_execute, payouts_create_for_payable
 from recipients.models import Person
+from reconciliation.matching import line_candidates
 from reconciliation.models import JournalEntry, Match, MatchStatus, StatementLine, StatementLineStatus, Suggestion
 from reconciliation.selectors import account_balance
 from reconciliation.services.matching import (
@@ -151,6 +152,7 @@ def test_batch_return_and_single_payouts_reconcile_and_undo(tmp_path, sandbox, d
     # and matching the batch line again (by hand now: it sits in suspense) settles them again
     line = StatementLine.objects.get(pk=batch_match.line_id)
     assert line.status == StatementLineStatus.UNMATCHED
+    assert f"payout_batch:{batch.pk}" in {c.key for c in line_candidates(line)}  # the explain page offers it
     statement_line_match_manual(line_id=line.pk, target_type="payout_batch", target_id=batch.batch_id, actor=olga)
     assert in_transit_minor() == 0
     assert set(batch.payouts.values_list("status", flat=True)) == {PayoutStatus.SETTLED}

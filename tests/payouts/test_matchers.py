@@ -16,6 +16,7 @@ from payouts.rails.sepa_file import uetr_for
 from payouts.services import payout_batch_apply_pain002, payout_batch_create, payout_execute, payouts_create_for_payable
 from recipients.models import NoticeKind
 from recipients.models_notices import Notice
+from reconciliation.matching import line_candidates
 from reconciliation.models import JournalEntry, Match, StatementLine, StatementLineStatus, Suggestion
 from reconciliation.selectors import account_balance_by_code
 from reconciliation.services.matching import match_undo, statement_line_match_manual, statement_lines_match
@@ -121,7 +122,8 @@ def test_a_line_naming_a_payout_is_never_suggested_for_another_nor_confirmable_a
     assert result.suggested == 0 and line.status == StatementLineStatus.UNMATCHED
     assert named.end_to_end_id in line.status_note
     assert not Suggestion.objects.filter(line=line).exists()
-    # and staff cannot tie it to the other person's payout either
+    # and staff are not offered the other person's payout, nor can they tie it to it
+    assert f"payout:{other.pk}" not in {c.key for c in line_candidates(line)}
     before = (JournalEntry.objects.count(), Match.objects.count())
     with pytest.raises(InvalidInput) as refused:
         statement_line_match_manual(line_id=line.pk, target_type="payout", target_id=str(other.pk), actor=staff("o"))
@@ -325,3 +327,44 @@ def test_a_pain002_transaction_named_only_by_its_uetr_is_applied(sandbox, debtor
     assert (first.status, first.reason_code, second.status) == ("failed", "AC01", PayoutStatus.SUBMITTED)
     assert payable_minor(first.person_id) == 500
     assert_books_ok()
+
+
+# --- matching by hand: the explain page's picker (issue 29) -----------------------------------------
+
+
+def test_staff_match_a_line_by_picking_a_payout_not_by_typing_a_type_and_id(
+    tmp_path, sandbox, debtor, brand, campaign, settings, admin_client
+):
+    # given two payouts of 5.00 waiting for the bank and a debit of 5.00 without any reference
+    first, second = pending_payouts(settings, brand, 2)
+    import_camt(tmp_path, [GenLine(amount=eur(500), credit_debit="DBIT", remittance="")])
+    line = StatementLine.objects.get()
+    url = f"/admin/reconciliation/statementline/{line.pk}/explain/"
+    # the page offers both payouts, by EndToEndId, amount and date, and no free type field
+    page = admin_client.get(url)
+    choices = dict(page.context["form"].fields["target"].choices)
+    assert choices.keys() >= {f"payout:{first.pk}", f"payout:{second.pk}"}
+    assert first.end_to_end_id in choices[f"payout:{first.pk}"] and "€5.00" in choices[f"payout:{first.pk}"]
+    assert "target_type" not in page.context["form"].fields
+    # a target nobody offered is refused and nothing moves
+    before = (JournalEntry.objects.count(), Match.objects.count())
+    refused = admin_client.post(url, {"action": "match", "target": "payout:999999"})
+    assert refused.status_code == 200 and refused.context["form"].errors["target"]
+    assert (JournalEntry.objects.count(), Match.objects.count()) == before
+    # picking the second payout matches the line to it
+    admin_client.post(url, {"action": "match", "target": f"payout:{second.pk}", "reason": "checked with the bank"})
+    second.refresh_from_db()
+    assert second.bank_debit_line_id == line.pk
+    assert Match.objects.get(line=line).target_id == str(second.pk)
+    assert_books_ok()
+
+
+def test_a_credit_offers_the_brands_it_could_be_the_top_up_of(tmp_path, debtor, brand, admin_client):
+    import_camt(tmp_path, [GenLine(amount=eur(10_000), credit_debit="CRDT", remittance="our money")])
+    line = StatementLine.objects.get()
+    url = f"/admin/reconciliation/statementline/{line.pk}/explain/"
+    choices = dict(admin_client.get(url).context["form"].fields["target"].choices)
+    assert f"Top-up of Joy Shoes (reference {brand.funding_reference})" in choices.values()
+    admin_client.post(url, {"action": "match", "target": f"brand_topup:{brand.pk}", "reason": "mail from the brand"})
+    assert Match.objects.get(line=line).target_type == "brand_topup"
+    assert account_balance_by_code(code=f"brand:{brand.pk}:funds:EUR").posted_minor == 10_000

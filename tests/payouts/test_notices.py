@@ -136,6 +136,7 @@ def test_every_kind_is_worded_in_english_and_italian_with_its_link(sandbox, debt
         NoticeKind.IBAN_NEEDED: {"amount_minor": 1250, "currency": "EUR"},
         NoticeKind.REMINDER: {"deadline": timezone.now().isoformat()},
         NoticeKind.ACCOUNT_CHANGE_CODE: {"code": crypto.encrypt("493817"), "minutes": 30},
+        NoticeKind.ACTION_UNDONE: {"undone": "content_removed"},
     }
     account = payable_reward(brand, account_iban=iban()).person.bank_accounts.get()
     data[NoticeKind.ACCOUNT_CHANGED]["bank_account"] = account.pk

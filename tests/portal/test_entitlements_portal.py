@@ -40,6 +40,23 @@ def test_a_rule_the_plan_lacks_is_refused_on_the_form(owner, tok):
     assert not RewardRule.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("plan", "mode", "trigger"),
+    [
+        ("whatsapp-with-reward", "joyback", "whatsapp_optin"),  # the one social trigger the plan has
+        ("tiktok-only", "joyback", "tiktok_login"),
+        ("all-in-one", "joyback", "tiktok_login"),
+        ("all-in-one", "cashback", "purchase"),
+    ],
+)
+def test_a_new_rule_starts_on_a_trigger_of_the_campaigns_kind_and_plan(owner, tok, plan, mode, trigger):
+    """Issue 29: a JoyBack campaign's rule form opened on "Confirmed purchase"."""
+    brand_plan_change(brand=tok, plan=package(plan))
+    campaign = campaign_create(brand=tok, name="C", slug="c", mode=mode, starts_at=CAMPAIGN_START)
+    form = owner.get(f"/portal/tok/campaigns/{campaign.pk}/rules/new/").context["form"]
+    assert form["trigger"].value() == trigger
+
+
 def test_a_campaign_the_plan_cannot_serve_is_refused_on_the_form(owner):
     page = owner.post(
         "/portal/tok/campaigns/new/",

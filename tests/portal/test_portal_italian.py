@@ -184,6 +184,14 @@ def test_rewards(italian, activity):
     )
 
 
+def test_reward_statuses_read_italian_including_expired(italian, activity):
+    # the status filter offers every status, expired too, in Italian (issue 29); a row's status
+    # is the same label
+    text = visible_text(italian.get("/portal/alpha/rewards/"))
+    assert "Expired (unclaimed, money returned)" not in text
+    assert "Scaduto (non ritirato, denaro restituito)" in text, text
+
+
 def test_payouts(italian, activity):
     assert_italian(
         italian.get("/portal/alpha/payouts/"),

@@ -8,12 +8,14 @@ from datetime import date, timedelta
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils import timezone
 
 from campaigns.models import ApiKey, BrandMembership, Campaign, RewardRule
-from campaigns.services import brand_topup_record, campaign_allocate, event_ingest
+from campaigns.services import brand_topup_record, campaign_allocate, campaign_resume, event_ingest
 from tests.campaigns.conftest import event
 from tests.portal.conftest import make_user
 from web.portal.charts import axis_top, bar_chart_svg
+from web.portal.history import campaign_history
 from web.portal.qr import epc_payload
 
 pytestmark = pytest.mark.django_db
@@ -154,6 +156,24 @@ def test_rewards_csv_streams_only_my_rewards(owner, brand_a, campaign_a, brand_b
     assert ",summer,tiktok_login,held,5.00," in rows[1]
 
 
+def test_the_tables_filter_by_every_field_and_a_bad_value_filters_nothing(owner, brand_a, campaign_a):
+    event_ingest(brand=brand_a, payload=event(email="a@example.com"))
+    today = timezone.localdate().isoformat()
+
+    def rows(query: str) -> int:
+        response = owner.get(f"/portal/alpha/rewards/?format=csv&{query}")
+        return len(b"".join(response.streaming_content).decode().strip().splitlines()) - 1
+
+    assert rows(f"campaign=summer&status=held&trigger=tiktok_login&date_from={today}&date_to={today}") == 1
+    assert rows("status=paid") == 0
+    assert rows("trigger=purchase") == 0
+    assert rows("campaign=other") == 0
+    assert rows("date_from=2999-01-01") == 0
+    assert rows("date_from=not-a-date") == 1  # ignored, never a 500
+    page = owner.get("/portal/alpha/payouts/?status=settled&date_to=garbage")
+    assert page.status_code == 200
+
+
 def test_invitation_by_email_then_accept(owner, brand_a, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         owner.post("/portal/alpha/team/invite/", {"email": "new@alpha.example", "role": "admin"})
@@ -219,6 +239,27 @@ def test_campaign_history_reads_in_words(owner, campaign_a):
     assert "campaign.launched" not in history and "amount_minor" not in history and "{" not in history
 
 
+def test_campaign_history_names_who_acted(owner, owner_a, brand_a, campaign_a, admin_user):
+    """Issue 29: the brand's own actions showed as "JoyBack (automatic)"."""
+    owner_a.first_name, owner_a.last_name = "Anna", "Bianchi"
+    owner_a.save()
+    # given a campaign the owner pauses in the portal and our staff resume in the admin
+    owner.post(f"/portal/alpha/campaigns/{campaign_a.pk}/pause/")
+    campaign_resume(campaign=campaign_a, actor=admin_user)
+    # and one the owner creates in the portal
+    owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "Europe/Rome"})
+    created = Campaign.objects.get(brand=brand_a, slug="winter")
+    # then each line names who acted: the brand's user by name, our staff as the team, the
+    # system (the fixture set the campaign up without a user) as automatic
+    who = {line.what: line.who for line in campaign_history(campaign=campaign_a)}
+    assert who["Paused"] == "Anna Bianchi"
+    assert who["Resumed"] == "JoyBack team" and admin_user.email not in who.values()
+    assert who["Created as a draft"] == "JoyBack (automatic)"
+    assert [line.who for line in campaign_history(campaign=created)] == ["Anna Bianchi"]
+    page = owner.get(f"/portal/alpha/campaigns/{campaign_a.pk}/").content.decode()
+    assert "Anna Bianchi" in page.split("<h2>History</h2>", 1)[1]
+
+
 def test_chart_axes_are_whole_numbers():
     assert [axis_top(n) for n in (1, 3, 7, 9, 11, 450, 999)] == [2, 4, 8, 10, 20, 600, 1000]
     days = [date(2026, 11, 1) + timedelta(days=i) for i in range(3)]
@@ -257,3 +298,46 @@ def test_an_invitee_who_signs_up_finds_the_invitation_after_confirming(
     assert 'data-testid="pending-invitation"' in landed.content.decode()
     elsewhere.post(link)
     assert BrandMembership.objects.get(brand=brand_a, user__email="fresh@alpha.example").role == "analyst"
+
+
+def test_the_sign_up_email_speaks_as_joyback_not_the_host(settings):
+    """Issue 29: the confirmation greeted "from 127.0.0.1:8651" (the request's host)."""
+    settings.CLAIM_BASE_URL = "https://pay.joyback.example"
+    Client(HTTP_HOST="127.0.0.1").post(
+        "/accounts/signup/",
+        {"email": "new@brand.example", "password1": "a-long-new-password-1", "password2": "a-long-new-password-1"},
+    )
+    (email,) = mail.outbox
+    assert email.subject.startswith("[JoyBack] ")
+    assert "Hello from JoyBack!" in email.body and "Thank you for using JoyBack!" in email.body
+    assert "pay.joyback.example" in email.body
+    assert "127.0.0.1" not in email.body.replace(
+        re.search(r"https?://\S+/accounts/confirm-email/\S+", email.body).group(0), ""
+    )
+
+
+NEW_CAMPAIGN = {
+    "name": "Winter", "mode": "joyback", "currency": "EUR", "starts_at": "2026-01-01T00:00",
+    "payout_mode": "instant", "aggregate_minutes": "0",
+}  # fmt: skip
+
+
+def test_campaign_form_asks_what_is_rewarded_and_dates_first_and_payee_checks_last(owner):
+    """Issue 29: the Verification-of-Payee questions came before what is rewarded; the time zone
+    was free text."""
+    page = owner.get("/portal/alpha/campaigns/new/").content.decode()
+    advanced = page.index('data-testid="campaign-advanced"')
+    for name in ("mode", "currency", "starts_at", "ends_at", "timezone"):
+        assert page.index(f'name="{name}"') < advanced, name
+    for name in ("vop_no_match", "vop_close_match", "vop_not_possible"):
+        assert page.index(f'name="{name}"') > advanced, name
+    assert '<select name="timezone"' in page and '<option value="Europe/Rome" selected>' in page
+
+
+def test_a_time_zone_not_in_the_list_is_refused_and_nothing_is_created(owner, brand_a):
+    page = owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "Mars/Olympus"})
+    assert page.status_code == 200 and page.context["form"].errors["timezone"]
+    assert not Campaign.objects.filter(brand=brand_a, slug="winter").exists()
+    created = owner.post("/portal/alpha/campaigns/new/", {**NEW_CAMPAIGN, "timezone": "America/New_York"})
+    assert created.status_code == 302
+    assert Campaign.objects.get(brand=brand_a, slug="winter").timezone == "America/New_York"

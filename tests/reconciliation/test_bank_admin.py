@@ -1,10 +1,12 @@
 """The reconciliation dashboard and the admin's bank pages, driven over HTTP as ops staff use them."""
 
+import re
 from decimal import Decimal
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import translation
 
 from bench.camt_gen import GenLine, GenStatement, write_camt053
 from reconciliation.models import (
@@ -14,6 +16,7 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 from reconciliation.services.statements import platform_bank_account_create
+from tests.reconciliation.factories import fund
 
 pytestmark = pytest.mark.django_db
 IBAN = "NL91ABNA0417164300"
@@ -123,3 +126,67 @@ def test_staff_without_permission_cannot_upload_or_see_the_dashboard(client, dja
     )
     assert response.status_code == 403
     assert StatementImport.objects.count() == 0
+
+
+def test_bank_pages_show_amounts_formatted_never_five_decimals(admin_client, tmp_path, bank):
+    # given a statement with a 1,200.00 credit
+    data = camt_bytes(tmp_path, [GenLine(amount=Decimal("1200.00"), credit_debit="CRDT", remittance="top-up")])
+    admin_client.post(
+        reverse("admin:reconciliation_statement_upload"),
+        {"file": SimpleUploadedFile("s.xml", data, content_type="text/xml")},
+    )
+    line = StatementLine.objects.get()
+    statement = line.statement
+    # then every page shows it as people read it, in the active language
+    pages = [
+        reverse("admin:reconciliation_statementline_changelist"),
+        reverse("admin:reconciliation_statementline_change", args=[line.pk]),
+        reverse("admin:reconciliation_line_explain", args=[line.pk]),
+        reverse("admin:reconciliation_bankstatement_changelist"),
+        reverse("admin:reconciliation_bankstatement_change", args=[statement.pk]),
+    ]
+    for url in pages:
+        text = admin_client.get(url).content.decode()
+        assert "€1,200.00" in text, url
+        # (the line's dedupe key holds the bank's amount too: an identity, not a figure shown)
+        assert not re.search(r">\s*1200\.00000\s*<", text), url
+    assert "+€1,200.00" in str(line)
+    with translation.override("it"):
+        assert "1.200,00\xa0€" in str(line)
+
+
+def _upload(admin_client, tmp_path, lines):
+    admin_client.post(
+        reverse("admin:reconciliation_statement_upload"),
+        {"file": SimpleUploadedFile("s.xml", camt_bytes(tmp_path, lines), content_type="text/xml")},
+    )
+
+
+def _balance_table(page) -> str:
+    text = page.content.decode()
+    return text.split("Closing balance against the ledger", 1)[1].split("Open exceptions", 1)[0]
+
+
+def test_dashboard_shows_a_difference_lines_in_flight_explain_as_timing_not_red(admin_client, tmp_path, bank):
+    # given a statement whose line is not matched yet (matching runs after commit, not here)
+    _upload(admin_client, tmp_path, [GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance="stray")])
+    page = admin_client.get(reverse("reconciliation_dashboard"))
+    (position,) = page.context["positions"]
+    # then the bank is ahead of the ledger by exactly that line: a timing difference, amber
+    assert position.difference == Decimal("3.00") and position.unexplained == 0
+    assert position.state == "timing"
+    balances = _balance_table(page)
+    assert 'data-state="timing"' in balances and "bad" not in balances
+    assert '<section class="recon-wide">' in page.content.decode()  # the grid's whole width
+
+
+def test_dashboard_shows_an_unexplained_difference_in_red(admin_client, tmp_path, bank):
+    # given a posting to the bank's ledger account that no bank line explains
+    fund(bank.ledger_account, 700)
+    _upload(admin_client, tmp_path, [GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance="stray")])
+    page = admin_client.get(reverse("reconciliation_dashboard"))
+    (position,) = page.context["positions"]
+    assert position.unexplained == Decimal("-7.00") and position.state == "unexplained"
+    balances = _balance_table(page)
+    assert 'data-state="unexplained"' in balances and 'class="num bad"' in balances
+    assert "unexplained: -€7.00" in balances

@@ -4,6 +4,7 @@ from django.utils import translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from campaigns.marketing import ConsentText
 from core.exceptions import InvalidInput
 from recipients.accounts import AccountType, account_normalise, account_types
 from recipients.normalise import BANK, IBAN, PAYPAL, email_normalise, iban_normalise, paypal_normalise, phone_normalise
@@ -14,7 +15,9 @@ DESTINATION = "destination"
 
 class PayoutForm(forms.Form):
     """Name, a way to reach the person, the bank account, consent. ``website`` is a honeypot:
-    hidden from people (CSS and aria-hidden), filled in by form-filling bots.
+    hidden from people (CSS and aria-hidden), filled in by form-filling bots. With
+    ``marketing`` (the brand's words, ``campaigns.marketing``) an optional, unticked box asks
+    for marketing consent (``marketing``).
 
     The account is an IBAN, unless the payout currency's account requirements
     (``recipients.accounts``: the PSP's contract, or the built-in one) list local account types:
@@ -46,9 +49,18 @@ class PayoutForm(forms.Form):
         phone_region: str = "IT",
         currency: str = "EUR",
         paypal: bool = False,
+        marketing: ConsentText | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        self.marketing = marketing
+        if marketing is not None:
+            # Optional and never ticked for the person: their own click is the consent. The
+            # version travels with the page, so a "yes" given to words changed since is asked again.
+            self.fields["marketing"] = forms.BooleanField(label=marketing.text, required=False, initial=False)
+            self.fields["marketing_version"] = forms.CharField(
+                widget=forms.HiddenInput, required=False, initial=marketing.version
+            )
         self.needs_contact = needs_contact
         self.phone_region = phone_region  # numbers typed without +country are read as from here
         self.currency = currency
@@ -58,6 +70,10 @@ class PayoutForm(forms.Form):
             self._account_fields_add()
         if paypal:
             self._paypal_fields_add()
+        if marketing is not None:
+            names = [n for n in self.fields if n != "marketing"]
+            names.insert(names.index("consent") + 1, "marketing")
+            self.order_fields(names)
         self.fields["iban"].widget.attrs.update(
             {
                 "autocomplete": "off",
@@ -212,6 +228,8 @@ class PayoutForm(forms.Form):
             self._account_clean(data)
         elif self.paypal and not data.get("iban") and "iban" not in self.errors:
             self.add_error("iban", forms.ValidationError(self.fields["iban"].error_messages["required"]))
+        if data.get("marketing") and data.get("marketing_version") != self.marketing.version:
+            self.add_error("marketing", _("The wording of this box has just changed: please read it again."))
         if self.needs_contact and not data.get("email") and not data.get("whatsapp"):
             raise forms.ValidationError(_("Give an email or a WhatsApp number, so we can tell you about your money."))
         return data

@@ -22,6 +22,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from campaigns.marketing import ConsentText
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
 from campaigns.services import EventInput, IngestResult, event_ingest
 from core.exceptions import Conflict, IdempotencyConflict, InvalidInput, InvalidTransition
@@ -32,6 +33,7 @@ from payouts.services.payee import payout_payee_confirm, payouts_payee_recheck
 from recipients import crypto
 from recipients.models import BankAccount, NoticeKind, Person
 from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink
+from recipients.models_consent import ConsentChannel
 from recipients.normalise import AccountInfo, iban_normalise
 from recipients.selectors import person_cluster_ids, person_current_bank_account
 from recipients.services import (
@@ -41,6 +43,7 @@ from recipients.services import (
     person_resolve,
     person_root_lock,
 )
+from recipients.services.consent import consent_give
 from recipients.services.identity import Identity, identity_normalise
 from recipients.services.notices import NoticeNew, notices_record
 
@@ -55,6 +58,10 @@ class PayoutDetails:
     iban: str
     language: str = ""
     account: AccountInfo | None = None  # a local account, validated by the form; wins over ``iban``
+    # The marketing box's words when the person ticked it (never ticked for them); not carried
+    # through an account change's code: it is recorded when the form is sent.
+    marketing: ConsentText | None = None
+    user_agent: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,15 +86,40 @@ def _identity(details: PayoutDetails, *, social_uid: str = "", social_provider: 
 
 
 def _person_apply(
-    *, normalised: Identity, details: PayoutDetails, brand_id: int | None, ip: str, anchor: Person
+    *,
+    normalised: Identity,
+    details: PayoutDetails,
+    brand_id: int | None,
+    ip: str,
+    anchor: Person,
+    claim_link_id: int | None = None,
 ) -> Person:
     """In the caller's transaction: the person behind ``anchor`` takes these details, the account
     (an IBAN or a local one) becoming their current account, and their consent is recorded."""
     person = person_resolve(brand_id=brand_id, identity=_identity(details), source=CHANNEL, anchor=anchor)
     consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
+    _marketing_record(person=person, details=details, ip=ip, claim_link_id=claim_link_id)
     # The form asks for the name "as on your bank account": the account is held under it.
     bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
     return person
+
+
+def _marketing_record(*, person: Person, details: PayoutDetails, ip: str, claim_link_id: int | None = None) -> None:
+    """The person ticked the marketing box: their "yes" to the words shown, with its proof. In
+    the caller's transaction; nothing when the box was left unticked."""
+    if details.marketing is None or person.brand_id is None:
+        return
+    consent_give(
+        person=person,
+        brand=person.brand,
+        text=details.marketing.text,
+        version=details.marketing.version,
+        language=details.marketing.language,
+        channel=ConsentChannel.CLAIM_PAGE,
+        ip=ip,
+        user_agent=details.user_agent,
+        claim_link_id=claim_link_id,
+    )
 
 
 def _person_with_consent(
@@ -101,6 +133,7 @@ def _person_with_consent(
     with transaction.atomic(durable=True):
         person = person_resolve(brand_id=brand_id, identity=identity, source=CHANNEL)
         consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
+        _marketing_record(person=person, details=details, ip=ip)
         bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
     return person
 
@@ -178,12 +211,16 @@ def claim_details_submit(*, link: ClaimLink, details: PayoutDetails, ip: str) ->
             raise InvalidTransition(_("This link has been used or has expired."), code="claim_link_spent")
         current = person_current_bank_account(person=root)
         if current is not None and current.iban_fingerprint != normalised.iban_fingerprint:
+            # The link proves the person: their "yes" counts now, whatever becomes of the change.
+            _marketing_record(person=root, details=details, ip=ip, claim_link_id=link.pk)
             return DetailsOutcome(
                 person=root, change=_account_change_open(person=root, link=link, details=details, now=now)
             )
         # The person's own brand: a person several brands knew before people were scoped per
         # brand has none (recipients 0004), and only their own link may give them an account.
-        person = _person_apply(normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root)
+        person = _person_apply(
+            normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root, claim_link_id=link.pk
+        )
     payouts_payee_recheck(person=person)
     return DetailsOutcome(person=person)
 

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from campaigns.entitlements import claim_page_available
+from campaigns.marketing import ConsentText, marketing_consent_text
 from campaigns.models import (
     AmountType,
     Campaign,
@@ -183,7 +184,13 @@ def takes_secret(view):
     return limited
 
 
-def _details(form: PayoutForm, language: str) -> PayoutDetails:
+def _marketing(request, campaign: Campaign) -> ConsentText:
+    """The brand's marketing box in the page's language: the same words go on the page and, if
+    ticked, into the consent."""
+    return marketing_consent_text(brand=campaign.brand, language=request.LANGUAGE_CODE)
+
+
+def _details(request, form: PayoutForm, marketing: ConsentText) -> PayoutDetails:
     d = form.cleaned_data
     return PayoutDetails(
         name=d["name"],
@@ -191,7 +198,9 @@ def _details(form: PayoutForm, language: str) -> PayoutDetails:
         whatsapp=d["whatsapp"],
         iban=d["iban"],
         account=d["account"],
-        language=language,
+        language=request.LANGUAGE_CODE,
+        marketing=marketing if d.get("marketing") else None,
+        user_agent=request.headers.get("User-Agent", ""),
     )
 
 
@@ -250,12 +259,14 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
     if identity is None:
         messages.info(request, _("Log in with TikTok first."))
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
+    marketing = _marketing(request, campaign)
     form = PayoutForm(
         request.POST or None,
         initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
         paypal=paypal_offered(campaign=campaign),
+        marketing=marketing,
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -266,7 +277,7 @@ def tiktok_claim(request, brand_slug: str, campaign_slug: str):
                 outcome = claim_tiktok_login_submit(
                     campaign=campaign,
                     social_uid=identity.uid,
-                    details=_details(form, request.LANGUAGE_CODE),
+                    details=_details(request, form, marketing),
                     ip=client_ip(request),
                     evidence=dict(identity.evidence),
                 )
@@ -330,12 +341,14 @@ def content_claim(request, brand_slug: str, campaign_slug: str, platform: str):
     except PlatformUnavailable:
         videos = []
         messages.error(request, texts.unavailable)
+    marketing = _marketing(request, campaign)
     form = PayoutForm(
         request.POST or None,
         initial={"name": identity.name},
         phone_region=_phone_region(campaign),
         currency=campaign.currency,
         paypal=paypal_offered(campaign=campaign),
+        marketing=marketing,
     )
     chosen = request.POST.get("video_id", "")
     if request.method == "POST" and not _limited(request, campaign):
@@ -352,7 +365,7 @@ def content_claim(request, brand_slug: str, campaign_slug: str, platform: str):
                     social_uid=identity.uid,
                     access_token=identity.token,
                     video_id=chosen,
-                    details=_details(form, request.LANGUAGE_CODE),
+                    details=_details(request, form, marketing),
                     ip=client_ip(request),
                 )
             except ApplicationError as exc:
@@ -464,12 +477,14 @@ def payout_form(request, token: str):
         renewed = payout_link_renew(link=link)
         return render(request, "claim/link_spent.html", _ctx(request, campaign, renewed=renewed), status=410)
     event = reward.event
+    marketing = _marketing(request, campaign)
     form = PayoutForm(
         request.POST or None,
         needs_contact=not (event.email or event.whatsapp),
         phone_region=_phone_region(reward.campaign),
         currency=reward.currency,
         paypal=paypal_offered(campaign=campaign),
+        marketing=marketing,
     )
     if request.method == "POST" and not _limited(request, campaign):
         if form.is_bot:
@@ -478,7 +493,7 @@ def payout_form(request, token: str):
             _accepted(campaign)
             try:
                 outcome = claim_details_submit(
-                    link=link, details=_details(form, request.LANGUAGE_CODE), ip=client_ip(request)
+                    link=link, details=_details(request, form, marketing), ip=client_ip(request)
                 )
             except ApplicationError as exc:
                 messages.error(request, exc.message)

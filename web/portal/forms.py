@@ -2,6 +2,7 @@
 with ``core.money.to_minor`` (which refuses extra decimals rather than rounding); the rule's own
 ``clean()`` (via ``rule_create``) is the single source of the validation rules."""
 
+import zoneinfo
 from datetime import datetime
 from decimal import Decimal
 
@@ -36,6 +37,10 @@ def _money_field(label, help_text="") -> forms.DecimalField:
     return forms.DecimalField(label=label, required=False, help_text=help_text, **MONEY)
 
 
+def _timezone_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in sorted(zoneinfo.available_timezones())]
+
+
 class BrandForm(forms.Form):
     name = forms.CharField(label=_("Brand name"), max_length=200)
     default_currency = forms.ChoiceField(label=_("Currency"), choices=[(c, c) for c in settings.CURRENCIES])
@@ -55,12 +60,52 @@ class CampaignForm(forms.Form):
     ends_at = forms.DateTimeField(
         label=_("Ends at"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    timezone = forms.CharField(
-        label=_("Time zone"), max_length=64, initial="Europe/Rome", validators=[validate_timezone]
+    timezone = forms.ChoiceField(
+        label=_("Time zone"), choices=_timezone_choices, initial="Europe/Rome", validators=[validate_timezone]
     )
     payout_mode = forms.ChoiceField(label=_("Payout mode"), choices=PayoutMode.choices, initial=PayoutMode.INSTANT)
     aggregate_minutes = forms.IntegerField(
         label=_("Aggregate interval (minutes)"), min_value=0, initial=0, required=False
+    )
+    claim_window_days = forms.IntegerField(
+        label=_("Days to give a bank account"),
+        min_value=CLAIM_WINDOW_DAYS[0],
+        max_value=CLAIM_WINDOW_DAYS[1],
+        required=False,
+        help_text=_(
+            "After this many days without a bank account, a person's reward goes back to the campaign "
+            "(reminders after a third and two thirds of it). Empty: it waits for ever."
+        ),
+    )
+    buyer_claim_links = forms.BooleanField(
+        label=Campaign._meta.get_field("buyer_claim_links").verbose_name,
+        help_text=Campaign._meta.get_field("buyer_claim_links").help_text,
+        required=False,
+    )
+    # What counts as an action undone during its hold (campaigns.services.undone).
+    undo_void_content_removed = forms.BooleanField(
+        label=Campaign._meta.get_field("undo_void_content_removed").verbose_name,
+        help_text=Campaign._meta.get_field("undo_void_content_removed").help_text,
+        required=False,
+        initial=True,
+    )
+    undo_void_views_dropped = forms.BooleanField(
+        label=Campaign._meta.get_field("undo_void_views_dropped").verbose_name,
+        help_text=Campaign._meta.get_field("undo_void_views_dropped").help_text,
+        required=False,
+        initial=True,
+    )
+    undo_void_authorization_revoked = forms.BooleanField(
+        label=Campaign._meta.get_field("undo_void_authorization_revoked").verbose_name,
+        help_text=Campaign._meta.get_field("undo_void_authorization_revoked").help_text,
+        required=False,
+        initial=True,
+    )
+    undo_void_optin_withdrawn = forms.BooleanField(
+        label=Campaign._meta.get_field("undo_void_optin_withdrawn").verbose_name,
+        help_text=Campaign._meta.get_field("undo_void_optin_withdrawn").help_text,
+        required=False,
+        initial=True,
     )
     # Verification of Payee: what a payout does when the person's bank answers other than "match".
     vop_no_match = forms.ChoiceField(
@@ -84,21 +129,8 @@ class CampaignForm(forms.Form):
         initial=VopAction.PAY,
         required=False,
     )
-    claim_window_days = forms.IntegerField(
-        label=_("Days to give a bank account"),
-        min_value=CLAIM_WINDOW_DAYS[0],
-        max_value=CLAIM_WINDOW_DAYS[1],
-        required=False,
-        help_text=_(
-            "After this many days without a bank account, a person's reward goes back to the campaign "
-            "(reminders after a third and two thirds of it). Empty: it waits for ever."
-        ),
-    )
-    buyer_claim_links = forms.BooleanField(
-        label=Campaign._meta.get_field("buyer_claim_links").verbose_name,
-        help_text=Campaign._meta.get_field("buyer_claim_links").help_text,
-        required=False,
-    )
+    # Asked last, folded under "advanced": what is rewarded, the money and the dates come first.
+    ADVANCED = ("vop_no_match", "vop_close_match", "vop_not_possible")
 
     def __init__(self, *args, live: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -106,6 +138,12 @@ class CampaignForm(forms.Form):
         if live:
             for name in ("slug", "mode", "currency", "starts_at", "timezone"):
                 self.fields[name].disabled = True
+
+    def main_fields(self) -> list:
+        return [f for f in self if f.name not in self.ADVANCED]
+
+    def advanced_fields(self) -> list:
+        return [f for f in self if f.name in self.ADVANCED]
 
     def clean(self):
         data = super().clean()
@@ -117,7 +155,7 @@ class CampaignForm(forms.Form):
         if data.get("payout_mode") == PayoutMode.AGGREGATE and not data.get("aggregate_minutes"):
             self.add_error("aggregate_minutes", _("Aggregate payouts need an interval in minutes."))
         data["aggregate_minutes"] = data.get("aggregate_minutes") or 0
-        for name in ("vop_no_match", "vop_close_match", "vop_not_possible"):
+        for name in self.ADVANCED:
             # A form posted without the policy (an older page) keeps what is set, or the default.
             data[name] = data.get(name) or self.initial.get(name) or self.fields[name].initial
         return data
@@ -294,17 +332,6 @@ class RoleForm(forms.Form):
 
 class FundingForm(forms.Form):
     amount = forms.DecimalField(label=_("Amount (optional, for the QR code)"), required=False, **MONEY)
-
-
-class TableFilterForm(forms.Form):
-    """Filters shared by the rewards and payouts tables (GET, so a filtered view can be bookmarked
-    and exported as it is)."""
-
-    campaign = forms.CharField(required=False)
-    status = forms.CharField(required=False)
-    trigger = forms.CharField(required=False)
-    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
 
 def aware(value: datetime | None) -> datetime | None:

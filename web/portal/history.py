@@ -7,7 +7,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from campaigns.evaluation import brand_visible_reason
-from campaigns.models import CampaignEvent
+from campaigns.models import BrandMembership, CampaignEvent
 from core.money import format_minor
 
 _TITLES = {
@@ -66,14 +66,28 @@ class HistoryLine:
     why: str
 
 
+def _who(actor, members: set[int]) -> str:
+    """The brand's own user by name (or e-mail); our staff as the JoyBack team, never by name;
+    "automatic" only where no person acted."""
+    if actor is None:
+        return _("JoyBack (automatic)")
+    if actor.pk not in members:
+        return _("JoyBack team")
+    return actor.get_full_name() or actor.email or actor.get_username()
+
+
 def campaign_history(*, campaign, limit: int = 20) -> list[HistoryLine]:
     """The newest ``limit`` rows of the campaign's audit trail, in words."""
-    rows = CampaignEvent.objects.filter(campaign=campaign).select_related("actor").order_by("-id")[:limit]
+    rows = list(CampaignEvent.objects.filter(campaign=campaign).select_related("actor").order_by("-id")[:limit])
+    actors = {row.actor_id for row in rows if row.actor_id}
+    members = set(
+        BrandMembership.objects.filter(brand_id=campaign.brand_id, user_id__in=actors).values_list("user_id", flat=True)
+    )
     return [
         HistoryLine(
             when=row.created_at,
             what=_TITLES[row.kind](row, campaign.currency) if row.kind in _TITLES else row.kind,
-            who=(row.actor.email or row.actor.get_username()) if row.actor_id else _("JoyBack (automatic)"),
+            who=_who(row.actor, members),
             why=_why(brand_visible_reason(row.reason)),
         )
         for row in rows

@@ -13,6 +13,7 @@ from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
 from campaigns.models import (
+    UNDO_POLICY_FIELDS,
     Brand,
     BrandInvitation,
     BrandMembership,
@@ -41,6 +42,8 @@ LIVE_EDITABLE = (
     "vop_not_possible",
     "claim_window_days",
     "buyer_claim_links",
+    # What voids a held reward is checked when it matures: a change applies to what matures next.
+    *UNDO_POLICY_FIELDS,
 )
 
 

@@ -10,7 +10,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
-from campaigns.models import BrandRole, Campaign, CampaignStatus, RewardRule
+from campaigns.entitlements import entitlement_default_trigger
+from campaigns.models import UNDO_POLICY_FIELDS, BrandRole, Campaign, CampaignStatus, RewardRule
 from campaigns.selectors import campaign_budget
 from campaigns.services import (
     campaign_allocate,
@@ -70,6 +71,7 @@ def _campaign_fields(form: CampaignForm) -> dict:
         "vop_not_possible": data["vop_not_possible"],
         "claim_window_days": data.get("claim_window_days"),
         "buyer_claim_links": bool(data.get("buyer_claim_links")),
+        **{name: bool(data.get(name)) for name in UNDO_POLICY_FIELDS},
     }
 
 
@@ -79,7 +81,7 @@ def campaign_new(request, access):
     form = CampaignForm(request.POST or None, initial={"currency": access.brand.default_currency})
     if request.method == "POST" and form.is_valid():
         try:
-            campaign = campaign_create(brand=access.brand, **_campaign_fields(form))
+            campaign = campaign_create(brand=access.brand, actor=request.user, **_campaign_fields(form))
         except ApplicationError as exc:
             messages_by_field = {k: v for k, v in (exc.details or {}).items() if isinstance(v, list)}
             if messages_by_field:
@@ -217,7 +219,8 @@ def _rule_page(request, access, campaign, form, rule=None):
 @require_http_methods(["GET", "POST"])
 def rule_new(request, access, campaign_id: int):
     campaign = _campaign(access, campaign_id)
-    form = RuleForm(request.POST or None, currency=campaign.currency)
+    trigger = entitlement_default_trigger(brand=access.brand, mode=campaign.mode)
+    form = RuleForm(request.POST or None, initial={"trigger": trigger}, currency=campaign.currency)
     if request.method == "POST" and "save" in request.POST and form.is_valid():
         try:
             rule_create(campaign=campaign, **form.cleaned_fields)

@@ -12,7 +12,7 @@ from campaigns.models import RewardStatus, Trigger
 from core.money import minor_to_decimal
 from payouts.models import PayoutStatus
 from web.portal.access import brand_view
-from web.portal.forms import TableFilterForm
+from web.portal.filters import PayoutTableFilter, RewardTableFilter
 from web.portal.selectors import brand_payout_items, brand_rewards
 
 PAGE_SIZE = 50
@@ -36,31 +36,14 @@ def _stream_csv(filename: str, header: list[str], rows: Iterator[list]) -> Strea
     return response
 
 
-def _filters(request, access):
-    form = TableFilterForm(request.GET or None)
-    data = form.cleaned_data if form.is_valid() else {}
-    return form, data
-
-
 def _campaign_choices(access):
     return list(access.brand.campaigns.order_by("name").values_list("slug", "name"))
 
 
 @brand_view()
 def rewards(request, access):
-    form, f = _filters(request, access)
-    qs = brand_rewards(brand=access.brand)
-    if f.get("campaign"):
-        qs = qs.filter(campaign__slug=f["campaign"])
-    if f.get("status"):
-        qs = qs.filter(status=f["status"])
-    if f.get("trigger"):
-        qs = qs.filter(rule__trigger=f["trigger"])
-    if f.get("date_from"):
-        qs = qs.filter(created_at__date__gte=f["date_from"])
-    if f.get("date_to"):
-        qs = qs.filter(created_at__date__lte=f["date_to"])
-    qs = qs.order_by("-id")
+    table = RewardTableFilter(request.GET, queryset=brand_rewards(brand=access.brand))
+    qs = table.qs.order_by("-id")
     if request.GET.get("format") == "csv":
         rows = (
             [
@@ -101,7 +84,7 @@ def rewards(request, access):
         {
             "access": access,
             "brand": access.brand,
-            "form": form,
+            "form": table.form,
             "page": page,
             "campaigns": _campaign_choices(access),
             "statuses": RewardStatus.choices,
@@ -113,19 +96,8 @@ def rewards(request, access):
 
 @brand_view()
 def payouts(request, access):
-    form, f = _filters(request, access)
-    qs = brand_payout_items(brand=access.brand)
-    if f.get("campaign"):
-        qs = qs.filter(reward__campaign__slug=f["campaign"])
-    if f.get("status"):
-        qs = qs.filter(payout__status=f["status"])
-    if f.get("trigger"):
-        qs = qs.filter(reward__rule__trigger=f["trigger"])
-    if f.get("date_from"):
-        qs = qs.filter(payout__created_at__date__gte=f["date_from"])
-    if f.get("date_to"):
-        qs = qs.filter(payout__created_at__date__lte=f["date_to"])
-    qs = qs.order_by("-payout_id", "-id")
+    table = PayoutTableFilter(request.GET, queryset=brand_payout_items(brand=access.brand))
+    qs = table.qs.order_by("-payout_id", "-id")
     if request.GET.get("format") == "csv":
         rows = (
             [
@@ -164,7 +136,7 @@ def payouts(request, access):
         {
             "access": access,
             "brand": access.brand,
-            "form": form,
+            "form": table.form,
             "page": page,
             "campaigns": _campaign_choices(access),
             "statuses": PayoutStatus.choices,

@@ -22,7 +22,7 @@ def schedule_remove(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0028_trigger_event_order_index'),
+        ('campaigns', '0030_marketing_consent'),
         ('django_q', '0018_task_success_index'),
     ]
 
