@@ -5,12 +5,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from django.db.models import Max
+from django.db.models import Max, Q
+from django.db.models.functions import Coalesce
 
 from campaigns.models import Brand, Campaign, VideoStatus, VideoSubmission, VideoViewDay
 from campaigns.platforms import platform_get
 from core.exceptions import InvalidInput
-from recipients.models import Person
+from recipients.models import MarketingConsent, Person
 
 VIDEOS_SHOWN = 100
 REMOVED_REASON = "video_gone"
@@ -18,13 +19,25 @@ REMOVED_REASON = "video_gone"
 HANDLE_IN_LINK = re.compile(r"/@([A-Za-z0-9._]{1,64})(?:/|$)")
 
 
-def handle_visible(person: Person, brand: Brand) -> bool:
-    """Whether ``brand`` may see who made a video: its author's handle is the person's data, shown
-    only to a brand they gave marketing consent to.
+def handles_visible(*, people: list[Person], brand: Brand) -> set[int]:
+    """Ids among ``people`` whose videos ``brand`` may show with their author: those with an
+    active marketing consent to ``brand`` on their human (the root or any row merged into it) and
+    not erased. One query for the lot."""
+    roots = {p.pk: p.merged_into_id or p.pk for p in people if p.erased_at is None}
+    if not roots:
+        return set()
+    consenting = MarketingConsent.objects.filter(
+        brand=brand, withdrawn_at__isnull=True, person__erased_at__isnull=True
+    ).filter(Q(person_id__in=set(roots.values())) | Q(person__merged_into_id__in=set(roots.values())))
+    consenting_roots = set(consenting.values_list(Coalesce("person__merged_into_id", "person_id"), flat=True))
+    return {person_id for person_id, root in roots.items() if root in consenting_roots}
 
-    TODO(consent): wire to the marketing consent the person gave ``brand`` (the consent work in
-    ``recipients``); until then no brand sees an author."""
-    return False
+
+def handle_visible(person: Person, brand: Brand) -> bool:
+    """Whether ``brand`` may see who made ``person``'s videos: the author's handle is the
+    person's data, shown only to a brand they gave marketing consent to (a batch of one of
+    ``handles_visible``)."""
+    return person.pk in handles_visible(people=[person], brand=brand)
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,7 @@ def campaign_videos(*, campaign: Campaign, limit: int | None = VIDEOS_SHOWN) -> 
     brand = campaign.brand
     rows = list(rows)
     labels = {name: _platform_label(name) for name in {v.platform for v in rows}}
+    visible = handles_visible(people=[v.person for v in rows], brand=brand)
     return [
         VideoStats(
             id=v.pk,
@@ -100,7 +114,7 @@ def campaign_videos(*, campaign: Campaign, limit: int | None = VIDEOS_SHOWN) -> 
             cover_url=_safe_url(v.cover_url),
             views=v.view_count,
             live=v.reason != REMOVED_REASON,
-            handle=_handle(v.share_url) if handle_visible(v.person, brand) else None,
+            handle=_handle(v.share_url) if v.person_id in visible else None,
             submitted_at=v.created_at,
             checked_at=v.checked_at,
         )

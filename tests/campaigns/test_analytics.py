@@ -1,6 +1,7 @@
 """What the money bought: the roll-up of daily figures (watermarked, idempotent, off the ingestion
 path), claim page visits, video views over time, and the numbers the stats selectors give."""
 
+import hashlib
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -19,6 +20,7 @@ from campaigns.services.analytics import (
     campaign_visit_count,
     video_views_record,
 )
+from recipients.services.consent import consent_give, consent_withdraw
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import BrandFactory, funded_campaign
 
@@ -137,14 +139,29 @@ def test_the_rollup_gives_the_hand_counted_figures(campaign, activity):
     assert [(v.video_id, v.views, v.live) for v in stats.videos] == [("v1", 3000, True), ("v2", 500, False)]
     assert stats.videos[0].share_url.startswith("https://") and stats.videos[1].share_url == ""  # never a script
     assert stats.videos_total == 2 and stats.videos_live == 1
-    # no author is shown until consent is wired
+    # no author is shown without their marketing consent
     assert all(v.handle is None for v in stats.videos)
     assert handle_visible(activity[0].person, campaign.brand) is False
 
 
-def test_the_author_handle_shows_only_where_handle_visible_says(campaign, activity, monkeypatch):
-    monkeypatch.setattr("campaigns.analytics.videos.handle_visible", lambda person, brand: brand == campaign.brand)
-    assert [v.handle for v in campaign_stats(campaign=campaign).videos] == ["@maker", None]  # v2 has no link
+def test_the_author_handle_shows_only_with_marketing_consent_to_the_brand(campaign, activity):
+    # given the maker consents to Joy Shoes' marketing
+    person = activity[0].person
+    text = "News from Joy Shoes by e-mail."
+    consent_give(
+        person=person,
+        brand=campaign.brand,
+        text=text,
+        version=hashlib.sha256(text.encode()).hexdigest(),
+        language="en",
+        channel="claim_page",
+    )
+    # then the handle the platform's link names shows (v2, removed, has no usable link)
+    assert handle_visible(person, campaign.brand) is True
+    assert [v.handle for v in campaign_stats(campaign=campaign).videos] == ["@maker", None]
+    # and once withdrawn it is gone again
+    consent_withdraw(person=person, brand=campaign.brand, channel="link")
+    assert [v.handle for v in campaign_stats(campaign=campaign).videos] == [None, None]
 
 
 def test_the_rollup_is_idempotent_and_recomputes_rather_than_adds(campaign, activity):
