@@ -113,6 +113,14 @@ class Campaign(models.Model):
         verbose_name=_("People may be paid to PayPal"),
         help_text=_("The claim page offers a PayPal e-mail address besides a bank account."),
     )
+    # Who decides rewards in review: our reviewers (the admin's queue) always may; with this on,
+    # the brand's admins may approve or reject its rewards in review from the portal too. Set by
+    # ops: fraud signals send rewards to review, and a brand deciding them takes that risk on.
+    brand_reviews = models.BooleanField(
+        default=False,
+        verbose_name=_("The brand decides rewards in review"),
+        help_text=_("The brand's admins may approve or reject this campaign's rewards in review in the portal."),
+    )
     # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
     claim_window_days = models.PositiveIntegerField(
         null=True,

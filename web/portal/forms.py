@@ -322,3 +322,19 @@ class UpgradeRequestForm(forms.Form):
     def __init__(self, *args, plans=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["plan"].queryset = Plan.objects.filter(pk__in=[p.pk for p in plans]).order_by("position", "id")
+
+
+class ReleaseForm(forms.Form):
+    amount = forms.DecimalField(label=_("Amount to move back to your funds"), **MONEY)
+    # Drawn when the confirmation page was rendered: a replayed POST moves the money once.
+    idempotency_key = forms.RegexField(regex=r"^[0-9a-f]{32}$", widget=forms.HiddenInput)
+
+
+class ConfirmForm(forms.Form):
+    """A confirmation with nothing to type: the key makes a replayed POST change nothing more."""
+
+    idempotency_key = forms.RegexField(regex=r"^[0-9a-f]{32}$", widget=forms.HiddenInput)
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(label=_("Why is it rejected?"), max_length=200)
