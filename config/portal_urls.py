@@ -14,6 +14,7 @@ from web.portal.views import (
     tables,
     team,
     test_mode,
+    withdrawals,
 )
 
 app_name = "portal"
@@ -37,6 +38,8 @@ urlpatterns = [
     path(f"{campaign}release/", budget.campaign_release_view, name="campaign_release"),
     path(f"{campaign}<str:action>/", campaigns.campaign_transition, name="campaign_transition"),
     path(f"{brand}funding/", funding.funding, name="funding"),
+    path(f"{brand}withdraw/", withdrawals.withdraw, name="withdraw"),
+    path(f"{brand}withdraw/bank-accounts/", withdrawals.bank_account_add, name="bank_account_add"),
     path(f"{brand}review/", review.review_list, name="review"),
     path(f"{brand}review/<int:reward_id>/approve/", review.review_approve, name="review_approve"),
     path(f"{brand}review/<int:reward_id>/reject/", review.review_reject, name="review_reject"),
