@@ -1,6 +1,7 @@
 """django-q2 tasks. Thin: each calls one service; all are idempotent (at-least-once delivery)."""
 
 from campaigns.services import rewards_mature
+from campaigns.services.alerts import brand_alerts_send_due
 from campaigns.services.claim_links import claim_links_send_due
 from campaigns.services.videos import video_submission_verify, video_views_poll
 from core.queue import tick
@@ -30,3 +31,10 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+@tick
+def brand_alerts_send_due_task() -> int:
+    """Scheduled every minute (migration 0026): budget alerts and automatic pauses e-mailed to the
+    brand's team, once each."""
+    return brand_alerts_send_due()

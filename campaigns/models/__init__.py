@@ -7,6 +7,7 @@ audit row in the same transaction); the CHECK constraints here are the database'
 
 from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
 from campaigns.models.campaigns import (
+    BrandAlertMail,
     BudgetAlert,
     Campaign,
     CampaignEvent,
@@ -45,6 +46,7 @@ __all__ = [
     "BrandMembership",
     "BrandRole",
     "BrandStatus",
+    "BrandAlertMail",
     "BudgetAlert",
     "Campaign",
     "CampaignEvent",

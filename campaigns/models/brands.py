@@ -41,6 +41,10 @@ class Brand(models.Model):
     company_vat_number = models.CharField(max_length=30, blank=True, default="")
     terms_accepted_at = models.DateTimeField(null=True, blank=True)
     live_since = models.DateTimeField(null=True, blank=True)
+    # The language of the e-mails we send the brand's team (budget alerts, automatic pauses).
+    language = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default="en", verbose_name=_("Language of our e-mails to you")
+    )
 
     class Meta:
         constraints = [

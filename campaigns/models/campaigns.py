@@ -271,3 +271,24 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.threshold_pct}% of {self.funded_minor} spent"
+
+
+class BrandAlertMail(models.Model):
+    """The e-mail to a brand's team about one alert — a budget threshold crossed or a campaign
+    that paused itself — one row per ``CampaignEvent`` (the unique key: once per crossing,
+    however often the sweep runs). Sent at least once: claimed by a conditional UPDATE before
+    the SMTP call, ``sent_at`` recorded after it; a claim older than five minutes is taken again
+    (``campaigns.services.alerts``)."""
+
+    campaign_event = models.OneToOneField(CampaignEvent, on_delete=models.CASCADE, related_name="alert_mail")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    recipients_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["sent_at", "id"], name="brand_alert_mail_due_idx")]
+
+    def __str__(self) -> str:
+        return f"alert mail for campaign event {self.campaign_event_id}"

@@ -345,6 +345,7 @@ def campaign_budget_release(*, campaign: Campaign, amount_minor: int, idempotenc
         if amount_minor > tally.budget_available_minor:
             raise InsufficientFunds(
                 "Only the budget not reserved for rewards can go back.",
+                code="release_exceeds_available",
                 details={"available_minor": tally.budget_available_minor, "amount_minor": amount_minor},
             )
         result = ledger_entry_post(

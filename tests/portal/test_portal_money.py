@@ -198,3 +198,20 @@ def test_bad_release_input_is_a_4xx_with_nothing_moved(brand_a, owner_a, campaig
     assert JournalEntry.objects.count() == entries
     assert campaign_budget(campaign=campaign_a).available_minor == 100_000
     assert not CampaignEvent.objects.filter(kind="campaign.budget_released").exists()
+
+
+# --- in Italian ----------------------------------------------------------------------------------
+
+
+def test_the_new_pages_read_italian(brand_a, owner_a, campaign_a, review_campaign):
+    from tests.portal.test_portal_italian import assert_italian
+
+    reward = _in_review(brand_a, review_campaign)
+    client = _client(owner_a)
+    client.cookies["django_language"] = "it"
+    c = f"/portal/alpha/campaigns/{campaign_a.pk}"
+    assert_italian(client.get(f"{c}/close/"), english=["Close"], italian=["Sì, chiudi la campagna"])
+    assert_italian(client.get(f"{c}/release/"), english=["Move"], italian=["Riporta ai miei fondi"])
+    assert_italian(client.get("/portal/alpha/review/"), english=["Approve"], italian=["Approva", "Rifiuta"])
+    assert_italian(client.get(f"/portal/alpha/review/{reward.pk}/reject/"), english=["Reject"], italian=["Sì, rifiuta"])
+    assert_italian(client.get("/portal/alpha/withdraw/"), english=["Withdraw"], italian=["Aggiungi conto bancario"])
