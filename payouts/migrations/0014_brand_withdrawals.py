@@ -4,6 +4,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migrations._roles import ops_roles_migrate
+
 
 class Migration(migrations.Migration):
 
@@ -66,4 +68,6 @@ class Migration(migrations.Migration):
             model_name='withdrawal',
             constraint=models.CheckConstraint(condition=models.Q(('amount_minor__gt', 0)), name='withdrawal_amount_positive'),
         ),
+        # Payout approvers verify brands' bank accounts; every role reads withdrawals.
+        migrations.RunPython(ops_roles_migrate, migrations.RunPython.noop),
     ]
