@@ -25,7 +25,7 @@ from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import IdempotencyConflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from payouts import conf
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, Withdrawal
-from payouts.services.create import payout_row_create
+from payouts.services.create import account_usable, payout_row_create
 from payouts.services.states import event_record, payouts_execute_enqueue
 from recipients import crypto
 from recipients.models import Person
@@ -124,7 +124,8 @@ def withdrawal_create(*, brand: Brand, request: WithdrawalRequest, actor) -> Wit
     for ops (``payout_approve``). A key seen before returns its withdrawal (nothing more moves).
 
     Raises InvalidInput (``invalid_amount``), NotFound (another brand's or no such account),
-    InvalidTransition (``bank_account_unverified``, ``no_route``), InsufficientFunds (more than
+    InvalidTransition (``bank_account_unverified``, ``bank_account_bounced``: a payout to it came
+    back or failed on the account, ``no_route``), InsufficientFunds (more than
     is unallocated; nothing written), IdempotencyConflict (the key named another withdrawal)."""
     amount = request.amount_minor
     if type(amount) is not int or amount <= 0:
@@ -146,6 +147,10 @@ def withdrawal_create(*, brand: Brand, request: WithdrawalRequest, actor) -> Wit
         raise InvalidTransition(
             _("This bank account is not verified yet: we check it before money goes to it."),
             code="bank_account_unverified",
+        )
+    if not account_usable(account.bank_account, currency=brand.default_currency):
+        raise InvalidTransition(
+            _("A payment to this bank account came back: register another one."), code="bank_account_bounced"
         )
     try:
         return _withdrawal_write(brand=brand, account=account, amount=amount, key=key, actor=actor)

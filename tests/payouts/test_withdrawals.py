@@ -171,3 +171,26 @@ def test_registration_checks_the_iban_and_verification_needs_a_second_person(bra
     with pytest.raises(PermissionDenied):
         brand_bank_account_decide(account=account, approver=owner, verified=True)
     assert BrandBankAccount.objects.get(pk=account.pk).status == BrandBankAccountStatus.PENDING
+
+
+def test_an_account_a_withdrawal_bounced_from_takes_no_more(sandbox, debtor, brand, owner, verified):
+    from payouts.services import payout_mark_returned
+
+    _funded(brand, 30_000)
+    first = withdrawal_create(
+        brand=brand,
+        request=WithdrawalRequest(bank_account_id=verified.pk, amount_minor=1_000, idempotency_key=KEY),
+        actor=owner,
+    )
+    payout_execute(payout_id=first.payout_id)
+    payout_mark_returned(payout=Payout.objects.get(pk=first.payout_id), reason_code="AC04", source="test")
+
+    with pytest.raises(InvalidTransition) as exc:
+        withdrawal_create(
+            brand=brand,
+            request=WithdrawalRequest(bank_account_id=verified.pk, amount_minor=1_000, idempotency_key="f" * 32),
+            actor=owner,
+        )
+    assert exc.value.code == "bank_account_bounced"
+    assert Withdrawal.objects.count() == 1
+    assert_books_ok()
