@@ -40,7 +40,7 @@ from payouts.services import (
     payout_cancel,
     payout_retry,
 )
-from payouts.services.withdrawals import brand_bank_account_decide
+from payouts.services.withdrawals import brand_bank_account_decide, withdrawal_refund
 
 
 class CampaignFilter(admin.SimpleListFilter):
@@ -518,6 +518,16 @@ class WithdrawalAdmin(admin.ModelAdmin):
     list_display = ["id", "brand", "amount", "bank_account", "payout", "created_by", "created_at"]
     list_select_related = ["brand", "bank_account", "payout", "created_by"]
     readonly_fields = [f.name for f in Withdrawal._meta.fields]
+    actions = ["refund"]
+
+    def has_refund_permission(self, request) -> bool:
+        return request.user.has_perm("payouts.refund_withdrawal")
+
+    @admin.action(
+        description="Give back to the brand's funds (payout failed, cancelled or returned)", permissions=["refund"]
+    )
+    def refund(self, request, queryset):
+        _run(self, request, queryset, lambda w: withdrawal_refund(withdrawal=w, actor=request.user), "Refunded")
 
     @admin.display(description="amount", ordering="amount_minor")
     def amount(self, obj) -> str:

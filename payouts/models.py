@@ -429,11 +429,17 @@ class Withdrawal(models.Model):
     currency = models.CharField(max_length=3)
     idempotency_key = models.CharField(max_length=120, unique=True)
     entry = models.OneToOneField("reconciliation.JournalEntry", on_delete=models.PROTECT, related_name="+")
+    # The money of a payout that did not reach the bank (returned, failed, cancelled) back in the
+    # brand's funds (``withdrawal_refund``): payee's payable → ``brand:<id>:funds``, once.
+    back_entry = models.OneToOneField(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(amount_minor__gt=0), name="withdrawal_amount_positive")]
+        permissions = [("refund_withdrawal", "Can give a withdrawal that did not arrive back to the brand's funds")]
 
     def __str__(self) -> str:
         return f"withdrawal #{self.pk} {format_minor(self.amount_minor, self.currency)}"

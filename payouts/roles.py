@@ -13,6 +13,7 @@ GRANTS = {
         "payouts.approve_payoutbatch",
         "payouts.view_brandbankaccount",
         "payouts.verify_brandbankaccount",
+        "payouts.refund_withdrawal",
     ],
     "Reconciler": _SEE,
     "Support": [*_SEE, "payouts.retry_payout", "payouts.cancel_payout"],

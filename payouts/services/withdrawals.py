@@ -24,9 +24,9 @@ from campaigns.services import brand_funds_account
 from campaigns.services.rewards import recipient_payable_account
 from core.exceptions import IdempotencyConflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from payouts import conf
-from payouts.models import BrandBankAccount, BrandBankAccountStatus, Withdrawal
+from payouts.models import BrandBankAccount, BrandBankAccountStatus, PayoutStatus, Withdrawal
 from payouts.services.create import account_usable, payout_row_create
-from payouts.services.states import event_record, payouts_execute_enqueue
+from payouts.services.states import event_record, payout_lock, payouts_execute_enqueue
 from recipients import crypto
 from recipients.models import Person
 from recipients.normalise import iban_normalise
@@ -200,4 +200,45 @@ def _withdrawal_write(*, brand: Brand, account: BrandBankAccount, amount: int, k
         event_record(payout, kind="payout.created", from_status="", actor=actor, data={"withdrawal": withdrawal.pk})
         if not payout.requires_approval:
             payouts_execute_enqueue(payout_ids=[payout.pk], now=now)
+    return withdrawal
+
+
+def withdrawal_refund(*, withdrawal: Withdrawal, actor) -> Withdrawal:
+    """Give a withdrawal whose payout did not reach the bank back to the brand's funds: its
+    money waits on the payee's payable once the payout failed, was cancelled or came back
+    (nothing else pays a payee from there: it has no rewards). One entry,
+    ``withdrawal:<id>:back``, payable → ``brand:<id>:funds``, and a ``withdrawal.refunded``
+    payout event, under the payout's lock so no retry sends it meanwhile. A refunded withdrawal
+    is returned unchanged. Raises PermissionDenied (``payouts.refund_withdrawal``),
+    InvalidTransition (``payout_live``: the payout is still on its way or arrived)."""
+    if not actor.has_perm("payouts.refund_withdrawal"):
+        raise PermissionDenied("You may not refund withdrawals.")
+    with transaction.atomic(durable=True):
+        payout = payout_lock(withdrawal.payout_id)
+        withdrawal = Withdrawal.objects.select_for_update().select_related("brand").get(pk=withdrawal.pk)
+        if withdrawal.back_entry_id is not None:
+            return withdrawal
+        if payout.status not in (PayoutStatus.FAILED, PayoutStatus.CANCELLED, PayoutStatus.RETURNED):
+            raise InvalidTransition(
+                f"A {payout.status} payout is on its way or arrived: nothing to give back.", code="payout_live"
+            )
+        payable = recipient_payable_account(person_id=payout.person_id, currency=withdrawal.currency)
+        funds = brand_funds_account(brand=withdrawal.brand, currency=withdrawal.currency)
+        entry = ledger_entry_post(
+            idempotency_key=f"withdrawal:{withdrawal.pk}:back",
+            kind="brand_withdrawal_back",
+            legs=[Leg.debit(payable, withdrawal.amount_minor), Leg.credit(funds, withdrawal.amount_minor)],
+            memo=f"Withdrawal #{withdrawal.pk} did not arrive: back to the brand's funds",
+            reference_type="brand",
+            reference_id=str(withdrawal.brand_id),
+        ).entry
+        withdrawal.back_entry = entry
+        withdrawal.save(update_fields=["back_entry"])
+        event_record(
+            payout,
+            kind="withdrawal.refunded",
+            from_status=payout.status,
+            actor=actor,
+            data={"withdrawal": withdrawal.pk, "entry_id": entry.pk},
+        )
     return withdrawal

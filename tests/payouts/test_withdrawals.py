@@ -194,3 +194,30 @@ def test_an_account_a_withdrawal_bounced_from_takes_no_more(sandbox, debtor, bra
     assert exc.value.code == "bank_account_bounced"
     assert Withdrawal.objects.count() == 1
     assert_books_ok()
+
+
+def test_a_withdrawal_that_came_back_is_refunded_to_the_funds_once(sandbox, debtor, brand, owner, verified):
+    from payouts.services import payout_mark_returned
+    from payouts.services.withdrawals import withdrawal_refund
+
+    _funded(brand, 30_000)
+    withdrawal = withdrawal_create(
+        brand=brand,
+        request=WithdrawalRequest(bank_account_id=verified.pk, amount_minor=10_000, idempotency_key=KEY),
+        actor=owner,
+    )
+    ops = staff("refunder", "refund_withdrawal")
+    with pytest.raises(InvalidTransition):  # still on its way
+        withdrawal_refund(withdrawal=withdrawal, actor=ops)
+    with pytest.raises(PermissionDenied):
+        withdrawal_refund(withdrawal=withdrawal, actor=owner)
+    payout_execute(payout_id=withdrawal.payout_id)
+    payout_mark_returned(payout=Payout.objects.get(pk=withdrawal.payout_id), reason_code="AC04", source="test")
+    assert _funds(brand) == 20_000
+
+    withdrawal_refund(withdrawal=withdrawal, actor=ops)
+    withdrawal_refund(withdrawal=withdrawal, actor=ops)
+
+    assert _funds(brand) == 30_000
+    assert JournalEntry.objects.filter(kind="brand_withdrawal_back").count() == 1
+    assert_books_ok()
