@@ -215,3 +215,14 @@ def test_the_new_pages_read_italian(brand_a, owner_a, campaign_a, review_campaig
     assert_italian(client.get("/portal/alpha/review/"), english=["Approve"], italian=["Approva", "Rifiuta"])
     assert_italian(client.get(f"/portal/alpha/review/{reward.pk}/reject/"), english=["Reject"], italian=["Sì, rifiuta"])
     assert_italian(client.get("/portal/alpha/withdraw/"), english=["Withdraw"], italian=["Aggiungi conto bancario"])
+
+
+def test_ending_asks_first(brand_a, owner_a, campaign_a):
+    client = _client(owner_a)
+    url = f"/portal/alpha/campaigns/{campaign_a.pk}/end/"
+    assert client.get(url).status_code == 200
+    assert Campaign.objects.get(pk=campaign_a.pk).status == CampaignStatus.ACTIVE
+    assert client.get(f"/portal/alpha/campaigns/{campaign_a.pk}/pause/").status_code == 302  # no page: one click
+    assert Campaign.objects.get(pk=campaign_a.pk).status == CampaignStatus.ACTIVE
+    assert client.post(url).status_code == 302
+    assert Campaign.objects.get(pk=campaign_a.pk).status == CampaignStatus.ENDED
