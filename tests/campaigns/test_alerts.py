@@ -6,7 +6,7 @@ from django.core import mail
 
 from campaigns.models import Brand, BrandAlertMail, CampaignStatus
 from campaigns.services import event_ingest
-from campaigns.services.alerts import brand_alert_send, brand_alerts_send_due
+from campaigns.services.alerts import brand_alert_send, brand_alerts_record, brand_alerts_send_due
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.portal.conftest import member
@@ -64,8 +64,6 @@ def test_a_mail_claimed_by_another_worker_is_not_sent_twice(free_brand, settings
     member(free_brand, "owner", "owner@free.example")
     funded_campaign(brand=free_brand, amount_minor=500, rules=RULES)
     event_ingest(brand=free_brand, payload=event())
-    from campaigns.services.alerts import brand_alerts_record
-
     brand_alerts_record()
     mail_ids = list(BrandAlertMail.objects.values_list("id", flat=True))
     assert mail_ids

@@ -8,12 +8,13 @@ from django.core.management import call_command
 from campaigns.services import brand_funds_account, brand_topup_record
 from core.exceptions import InsufficientFunds, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, Payout, PayoutStatus, Withdrawal
-from payouts.services import payout_approve, payout_execute
+from payouts.services import payout_approve, payout_execute, payout_mark_returned
 from payouts.services.withdrawals import (
     WithdrawalRequest,
     brand_bank_account_decide,
     brand_bank_account_register,
     withdrawal_create,
+    withdrawal_refund,
 )
 from reconciliation.models import JournalEntry
 from reconciliation.services.matching import statement_lines_match
@@ -174,8 +175,6 @@ def test_registration_checks_the_iban_and_verification_needs_a_second_person(bra
 
 
 def test_an_account_a_withdrawal_bounced_from_takes_no_more(sandbox, debtor, brand, owner, verified):
-    from payouts.services import payout_mark_returned
-
     _funded(brand, 30_000)
     first = withdrawal_create(
         brand=brand,
@@ -197,9 +196,6 @@ def test_an_account_a_withdrawal_bounced_from_takes_no_more(sandbox, debtor, bra
 
 
 def test_a_withdrawal_that_came_back_is_refunded_to_the_funds_once(sandbox, debtor, brand, owner, verified):
-    from payouts.services import payout_mark_returned
-    from payouts.services.withdrawals import withdrawal_refund
-
     _funded(brand, 30_000)
     withdrawal = withdrawal_create(
         brand=brand,

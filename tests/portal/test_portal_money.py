@@ -13,6 +13,7 @@ from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.portal.conftest import member
+from tests.portal.test_portal_italian import assert_italian
 
 pytestmark = pytest.mark.django_db
 
@@ -204,8 +205,6 @@ def test_bad_release_input_is_a_4xx_with_nothing_moved(brand_a, owner_a, campaig
 
 
 def test_the_new_pages_read_italian(brand_a, owner_a, campaign_a, review_campaign):
-    from tests.portal.test_portal_italian import assert_italian
-
     reward = _in_review(brand_a, review_campaign)
     client = _client(owner_a)
     client.cookies["django_language"] = "it"
