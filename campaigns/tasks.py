@@ -1,6 +1,7 @@
 """django-q2 tasks. Thin: each calls one service; all are idempotent (at-least-once delivery)."""
 
 from campaigns.services import rewards_mature
+from campaigns.services.alerts import brand_alerts_send_due
 from campaigns.services.claim_links import claim_links_send_due
 from campaigns.services.plan_charges import plan_charges_run
 from campaigns.services.undone import rewards_recheck
@@ -47,3 +48,10 @@ def plan_charges_task() -> str:
     brands' funds (``plan_charges_run``)."""
     run = plan_charges_run()
     return f"{run.created} charged, {run.posted} taken, {run.due} due"
+
+
+@tick
+def brand_alerts_send_due_task() -> int:
+    """Scheduled every minute (migration 0032): budget alerts and automatic pauses e-mailed to the
+    brand's team, once each."""
+    return brand_alerts_send_due()

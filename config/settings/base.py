@@ -309,6 +309,10 @@ PAYOUT_RAILS = {
 PLAN_DEFAULT_SLUG = os.environ.get("PLAN_DEFAULT_SLUG", "all-in-one")
 # Payout execution; ``payouts.conf`` says what each one does.
 PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
+# Budget alerts e-mailed to a brand's team: thresholds of spent budget at or above this (50, 80, 100).
+BRAND_BUDGET_ALERT_MIN_PCT = env_int("BRAND_BUDGET_ALERT_MIN_PCT", 80)
+# A brand's withdrawal to its own bank account at or above this waits for ops (four-eyes).
+WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = env_int("WITHDRAWAL_APPROVAL_THRESHOLD_MINOR", 100_000)
 PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)
 # A pain.001 file nobody downloaded within this many days expires (payouts.tasks, daily): never
 # sent, so its payouts fail back to payable and go out in a new file; the stale file is refused.
