@@ -531,7 +531,7 @@ class WithdrawalAdmin(admin.ModelAdmin):
 
     list_display = ["id", "brand", "amount", "bank_account", "payout", "created_by", "created_at"]
     list_select_related = ["brand", "bank_account", "payout", "created_by"]
-    readonly_fields = [f.name for f in Withdrawal._meta.fields]
+    fields = readonly_fields = fields_with_money(Withdrawal, {"amount_minor": "amount"})
     actions = ["refund"]
 
     def has_refund_permission(self, request) -> bool:
