@@ -4,7 +4,7 @@ A streaming standby is behind the primary by a moment that grows with load: in a
 of 300 rows just written were not yet on the standby at the first read. So there is no router that
 sends reads there by default. A read goes to the replica only when its call site says, through
 ``lag_tolerant(queryset)``, that a few seconds' lag changes nothing it decides — the portal's
-dashboard and tables, the CSV exports, the admin's change lists of the big tables
+dashboard, the CSV exports, the admin's change lists of the big tables
 (``LagTolerantChangelist``). Never a read that decides money or state: payouts, rewards, the
 ledger, caps and fraud checks, and the webhook collector, whose snapshot horizon read on a standby
 would skip rows of writers still running on the primary, all read the primary.

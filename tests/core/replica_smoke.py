@@ -75,7 +75,7 @@ def main() -> dict:
     from campaigns.api_keys import api_key_create
     from campaigns.models import BrandRole, Reward
     from campaigns.services import brand_membership_set, brand_topup_record
-    from campaigns.webhooks import webhook_events_collect
+    from campaigns.webhooks import webhook_endpoint_create, webhook_events_collect
     from core.health import readiness
     from core.metrics import metrics_render, replica_metrics
     from tests.campaigns.factories import BrandFactory, funded_campaign
@@ -101,6 +101,7 @@ def main() -> dict:
     brand_membership_set(brand=brand, user=analyst, role=BrandRole.ANALYST)
     staff = users.objects.create_superuser("replica-ops", password="x")
     token = api_key_create(brand=brand, name="replica", scopes=["read", "write", "events"]).token
+    webhook_endpoint_create(brand=brand, url="http://127.0.0.1:9/hooks", event_types=[])
     api = APIClient(HTTP_AUTHORIZATION=f"Bearer {token}")
     for n in range(3):
         api.post(
@@ -112,6 +113,7 @@ def main() -> dict:
     owner_client.force_login(owner)
     analyst_client.force_login(analyst)
     staff_client.force_login(staff)
+    webhook_events_collect()
     caught_up()
     result: dict = {"before": dashboard_view(analyst_client, brand.slug)}
 
@@ -119,7 +121,8 @@ def main() -> dict:
     _one("replica", "SELECT pg_wal_replay_pause()::text")
     try:
         # Money and ingestion: events in, rewards made, tasks run inline, and the webhook
-        # collector's snapshot horizon: never a query on the replica.
+        # collector, which emits the new rewards' events (rows only the primary has yet) from its
+        # snapshot horizon: never a query on the replica.
         with Both() as money:
             statuses = [
                 api.post(
