@@ -167,6 +167,14 @@ def main() -> dict:
         with Both() as queue:
             review = staff_client.get("/admin/campaigns/rewardinreview/")
         result["review_queue"] = {"status": review.status_code, **queue.counts()}
+        # An action's selection is read on the primary: the newest reward, which the standby has
+        # not seen, is voided.
+        with Both() as action:
+            acted = staff_client.post(
+                "/admin/campaigns/reward/", {"action": "void", "_selected_action": [newest.pk], "index": 0}
+            )
+        newest.refresh_from_db()
+        result["action"] = {"status": acted.status_code, "reward": newest.status, **action.counts()}
 
         with Both() as ready:
             ok, _checks = readiness()
