@@ -18,6 +18,7 @@ from core.admin_confirm import Confirmation, action_confirmation_page, action_co
 from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
+from core.replica import LagTolerantChangelist
 from payouts.models import (
     BrandBankAccount,
     Payout,
@@ -162,7 +163,7 @@ def _run(modeladmin, request, queryset, action, verb: str) -> None:
 
 
 @admin.register(Payout)
-class PayoutAdmin(admin.ModelAdmin):
+class PayoutAdmin(LagTolerantChangelist, admin.ModelAdmin):
     list_display = [
         "end_to_end_id",
         "person",
