@@ -51,6 +51,7 @@ from core.admin_confirm import CONFIRM_FIELD
 from core.admin_money import MoneyInputsForm, fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
+from core.replica import LagTolerantChangelist
 
 
 class MembershipInline(admin.TabularInline):
@@ -482,7 +483,7 @@ class ActionWithdrawalAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Reward)
-class RewardAdmin(ReadOnlyAdmin):
+class RewardAdmin(LagTolerantChangelist, ReadOnlyAdmin):
     list_display = ["id", "campaign", "person", "amount", "fee", "status", "matures_at", "created_at"]
     list_filter = ["status", "undone_reason", "campaign__brand", "campaign", "rule__trigger"]
     list_select_related = ["campaign__brand", "person"]
@@ -521,6 +522,8 @@ class ReviewQueueAdmin(RewardAdmin):
     list_display = ["id", "campaign", "person", "amount", "reasons", "created_at"]
     list_filter = ["campaign__brand", "campaign", "rule__trigger"]
     actions = ["approve", "reject_fraud", "reject_rules"]
+    # The queue is a work list ops decide from: read on the primary, unlike the rewards list.
+    get_changelist = admin.ModelAdmin.get_changelist
 
     def get_queryset(self, request):
         return review_queue()
@@ -558,7 +561,7 @@ class ReviewQueueAdmin(RewardAdmin):
 
 
 @admin.register(TriggerEvent)
-class TriggerEventAdmin(ReadOnlyAdmin):
+class TriggerEventAdmin(LagTolerantChangelist, ReadOnlyAdmin):
     list_display = [
         "external_id",
         "brand",

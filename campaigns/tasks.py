@@ -1,6 +1,7 @@
 """django-q2 tasks. Thin: each calls one service; all are idempotent (at-least-once delivery)."""
 
 from campaigns.services import rewards_mature
+from campaigns.services.alerts import brand_alerts_send_due
 from campaigns.services.analytics import campaign_stats_rollup
 from campaigns.services.claim_links import claim_links_send_due
 from campaigns.services.plan_charges import plan_charges_run
@@ -51,8 +52,15 @@ def plan_charges_task() -> str:
 
 
 @tick
+def brand_alerts_send_due_task() -> int:
+    """Scheduled every minute (migration 0032): budget alerts and automatic pauses e-mailed to the
+    brand's team, once each."""
+    return brand_alerts_send_due()
+
+
+@tick
 def campaign_stats_rollup_task() -> str:
-    """Scheduled every minute (migration 0031): the daily figures of the stats pages and API catch
+    """Scheduled every minute (migration 0033): the daily figures of the stats pages and API catch
     up with the events and reward changes, within ``BUDGET_SECONDS``; the next run goes on."""
     result = campaign_stats_rollup()
     return f"{result.events} events, {result.reward_events} reward changes, {result.days} days"

@@ -4,6 +4,7 @@ from django.urls import path
 
 from web.portal.views import (
     analytics,
+    budget,
     campaigns,
     contacts,
     dashboard,
@@ -11,9 +12,11 @@ from web.portal.views import (
     home,
     integrations,
     plan,
+    review,
     tables,
     team,
     test_mode,
+    withdrawals,
 )
 
 app_name = "portal"
@@ -36,8 +39,15 @@ urlpatterns = [
     path(f"{campaign}rules/new/", campaigns.rule_new, name="rule_new"),
     path(f"{campaign}rules/<int:rule_id>/edit/", campaigns.rule_edit, name="rule_edit"),
     path(f"{campaign}rules/<int:rule_id>/retire/", campaigns.rule_retire_view, name="rule_retire"),
+    path(f"{campaign}close/", budget.campaign_close_view, name="campaign_close"),
+    path(f"{campaign}release/", budget.campaign_release_view, name="campaign_release"),
     path(f"{campaign}<str:action>/", campaigns.campaign_transition, name="campaign_transition"),
     path(f"{brand}funding/", funding.funding, name="funding"),
+    path(f"{brand}withdraw/", withdrawals.withdraw, name="withdraw"),
+    path(f"{brand}withdraw/bank-accounts/", withdrawals.bank_account_add, name="bank_account_add"),
+    path(f"{brand}review/", review.review_list, name="review"),
+    path(f"{brand}review/<int:reward_id>/approve/", review.review_approve, name="review_approve"),
+    path(f"{brand}review/<int:reward_id>/reject/", review.review_reject, name="review_reject"),
     path(f"{brand}plan/", plan.plan, name="plan"),
     path(f"{brand}rewards/", tables.rewards, name="rewards"),
     path(f"{brand}payouts/", tables.payouts, name="payouts"),

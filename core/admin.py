@@ -14,6 +14,7 @@ from django_q.admin import FailAdmin
 from django_q.models import Failure, Success
 
 from core.audit_models import AuditTrail
+from core.replica import LagTolerantChangelist, lag_tolerant
 
 CSV_COLUMNS = ["created_at", "object_type", "object_id", "kind", "actor", "reason", "data"]
 
@@ -24,7 +25,7 @@ class _Echo:
 
 
 @admin.register(AuditTrail)
-class AuditTrailAdmin(admin.ModelAdmin):
+class AuditTrailAdmin(LagTolerantChangelist, admin.ModelAdmin):
     list_display = ["created_at", "object_type", "object_id", "kind", "actor", "reason"]
     list_filter = ["object_type", "kind", ("actor", admin.RelatedOnlyFieldListFilter), "created_at"]
     search_fields = ["=object_id", "kind", "reason"]
@@ -51,7 +52,7 @@ class AuditTrailAdmin(admin.ModelAdmin):
         """The rows the change list shows with the request's filters, all pages, as CSV."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        rows = self.get_changelist_instance(request).get_queryset(request).iterator(chunk_size=2000)
+        rows = lag_tolerant(self.get_changelist_instance(request).get_queryset(request)).iterator(chunk_size=2000)
         writer = csv.writer(_Echo())
 
         def lines():

@@ -6,6 +6,8 @@ every registered check).
 - The pooler check runs everywhere: behind PgBouncer in transaction mode a named cursor or a
   prepared statement made in one transaction is gone in the next (``cursor "_django_curs_…" does
   not exist``, ``prepared statement "_pg3_0" already exists``), whatever the environment.
+- The replica check (``DATABASE_REPLICA_URL``) too, as warnings: a replica that is the primary
+  itself, or that looks like a PgBouncer (port 6432, a host named so) without the pooler's flags.
 - The others only where ``PRODUCTION_CHECKS`` is on: without ``CACHE_URL`` every process counts
   rate limits on its own, so four gunicorn workers on two nodes let eight times the limit through;
   and an open ``/metrics`` tells anyone the queue depths and payout volumes.
@@ -17,6 +19,7 @@ from django.conf import settings
 from django.core import checks
 
 from core.checks import production_checks_on
+from core.replica import REPLICA
 
 MIN_METRICS_TOKEN_LENGTH = 24
 
@@ -48,6 +51,44 @@ def pooler_safety(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                     id="core.E140",
                 )
             )
+    return problems
+
+
+PGBOUNCER_PORT = "6432"
+
+
+def _where(database: dict) -> tuple[str, str, str]:
+    return (database.get("HOST") or "localhost", str(database.get("PORT") or "5432"), database.get("NAME") or "")
+
+
+@checks.register(checks.Tags.database, deploy=False)
+def replica_safety(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """``DATABASE_REPLICA_URL`` (core.replica): warnings only, the replica never decides anything."""
+    replica = settings.DATABASES.get(REPLICA)
+    if replica is None or not replica.get("ENGINE", "").endswith("postgresql"):
+        return []
+    problems = []
+    if _where(replica) == _where(settings.DATABASES["default"]):
+        problems.append(
+            checks.Warning(
+                "DATABASE_REPLICA_URL names the primary itself: the lag-tolerant reads gain nothing.",
+                hint="Point DATABASE_REPLICA_URL at a streaming standby, or unset it.",
+                id="core.W145",
+            )
+        )
+    host, port, _name = _where(replica)
+    looks_pooled = port == PGBOUNCER_PORT or "pgbouncer" in host.lower()
+    prepares = replica.get("OPTIONS", {}).get("prepare_threshold") is not None
+    pooler_safe = replica.get("DISABLE_SERVER_SIDE_CURSORS") and not prepares
+    if looks_pooled and not pooler_safe:
+        problems.append(
+            checks.Warning(
+                f"DATABASE_REPLICA_URL looks like a PgBouncer ({host}:{port}) but keeps server-side cursors or "
+                "prepared statements: in transaction mode the exports' .iterator() and prepared statements fail.",
+                hint="Add ?pgbouncer=1 to DATABASE_REPLICA_URL (or set DATABASE_POOLER=pgbouncer).",
+                id="core.W146",
+            )
+        )
     return problems
 
 

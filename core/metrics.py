@@ -24,13 +24,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule, Task
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from core.replica import REPLICA, replica_configured
 from core.tasks import AUDIT_BROKEN
 
 logger = logging.getLogger(__name__)
@@ -166,3 +167,38 @@ def audit_verified(result: Any) -> bool:
 
 metrics_collector_register("verifications", verification_metrics)
 verification_register("audit", task="core.tasks.audit_verify_task", ok=audit_verified)
+
+
+# The standby's lag, read on the standby. A standby that has replayed everything it received
+# while still streaming is 0 behind, however long ago the primary last wrote (the replay
+# timestamp alone would grow on an idle primary); otherwise the age of the last transaction it
+# replayed. Not in recovery at all: the "replica" is a primary, and lag is not reported.
+REPLICA_LAG_SQL = """
+SELECT pg_is_in_recovery(),
+       CASE
+         WHEN NOT pg_is_in_recovery() THEN NULL
+         WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+              AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') THEN 0
+         ELSE COALESCE(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()), 0)
+       END
+"""
+
+
+def replica_metrics() -> Iterable[Metric]:
+    """``DATABASE_REPLICA_URL``'s state (core.replica). Readiness never looks at it: a lagging
+    replica slows no write and decides nothing, so it must not take web nodes out."""
+    with connections[REPLICA].cursor() as cursor:
+        cursor.execute(REPLICA_LAG_SQL)
+        in_recovery, lag = cursor.fetchone()
+    standby = gauge("replica_is_standby", "1 when the read replica is a standby in recovery, 0 when it is a primary.")
+    standby.add_metric([], 1 if in_recovery else 0)
+    families = [standby]
+    if in_recovery:
+        seconds = gauge("replica_lag_seconds", "How far the read replica's replay is behind the primary, in seconds.")
+        seconds.add_metric([], float(lag))
+        families.append(seconds)
+    return families
+
+
+if replica_configured():
+    metrics_collector_register("replica", replica_metrics)

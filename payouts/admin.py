@@ -18,7 +18,18 @@ from core.admin_confirm import Confirmation, action_confirmation_page, action_co
 from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_minor
-from payouts.models import Payout, PayoutAttempt, PayoutBatch, PayoutBatchEvent, PayoutEvent, PayoutStatus, RouteRule
+from core.replica import LagTolerantChangelist
+from payouts.models import (
+    BrandBankAccount,
+    Payout,
+    PayoutAttempt,
+    PayoutBatch,
+    PayoutBatchEvent,
+    PayoutEvent,
+    PayoutStatus,
+    RouteRule,
+    Withdrawal,
+)
 from payouts.pain002 import parse_pain002
 from payouts.rails import rail_names
 from payouts.selectors import payouts_for_admin
@@ -31,6 +42,7 @@ from payouts.services import (
     payout_cancel,
     payout_retry,
 )
+from payouts.services.withdrawals import brand_bank_account_decide, withdrawal_refund
 
 
 class CampaignFilter(admin.SimpleListFilter):
@@ -151,7 +163,7 @@ def _run(modeladmin, request, queryset, action, verb: str) -> None:
 
 
 @admin.register(Payout)
-class PayoutAdmin(admin.ModelAdmin):
+class PayoutAdmin(LagTolerantChangelist, admin.ModelAdmin):
     list_display = [
         "end_to_end_id",
         "person",
@@ -471,3 +483,76 @@ class RouteRuleAdmin(admin.ModelAdmin):
     @admin.display(description="up to amount", ordering="max_amount_minor")
     def max_amount(self, obj: RouteRule) -> str:
         return self._bound(obj, obj.max_amount_minor)
+
+
+@admin.register(BrandBankAccount)
+class BrandBankAccountAdmin(admin.ModelAdmin):
+    """Ops verify a brand's bank account before any withdrawal goes to it: against the brand's
+    company documents, or a top-up it was sent from."""
+
+    list_display = ["brand", "masked", "holder_name", "status", "created_by", "created_at", "decided_by"]
+    list_filter = ["status"]
+    list_select_related = ["brand", "created_by", "decided_by"]
+    readonly_fields = [f.name for f in BrandBankAccount._meta.fields]
+    actions = ["verify", "reject"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_verify_permission(self, request) -> bool:
+        return request.user.has_perm("payouts.verify_brandbankaccount")
+
+    @admin.action(description="Verify: the account is the brand's", permissions=["verify"])
+    def verify(self, request, queryset):
+        _run(
+            self,
+            request,
+            queryset,
+            lambda a: brand_bank_account_decide(account=a, approver=request.user, verified=True),
+            "Verified",
+        )
+
+    @admin.action(description="Reject", permissions=["verify"])
+    def reject(self, request, queryset):
+        _run(
+            self,
+            request,
+            queryset,
+            lambda a: brand_bank_account_decide(account=a, approver=request.user, verified=False),
+            "Rejected",
+        )
+
+
+@admin.register(Withdrawal)
+class WithdrawalAdmin(admin.ModelAdmin):
+    """Read-only: a withdrawal's payout is approved, retried or cancelled on the payout's page."""
+
+    list_display = ["id", "brand", "amount", "bank_account", "payout", "created_by", "created_at"]
+    list_select_related = ["brand", "bank_account", "payout", "created_by"]
+    fields = readonly_fields = fields_with_money(Withdrawal, {"amount_minor": "amount"})
+    actions = ["refund"]
+
+    def has_refund_permission(self, request) -> bool:
+        return request.user.has_perm("payouts.refund_withdrawal")
+
+    @admin.action(
+        description="Give back to the brand's funds (payout failed, cancelled or returned)", permissions=["refund"]
+    )
+    def refund(self, request, queryset):
+        _run(self, request, queryset, lambda w: withdrawal_refund(withdrawal=w, actor=request.user), "Refunded")
+
+    @admin.display(description="amount", ordering="amount_minor")
+    def amount(self, obj) -> str:
+        return format_minor(obj.amount_minor, obj.currency)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -13,6 +13,11 @@ def approval_threshold_minor() -> int:
     return _get("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
 
 
+def withdrawal_approval_threshold_minor() -> int:
+    """A brand's withdrawal of at least this amount (minor units) waits for ops' approval."""
+    return _get("WITHDRAWAL_APPROVAL_THRESHOLD_MINOR", 100_000)
+
+
 def batch_approval_threshold_minor() -> int:
     """A pain.001 batch whose control sum reaches this needs approval before it can be downloaded."""
     return _get("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)

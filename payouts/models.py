@@ -364,3 +364,82 @@ class PayoutEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.from_status}→{self.to_status}"
+
+
+class BrandBankAccountStatus(models.TextChoices):
+    PENDING = "pending", _("Waiting for our check")
+    VERIFIED = "verified", _("Verified")
+    REJECTED = "rejected", _("Rejected")
+
+
+class BrandBankAccount(models.Model):
+    """A bank account a brand withdraws its unspent funds to. The brand is paid like a person —
+    through its own payee ``Person`` and that person's ``BankAccount`` — so a withdrawal is a
+    plain ``Payout`` on the one execution path (rails, four-eyes, statement matching, returns).
+
+    Proof that the account is the brand's: ops check it against the brand's company documents
+    (or a top-up it sent from) and verify it in the admin — never the member who registered it
+    (``brand_bank_account_verifier_differs``). Only a verified account receives money."""
+
+    brand = models.ForeignKey("campaigns.Brand", on_delete=models.PROTECT, related_name="+")
+    payee = models.ForeignKey("recipients.Person", on_delete=models.PROTECT, related_name="+")
+    bank_account = models.OneToOneField("recipients.BankAccount", on_delete=models.PROTECT, related_name="+")
+    masked = models.CharField(max_length=40)
+    holder_name = models.CharField(max_length=140)
+    status = models.CharField(
+        max_length=10, choices=BrandBankAccountStatus.choices, default=BrandBankAccountStatus.PENDING
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=BrandBankAccountStatus.values), name="brand_bank_account_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="pending", decided_at__isnull=True, decided_by__isnull=True)
+                | (~Q(status="pending") & Q(decided_at__isnull=False, decided_by__isnull=False)),
+                name="brand_bank_account_decided_coherent",
+            ),
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("created_by")),
+                name="brand_bank_account_verifier_differs",
+            ),
+        ]
+        permissions = [("verify_brandbankaccount", "Can verify a brand's bank account for withdrawals")]
+
+    def __str__(self) -> str:
+        return f"{self.masked} ({self.get_status_display()})"
+
+
+class Withdrawal(models.Model):
+    """A brand's unspent funds sent to its verified bank account. Owns one ``Payout`` to the
+    brand's payee: the withdrawal's entry (``withdrawal:<key>``) moves the money from
+    ``brand:<id>:funds`` to the payee's payable; from there the payout moves it like any other."""
+
+    brand = models.ForeignKey("campaigns.Brand", on_delete=models.PROTECT, related_name="+")
+    bank_account = models.ForeignKey(BrandBankAccount, on_delete=models.PROTECT, related_name="withdrawals")
+    payout = models.OneToOneField(Payout, on_delete=models.PROTECT, related_name="withdrawal")
+    amount_minor = models.BigIntegerField()
+    currency = models.CharField(max_length=3)
+    idempotency_key = models.CharField(max_length=120, unique=True)
+    entry = models.OneToOneField("reconciliation.JournalEntry", on_delete=models.PROTECT, related_name="+")
+    # The money of a payout that did not reach the bank (returned, failed, cancelled) back in the
+    # brand's funds (``withdrawal_refund``): payee's payable → ``brand:<id>:funds``, once.
+    back_entry = models.OneToOneField(
+        "reconciliation.JournalEntry", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(amount_minor__gt=0), name="withdrawal_amount_positive")]
+        permissions = [("refund_withdrawal", "Can give a withdrawal that did not arrive back to the brand's funds")]
+
+    def __str__(self) -> str:
+        return f"withdrawal #{self.pk} {format_minor(self.amount_minor, self.currency)}"

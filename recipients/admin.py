@@ -16,6 +16,7 @@ from django.utils.translation import ngettext
 
 from core.admin_confirm import Confirmation, action_confirmation_page, action_confirmed
 from core.exceptions import ApplicationError, InvalidInput
+from core.replica import LagTolerantChangelist
 from recipients.models import (
     BankAccount,
     Consent,
@@ -281,7 +282,7 @@ class NoticeDeliveryInline(admin.TabularInline):
 
 
 @admin.register(Notice)
-class NoticeAdmin(admin.ModelAdmin):
+class NoticeAdmin(LagTolerantChangelist, admin.ModelAdmin):
     """What people were told, on which channel, and what failed (read-only: the outbox sends)."""
 
     list_display = ["created_at", "kind", "person", "status", "done_at"]

@@ -8,6 +8,7 @@ audit row in the same transaction); the CHECK constraints here are the database'
 from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
 from campaigns.models.campaigns import (
     UNDO_POLICY_FIELDS,
+    BrandAlertMail,
     BudgetAlert,
     Campaign,
     CampaignEvent,
@@ -53,6 +54,7 @@ __all__ = [
     "BrandMembership",
     "BrandRole",
     "BrandStatus",
+    "BrandAlertMail",
     "BudgetAlert",
     "Campaign",
     "CampaignEvent",

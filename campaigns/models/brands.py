@@ -46,6 +46,10 @@ class Brand(models.Model):
     # (``campaigns.marketing``). Blank: a default purpose naming the brand.
     marketing_purpose_en = models.CharField(max_length=300, blank=True, default="")
     marketing_purpose_it = models.CharField(max_length=300, blank=True, default="")
+    # The language of the e-mails we send the brand's team (budget alerts, automatic pauses).
+    language = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default="en", verbose_name=_("Language of our e-mails to you")
+    )
 
     class Meta:
         constraints = [

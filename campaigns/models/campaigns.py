@@ -114,6 +114,14 @@ class Campaign(models.Model):
         verbose_name=_("People may be paid to PayPal"),
         help_text=_("The claim page offers a PayPal e-mail address besides a bank account."),
     )
+    # Who decides rewards in review: our reviewers (the admin's queue) always may; with this on,
+    # the brand's admins may approve or reject its rewards in review from the portal too. Set by
+    # ops: fraud signals send rewards to review, and a brand deciding them takes that risk on.
+    brand_reviews = models.BooleanField(
+        default=False,
+        verbose_name=_("The brand decides rewards in review"),
+        help_text=_("The brand's admins may approve or reject this campaign's rewards in review in the portal."),
+    )
     # Unclaimed money (payouts.services.unclaimed): null keeps it owed for ever.
     claim_window_days = models.PositiveIntegerField(
         null=True,
@@ -296,3 +304,24 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.threshold_pct}% of {format_minor(self.funded_minor, self.campaign.currency)} spent"
+
+
+class BrandAlertMail(models.Model):
+    """The e-mail to a brand's team about one alert — a budget threshold crossed or a campaign
+    that paused itself — one row per ``CampaignEvent`` (the unique key: once per crossing,
+    however often the sweep runs). Sent at least once: claimed by a conditional UPDATE before
+    the SMTP call, ``sent_at`` recorded after it; a claim older than five minutes is taken again
+    (``campaigns.services.alerts``)."""
+
+    campaign_event = models.OneToOneField(CampaignEvent, on_delete=models.CASCADE, related_name="alert_mail")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    recipients_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["sent_at", "id"], name="brand_alert_mail_due_idx")]
+
+    def __str__(self) -> str:
+        return f"alert mail for campaign event {self.campaign_event_id}"

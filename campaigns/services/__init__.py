@@ -9,6 +9,7 @@ from campaigns.services.brands import (
 )
 from campaigns.services.campaigns import (
     campaign_allocate,
+    campaign_budget_release,
     campaign_close,
     campaign_create,
     campaign_end,
@@ -27,6 +28,8 @@ from campaigns.services.refunds import RefundResult, order_refund
 from campaigns.services.rewards import (
     BulkOutcome,
     reward_approve,
+    reward_brand_approve,
+    reward_brand_reject,
     reward_claw_back,
     reward_expire,
     reward_mark_paid,
@@ -55,6 +58,7 @@ __all__ = [
     "ChargeRun",
     "brand_topup_record",
     "campaign_allocate",
+    "campaign_budget_release",
     "campaign_close",
     "campaign_create",
     "campaign_end",
@@ -67,6 +71,8 @@ __all__ = [
     "order_refund",
     "platform_bank_account",
     "reward_approve",
+    "reward_brand_approve",
+    "reward_brand_reject",
     "reward_claw_back",
     "reward_expire",
     "reward_mark_paid",

@@ -26,10 +26,10 @@ from campaigns.models.rules import verification_default
 from campaigns.selectors import brand_plan_current
 from campaigns.services.brands import brand_funds_account
 from campaigns.services.test_mode import golive_require
-from core.exceptions import InvalidInput, InvalidTransition
+from core.exceptions import InsufficientFunds, InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.money import validate_currency
-from reconciliation.models import Account, AccountKind
+from reconciliation.models import Account, AccountKind, JournalEntry
 from reconciliation.services import Leg, account_get_or_create, ledger_entry_post
 
 
@@ -231,22 +231,54 @@ def campaign_end(*, campaign: Campaign, actor=None) -> Campaign:
     )
 
 
+def _status_after_lock(campaign: Campaign) -> str:
+    """The campaign's status read by a statement of its own after the tally lock. The lock's
+    statement re-reads only the rows it locks (tally, budget) once it has waited: the campaign
+    row it joins keeps the version of its first snapshot, so a close or pause that committed
+    while it waited would be missed (tests/campaigns/test_budget_release.py races one)."""
+    return Campaign.objects.filter(pk=campaign.pk).values_list("status", flat=True).get()
+
+
 def campaign_close(*, campaign: Campaign, actor=None) -> Campaign:
-    """ended → closed, releasing the unspent budget back to the brand's funds.
+    """active | paused | ended → closed, releasing the unspent budget back to the brand's funds.
+
+    An active or paused campaign is ended and closed in the same transaction (a
+    ``campaign.ended`` then a ``campaign.closed`` row): under the tally lock no reservation can
+    slip in between, so no new action is paid once this commits. A closed campaign is returned
+    unchanged (a replay posts nothing).
 
     Precondition: no reward is still reserved (review or held) — closing means the campaign's
     money is settled; approve, reject, void or let them mature first (InvalidTransition
-    ``rewards_reserved``). Durable transaction: tally lock, release entry, transition, audit."""
+    ``rewards_reserved``, nothing written). Payable rewards stay owed to their people; what
+    expires unclaimed afterwards goes to the brand's funds (``reward_expire``).
+    Durable transaction: tally lock (with the budget row), release entry
+    (``campaign:<id>:close-release``), transitions, audit rows."""
+    closable = (CampaignStatus.ACTIVE, CampaignStatus.PAUSED, CampaignStatus.ENDED)
     with transaction.atomic(durable=True):
-        status = lock_campaign_tally(campaign_id=campaign.pk).status
-        if status != CampaignStatus.ENDED:
-            raise InvalidTransition(f"A {status} campaign cannot be closed; end it first.")
+        lock_campaign_tally(campaign_id=campaign.pk)
+        status = _status_after_lock(campaign)
+        if status == CampaignStatus.CLOSED:
+            campaign.status = status
+            return campaign
+        if status not in closable:
+            raise InvalidTransition(
+                f"A {status} campaign cannot be closed.",
+                details={"campaign_id": campaign.pk, "status": status, "to": CampaignStatus.CLOSED},
+            )
         reserved = Reward.objects.filter(campaign=campaign, status__in=RESERVED_STATUSES).count()
         if reserved:
             raise InvalidTransition(
                 f"{reserved} rewards are still reserved; decide or void them first.",
                 code="rewards_reserved",
                 details={"reserved": reserved},
+            )
+        if status != CampaignStatus.ENDED:
+            _transition(
+                campaign=campaign,
+                from_statuses=(CampaignStatus.ACTIVE, CampaignStatus.PAUSED),
+                to=CampaignStatus.ENDED,
+                kind="campaign.ended",
+                actor=actor,
             )
         budget = Account.objects.get(pk=campaign.budget_account_id)
         released = budget.available_minor
@@ -271,6 +303,90 @@ def campaign_close(*, campaign: Campaign, actor=None) -> Campaign:
     return campaign
 
 
+def campaign_budget_release(*, campaign: Campaign, amount_minor: int, idempotency_key: str, actor=None) -> Campaign:
+    """Move ``amount_minor`` of the campaign's unspent budget back to the brand's funds (the
+    reverse of ``campaign_allocate``).
+
+    Only what is available may go: money held for rewards in review or held stays (available =
+    posted − held, read under the tally lock that also locks the budget row, so two concurrent
+    releases see each other's result and cannot overdraw; the no-overdraft CHECK is the
+    backstop). The funded total drops by the amount (never below zero), which re-arms the budget
+    alerts. An active campaign left unable to pay its smallest reward pauses itself in the same
+    transaction (``campaign.paused``, reason ``budget_released``), as ingestion does.
+
+    Idempotent by ``idempotency_key``: a key already posted returns at once, changing nothing.
+    Raises InvalidInput (``invalid_amount``), InsufficientFunds (more than available, nothing
+    written), InvalidTransition (a closed campaign has nothing left), IdempotencyConflict.
+    Durable transaction: tally lock → ledger entry → funded total → audit row(s)."""
+    if type(amount_minor) is not int or amount_minor <= 0:
+        raise InvalidInput("Release a positive amount in minor units.", code="invalid_amount")
+    with transaction.atomic(durable=True):
+        tally = lock_campaign_tally(campaign_id=campaign.pk)
+        status = _status_after_lock(campaign)
+        funds = brand_funds_account(brand=campaign.brand, currency=campaign.currency)
+        budget = Account.objects.get(pk=campaign.budget_account_id)
+        legs = [Leg.debit(budget, amount_minor), Leg.credit(funds, amount_minor)]
+        memo = f"Release from {campaign} back to the brand"
+        if JournalEntry.objects.filter(idempotency_key=idempotency_key).exists():
+            # A replay: the ledger answers with the stored entry (or IdempotencyConflict when the
+            # key was used for something else), before the balance check that would now refuse it.
+            ledger_entry_post(
+                idempotency_key=idempotency_key,
+                kind="budget_release",
+                legs=legs,
+                memo=memo,
+                reference_type="campaign",
+                reference_id=str(campaign.pk),
+            )
+            return campaign
+        if status == CampaignStatus.CLOSED:
+            raise InvalidTransition(
+                "A closed campaign has given its budget back already.",
+                details={"campaign_id": campaign.pk, "status": status, "to": "released"},
+            )
+        if amount_minor > tally.budget_available_minor:
+            raise InsufficientFunds(
+                "Only the budget not reserved for rewards can go back.",
+                code="release_exceeds_available",
+                details={"available_minor": tally.budget_available_minor, "amount_minor": amount_minor},
+            )
+        result = ledger_entry_post(
+            idempotency_key=idempotency_key,
+            kind="budget_release",
+            legs=legs,
+            memo=memo,
+            reference_type="campaign",
+            reference_id=str(campaign.pk),
+        )
+        funded = max(tally.funded_minor - amount_minor, 0)
+        CampaignTally.objects.filter(pk=campaign.pk).update(funded_minor=funded)
+        available = tally.budget_available_minor - amount_minor
+        CampaignEvent.objects.create(
+            campaign=campaign,
+            kind="campaign.budget_released",
+            to_status=status,
+            actor=actor,
+            data={
+                "amount_minor": amount_minor,
+                "entry_id": result.entry.pk,
+                "funded_minor": funded,
+                "available_minor": available,
+            },
+        )
+        need = smallest_reservation_minor(campaign=campaign)
+        if status == CampaignStatus.ACTIVE and need is not None and available < need:
+            _transition(
+                campaign=campaign,
+                from_statuses=(CampaignStatus.ACTIVE,),
+                to=CampaignStatus.PAUSED,
+                kind="campaign.paused",
+                actor=actor,
+                reason="budget_released",
+                data={"available_minor": available, "automatic": True},
+            )
+    return campaign
+
+
 def campaign_allocate(*, campaign: Campaign, amount_minor: int, actor=None, idempotency_key: str) -> Campaign:
     """Move ``amount_minor`` from the brand's funds to the campaign budget.
 
@@ -282,7 +398,7 @@ def campaign_allocate(*, campaign: Campaign, amount_minor: int, actor=None, idem
         raise InvalidInput("Allocate a positive amount in minor units.", code="invalid_amount")
     with transaction.atomic(durable=True):
         tally = lock_campaign_tally(campaign_id=campaign.pk)
-        funded, status = tally.funded_minor, tally.status
+        funded, status = tally.funded_minor, _status_after_lock(campaign)
         if status == CampaignStatus.CLOSED:
             raise InvalidTransition("A closed campaign takes no more money.")
         funds = brand_funds_account(brand=campaign.brand, currency=campaign.currency)

@@ -40,7 +40,7 @@ from campaigns.models import (
 )
 from campaigns.services.brands import brand_funds_account
 from core.bulk import rows_insert
-from core.exceptions import ApplicationError, InvalidInput, InvalidTransition
+from core.exceptions import ApplicationError, InvalidInput, InvalidTransition, NotFound
 from core.hooks import AUDIT_ROWS_WRITTEN, REWARD_CHANGED, hook_fire
 from recipients.models import NoticeKind
 from recipients.selectors import person_current_bank_account
@@ -251,6 +251,42 @@ def reward_approve(*, reward: Reward, actor) -> Reward:
         if reward.matures_at <= now:
             _commit([reward], now=now, actor=actor)
     return reward
+
+
+def _brand_reviewable(*, brand, reward_id: int) -> Reward:
+    """The reward, if it belongs to a campaign of ``brand`` that lets the brand decide its
+    reviews; NotFound otherwise — the same answer for another brand's reward as for none."""
+    reward = (
+        Reward.objects.select_related("campaign")
+        .filter(pk=reward_id, campaign__brand=brand, campaign__brand_reviews=True)
+        .first()
+    )
+    if reward is None:
+        raise NotFound("No such reward.", code="reward_not_found")
+    return reward
+
+
+def reward_brand_approve(*, brand, reward_id: int, actor) -> Reward:
+    """The brand's approval of its reward in review (``reward_approve``), allowed only on a
+    campaign with ``brand_reviews``. A reward this brand's people approved before is returned
+    unchanged (a replayed form changes nothing). Raises NotFound (another brand's reward, or a
+    campaign our reviewers decide), InvalidTransition (decided otherwise meanwhile)."""
+    reward = _brand_reviewable(brand=brand, reward_id=reward_id)
+    if (
+        reward.status != RewardStatus.REVIEW
+        and RewardEvent.objects.filter(reward=reward, kind="reward.approved").exists()
+    ):
+        return reward
+    return reward_approve(reward=reward, actor=actor)
+
+
+def reward_brand_reject(*, brand, reward_id: int, actor, reason: str) -> Reward:
+    """The brand's rejection of its reward in review (``reward_reject``: voided, the
+    reservation back on the budget), only on a campaign with ``brand_reviews``. A voided reward
+    is returned unchanged. Raises NotFound, InvalidInput (``reason_required``),
+    InvalidTransition (approved meanwhile)."""
+    reward = _brand_reviewable(brand=brand, reward_id=reward_id)
+    return reward_reject(reward=reward, actor=actor, reason=reason)
 
 
 def reward_reject(*, reward: Reward, actor, reason: str) -> Reward:

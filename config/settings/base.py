@@ -153,6 +153,19 @@ if DATABASE_POOLER not in POOLERS:
 DATABASES = {
     "default": database_from_url(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), pooler=DATABASE_POOLER)
 }
+# An opt-in streaming standby for the reads marked lag-tolerant (core.replica): without
+# DATABASE_REPLICA_URL there is no second alias and nothing changes. Parsed like DATABASE_URL; the
+# pooler of DATABASE_POOLER (or the replica URL's own ?pgbouncer=1) applies to it too. In tests it
+# mirrors the default database, so no second test database is ever made.
+DATABASE_REPLICA_URL = os.environ.get("DATABASE_REPLICA_URL", "").strip()
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 15)
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = database_from_url(
+        DATABASE_REPLICA_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), pooler=DATABASE_POOLER
+    )
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    _after = MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1
+    MIDDLEWARE.insert(_after, "core.replica.ReadAfterWriteMiddleware")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -309,6 +322,10 @@ PAYOUT_RAILS = {
 PLAN_DEFAULT_SLUG = os.environ.get("PLAN_DEFAULT_SLUG", "all-in-one")
 # Payout execution; ``payouts.conf`` says what each one does.
 PAYOUT_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_APPROVAL_THRESHOLD_MINOR", 100_000)
+# Budget alerts e-mailed to a brand's team: thresholds of spent budget at or above this (50, 80, 100).
+BRAND_BUDGET_ALERT_MIN_PCT = env_int("BRAND_BUDGET_ALERT_MIN_PCT", 80)
+# A brand's withdrawal to its own bank account at or above this waits for ops (four-eyes).
+WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = env_int("WITHDRAWAL_APPROVAL_THRESHOLD_MINOR", 100_000)
 PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR = env_int("PAYOUT_BATCH_APPROVAL_THRESHOLD_MINOR", 1_000_000)
 # A pain.001 file nobody downloaded within this many days expires (payouts.tasks, daily): never
 # sent, so its payouts fail back to payable and go out in a new file; the stale file is refused.

@@ -54,8 +54,10 @@ PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES = env_bool("PAYOUT_VOP_ACCEPT_UNCHECKED_NAMES"
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "")
 # Query counts and durations per database (django-prometheus's wrapper of Django's PostgreSQL
 # backend, psycopg 3 included); METRICS_DB=false keeps Django's own.
-if env_bool("METRICS_DB", True) and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
-    DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.postgresql"  # noqa: F405
+if env_bool("METRICS_DB", True):
+    for _database in DATABASES.values():  # noqa: F405 - the replica's too, labelled by its alias
+        if _database["ENGINE"] == "django.db.backends.postgresql":
+            _database["ENGINE"] = "django_prometheus.db.backends.postgresql"
 
 # Errors to Sentry, scrubbed of personal data (core.error_reporting), once SENTRY_DSN is set.
 SENTRY_DSN = os.environ.get("SENTRY_DSN", "")

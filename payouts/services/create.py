@@ -232,6 +232,61 @@ def payouts_create_for_payable(
     return result
 
 
+def payout_row_create(
+    *,
+    person: Person,
+    root: Person,
+    bank: BankAccount,
+    currency: str,
+    amount_minor: int,
+    needs_approval: bool,
+    test: bool,
+    actor,
+    enqueue: bool,
+    now: datetime,
+) -> Payout | None:
+    """The payout row to ``bank``, routed and with its debtor account, in the caller's
+    transaction: the one way a payout is made, for rewards (``_payout_create``) and for a
+    brand's withdrawal (``withdrawal_create``). None when no rail can carry it or no platform
+    account can pay it (nothing written)."""
+    try:
+        rail, fallback = _route(
+            currency=currency, country=bank.country, amount_minor=amount_minor, account_type=bank.kind, test=test
+        )
+    except NoRoute:
+        return None
+    # A test payout is paid from the test books' bank, never from a live account.
+    if test:
+        debtor_code = trial_debtor_code(currency=currency)
+    else:
+        debtor_code = funding_account_code(rail=get_rail(rail), currency=currency)
+    if debtor_code is None:
+        logger.warning("No platform bank account to pay %s from; payouts wait", currency)
+        return None
+    return Payout.objects.create(
+        person=person,
+        amount_minor=amount_minor,
+        currency=currency,
+        rail=rail,
+        fallback_rail=fallback,
+        end_to_end_id=end_to_end_id_new(),
+        bank_account=bank,
+        creditor_name=(bank.holder_name or root.display_name or f"Person {root.pk}")[:140],
+        creditor_iban_masked=bank.masked,
+        creditor_iban_fingerprint=bank.iban_fingerprint,
+        creditor_country=bank.country,
+        debtor_account_code=debtor_code,
+        requires_approval=needs_approval,
+        # A caller that runs the payout itself (``enqueue=False``) is its executor, as a
+        # queued task would be: the sweep adds no task for it unless that caller dies
+        # before its claim (``payouts_enqueue_due``'s requeue delay).
+        queued_at=None if enqueue or needs_approval else now,
+        created_by=actor,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 def _payout_create(
     *, person: Person, bank: BankAccount, currency: str, reward_ids: list[int], now, actor, enqueue: bool
 ) -> int | None:
@@ -246,43 +301,20 @@ def _payout_create(
             if not rewards:
                 return None
             amount = sum(r.amount_minor for r in rewards)
-            try:
-                rail, fallback = _route(
-                    currency=currency, country=bank.country, amount_minor=amount, account_type=bank.kind, test=test
-                )
-            except NoRoute:
-                return None
-            # A test payout is paid from the test books' bank, never from a live account.
-            if test:
-                debtor_code = trial_debtor_code(currency=currency)
-            else:
-                debtor_code = funding_account_code(rail=get_rail(rail), currency=currency)
-            if debtor_code is None:
-                logger.warning("No platform bank account to pay %s from; payouts wait", currency)
-                return None
-            needs_approval = amount >= conf.approval_threshold_minor()
-            payout = Payout.objects.create(
+            payout = payout_row_create(
                 person=person,
-                amount_minor=amount,
+                root=root,
+                bank=bank,
                 currency=currency,
-                rail=rail,
-                fallback_rail=fallback,
-                end_to_end_id=end_to_end_id_new(),
-                bank_account=bank,
-                creditor_name=(bank.holder_name or root.display_name or f"Person {root.pk}")[:140],
-                creditor_iban_masked=bank.masked,
-                creditor_iban_fingerprint=bank.iban_fingerprint,
-                creditor_country=bank.country,
-                debtor_account_code=debtor_code,
-                requires_approval=needs_approval,
-                # A caller that runs the payout itself (``enqueue=False``) is its executor, as a
-                # queued task would be: the sweep adds no task for it unless that caller dies
-                # before its claim (``payouts_enqueue_due``'s requeue delay).
-                queued_at=None if enqueue or needs_approval else now,
-                created_by=actor,
-                created_at=now,
-                updated_at=now,
+                amount_minor=amount,
+                needs_approval=amount >= conf.approval_threshold_minor(),
+                test=test,
+                actor=actor,
+                enqueue=enqueue,
+                now=now,
             )
+            if payout is None:
+                return None
             PayoutItem.objects.bulk_create(
                 [PayoutItem(payout=payout, reward=r, amount_minor=r.amount_minor) for r in rewards]
             )

@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from core.admin_money import fields_with_money
 from core.exceptions import ApplicationError
 from core.money import format_amount, format_minor
+from core.replica import LagTolerantChangelist
 from reconciliation.admin.ledger import ReadOnlyAdmin
 from reconciliation.bank_selectors import dashboard, unconfirmed_advices, write_offs_waiting
 from reconciliation.matching import Candidate, line_candidates
@@ -354,7 +355,7 @@ class ExplainForm(forms.Form):
 
 
 @admin.register(StatementLine)
-class StatementLineAdmin(ReadOnlyAdmin):
+class StatementLineAdmin(LagTolerantChangelist, ReadOnlyAdmin):
     list_display = [
         "booking_date",
         "direction",
@@ -546,7 +547,7 @@ class AmountMismatchFilter(admin.SimpleListFilter):
 
 
 @admin.register(Match)
-class MatchAdmin(ReadOnlyAdmin):
+class MatchAdmin(LagTolerantChangelist, ReadOnlyAdmin):
     list_display = ["line", "matcher", "target_type", "target_id", "amount", "status", "created_by", "created_at"]
     list_filter = ["status", "matcher", "target_type", AmountMismatchFilter]
     search_fields = ["=target_id", "=line__end_to_end_id"]

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from core.admin_money import fields_with_money
 from core.money import format_minor
+from core.replica import LagTolerantChangelist
 from reconciliation.models import Account, Hold, JournalEntry, Posting
 from reconciliation.selectors import account_statement, trial_balance
 
@@ -128,7 +129,7 @@ class PostingInline(admin.TabularInline):
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(LagTolerantChangelist, ReadOnlyAdmin):
     list_display = ["id", "created_at", "effective_date", "kind", "memo", "reference", "idempotency_key", "reverses"]
     list_filter = ["kind", "effective_date"]
     search_fields = ["=idempotency_key", "=reference_id", "reference_type", "memo"]

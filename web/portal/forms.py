@@ -349,3 +349,34 @@ class UpgradeRequestForm(forms.Form):
     def __init__(self, *args, plans=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["plan"].queryset = Plan.objects.filter(pk__in=[p.pk for p in plans]).order_by("position", "id")
+
+
+class ReleaseForm(forms.Form):
+    amount = forms.DecimalField(label=_("Amount to move back to your funds"), **MONEY)
+    # Drawn when the confirmation page was rendered: a replayed POST moves the money once.
+    idempotency_key = forms.RegexField(regex=r"^[0-9a-f]{32}$", widget=forms.HiddenInput)
+
+
+class ConfirmForm(forms.Form):
+    """A confirmation with nothing to type: the key makes a replayed POST change nothing more."""
+
+    idempotency_key = forms.RegexField(regex=r"^[0-9a-f]{32}$", widget=forms.HiddenInput)
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(label=_("Why is it rejected?"), max_length=200)
+
+
+class BankAccountForm(forms.Form):
+    iban = forms.CharField(label=_("IBAN"), max_length=50)
+    holder_name = forms.CharField(label=_("Account holder (your company's name at the bank)"), max_length=140)
+
+
+class WithdrawForm(forms.Form):
+    bank_account = forms.TypedChoiceField(label=_("To the bank account"), coerce=int, choices=())
+    amount = forms.DecimalField(label=_("Amount to withdraw"), **MONEY)
+    idempotency_key = forms.RegexField(regex=r"^[0-9a-f]{32}$", widget=forms.HiddenInput)
+
+    def __init__(self, *args, accounts=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["bank_account"].choices = [(a.pk, f"{a.masked} · {a.holder_name}") for a in accounts]

@@ -1,6 +1,10 @@
 """Reads for the portal, always scoped to one brand. Budget figures come from the ledger's
 materialised balances (``campaigns.selectors.campaigns_with_budget``), counts from grouped
-aggregates: a dashboard is a handful of queries whatever the number of rewards."""
+aggregates: a dashboard is a handful of queries whatever the number of rewards.
+
+The dashboard's campaigns, counts and charts are lag-tolerant (``core.replica``): with a replica
+configured they read it, except during and just after this browser's own writes. The brand's
+unallocated funds are one row per currency read through the books' own selector, on the primary."""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -14,6 +18,7 @@ from campaigns.models import Brand, Campaign, Reward, RewardStatus, Trigger
 from campaigns.models.events import LIVE_STATUSES
 from campaigns.selectors import campaigns_with_budget
 from core.exceptions import NotFound
+from core.replica import lag_tolerant
 from payouts.models import PayoutItem, PayoutStatus
 from recipients.models import Notice
 from reconciliation.selectors import account_balance_by_code
@@ -82,7 +87,7 @@ def brand_payout_items(*, brand: Brand) -> QuerySet[PayoutItem]:
 
 
 def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
-    campaigns = list(brand_campaigns(brand=brand))
+    campaigns = list(lag_tolerant(brand_campaigns(brand=brand)))
     totals: dict[str, BudgetTotals] = {}
     for c in campaigns:
         t = totals.setdefault(c.currency, BudgetTotals(currency=c.currency))
@@ -98,7 +103,8 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
 
     statuses = [(s.value, s.label) for s in RewardStatus]
     grid: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for row in Reward.objects.filter(campaign__brand=brand).values("rule__trigger", "status").annotate(n=Count("id")):
+    by_trigger = Reward.objects.filter(campaign__brand=brand).values("rule__trigger", "status").annotate(n=Count("id"))
+    for row in lag_tolerant(by_trigger):
         grid[row["rule__trigger"]][row["status"]] = row["n"]
     labels = dict(Trigger.choices)
     rewards_by_trigger = [
@@ -110,7 +116,7 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
         for trigger in sorted(grid)
     ]
 
-    payout_rows = (
+    payout_rows = lag_tolerant(
         brand_payout_items(brand=brand)
         .filter(active=True)
         .values("payout__status", "payout__currency")
@@ -118,7 +124,7 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
         .order_by("payout__status")
     )
     # Returned and failed payouts release their items (active=False): count those too.
-    released = (
+    released = lag_tolerant(
         brand_payout_items(brand=brand)
         .filter(active=False, payout__status__in=[PayoutStatus.RETURNED, PayoutStatus.FAILED])
         .values("payout__status", "payout__currency")
@@ -140,7 +146,8 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
     start = today - timedelta(days=CHART_DAYS - 1)
     days = [start + timedelta(days=i) for i in range(CHART_DAYS)]
     actions = dict(
-        Reward.objects.filter(campaign__brand=brand, created_at__date__gte=start)
+        lag_tolerant(Reward.objects.all())
+        .filter(campaign__brand=brand, created_at__date__gte=start)
         .annotate(day=TruncDate("created_at"))
         .values("day")
         .annotate(n=Count("id"))
@@ -148,7 +155,7 @@ def brand_dashboard(*, brand: Brand, today: date | None = None) -> Dashboard:
     )
     chart_currency = brand.default_currency
     paid = dict(
-        brand_payout_items(brand=brand)
+        lag_tolerant(brand_payout_items(brand=brand))
         .filter(
             active=True,
             payout__status=PayoutStatus.SETTLED,

@@ -149,11 +149,18 @@ def campaign_detail(request, access, campaign_id: int):
 
 
 @brand_view(BrandRole.ADMIN)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def campaign_transition(request, access, campaign_id: int, action: str):
     campaign = _campaign(access, campaign_id)
     if action not in TRANSITIONS:
         return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
+    if request.method == "GET":
+        # Ending cannot be undone: it asks first. The others are one click (and undone by another).
+        if action != "end":
+            return redirect("portal:campaign", brand_slug=access.brand.slug, campaign_id=campaign.pk)
+        return render(
+            request, "portal/campaign_end.html", {"access": access, "brand": access.brand, "campaign": campaign}
+        )
     service, message = TRANSITIONS[action]
     try:
         service(campaign=campaign, actor=request.user)

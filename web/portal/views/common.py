@@ -32,6 +32,14 @@ PORTAL_MESSAGES = {
     ),
     "insufficient_funds": lambda exc: _("Your unallocated funds are insufficient for this amount."),
     "invalid_amount": lambda exc: _("Enter a positive amount."),
+    "release_exceeds_available": lambda exc: _(
+        "Only the budget no reward holds can go back: at most what is shown as available."
+    ),
+    "rewards_reserved": lambda exc: _(
+        "Some rewards are still reserved: approve, reject or let them mature before closing."
+    ),
+    "reason_required": lambda exc: _("Say why the reward is rejected."),
+    "invalid_iban": lambda exc: _("This IBAN is not valid: please check it for a typo."),
     "invalid_transition": _campaign_cannot_move,
     "go_live_incomplete": lambda exc: (
         _("Complete going live before launching a live campaign: %(missing)s missing.")

@@ -22,7 +22,7 @@ def schedule_remove(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0030_marketing_consent'),
+        ('campaigns', '0032_brand_alert_mails'),
         ('django_q', '0018_task_success_index'),
     ]
 
