@@ -112,12 +112,14 @@ def rewards(db):
     return held, closed
 
 
-def notice(reward, *, done_ago: timedelta | None, channels=("email",)) -> Notice:
-    """A notice about ``reward``, done ``done_ago`` (None: still being delivered), one delivery per channel."""
+def notice(reward, *, done_ago: timedelta | None, channels=("email",), about_reward=True) -> Notice:
+    """A notice to ``reward``'s person (about it unless told otherwise), done ``done_ago`` (None:
+    still being delivered), one delivery per channel."""
     now = timezone.now()
     created = now - (done_ago or DAY) - DAY
     row = Notice.objects.create(
-        key=f"test:{next(_n)}", person_id=reward.person_id, kind="iban_needed", reward=reward,
+        key=f"test:{next(_n)}", person_id=reward.person_id, kind="iban_needed" if about_reward else "account_changed",
+        reward=reward if about_reward else None,
         status="pending" if done_ago is None else "done", next_attempt_at=created, created_at=created,
         done_at=None if done_ago is None else now - done_ago,
     )  # fmt: skip
@@ -133,15 +135,16 @@ def test_done_notices_go_with_their_deliveries_once_past_their_period_unless_sti
     held, closed = rewards
     Notice.objects.all().delete()  # only this test's notices
     gone = notice(closed, done_ago=181 * DAY, channels=("email", "whatsapp"))
+    gone_too = notice(held, done_ago=181 * DAY, about_reward=False)  # about nothing still open
     about_open_reward = notice(held, done_ago=181 * DAY)
     still_pending = notice(closed, done_ago=None)
     recent = notice(closed, done_ago=179 * DAY)
 
     report = retention_purge(now=timezone.now(), dry_run=False)
 
-    assert (report.counts["notice_deliveries"], report.counts["notices"]) == (2, 1)
+    assert (report.counts["notice_deliveries"], report.counts["notices"]) == (3, 2)
     assert set(Notice.objects.values_list("pk", flat=True)) == {about_open_reward.pk, still_pending.pk, recent.pk}
-    assert not NoticeDelivery.objects.filter(notice_id=gone.pk).exists()
+    assert not NoticeDelivery.objects.filter(notice_id__in=(gone.pk, gone_too.pk)).exists()
     assert NoticeDelivery.objects.count() == 3
     assert (ledger_verify_report().ok, audit_verify().ok) == (True, True)
 
