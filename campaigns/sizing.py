@@ -4,9 +4,12 @@ Every table's bytes on disk (``pg_total_relation_size``: the heap, its indexes a
 rows are divided by the trigger events it holds, and projected to a day and a year at a given
 rate, once as if nothing were ever deleted and once with the retention purge keeping only the
 last ``RETENTION_*_DAYS`` of the tables it deletes from (``core.retention``; the kinds that blank
-fields keep their rows, so they count as kept). A table's bytes include its fixed cost (an empty
-table with three indexes is ~40 kB), so the figures mean something only on a database with
-thousands of events: measure after a benchmark or a seeded run, never on an empty one.
+fields keep their rows, so they count as kept). Only the tables that grow with events are projected:
+those with at least ``min_rows_per_event`` rows per event (0.25 by default); the others (brands,
+campaigns, users, permissions, cursors) are listed with their size, projected at 0. A table's bytes
+include its fixed cost (an empty table with three indexes is ~40 kB) and the dead rows its updates
+left until a vacuum reuses them, so the figures mean something only on a database with thousands
+of events: measure after a benchmark or a seeded run, never on an empty one.
 
 PostgreSQL only: the sizes are PostgreSQL's. Reads only (a count per table)."""
 
@@ -32,6 +35,7 @@ class TableSize:
     toast_bytes: int
     rows_per_event: float
     bytes_per_event: float
+    grows: bool  # grows with events (projected); False: a fixed table, projected at 0
     retention_days: int | None  # None: kept for ever (or only blanked)
     bytes_per_day: int
     bytes_per_year: int
@@ -46,11 +50,13 @@ class SizingReport:
 
     @property
     def total(self) -> dict:
+        growing = [t for t in self.tables if t.grows]
         return {
             "rows": sum(t.rows for t in self.tables),
             "bytes": sum(t.bytes for t in self.tables),
-            "rows_per_event": round(sum(t.rows_per_event for t in self.tables), 3),
-            "bytes_per_event": round(sum(t.bytes_per_event for t in self.tables), 1),
+            "fixed_bytes": sum(t.bytes for t in self.tables if not t.grows),
+            "rows_per_event": round(sum(t.rows_per_event for t in growing), 3),
+            "bytes_per_event": round(sum(t.bytes_per_event for t in growing), 1),
             "bytes_per_day": sum(t.bytes_per_day for t in self.tables),
             "bytes_per_year": sum(t.bytes_per_year for t in self.tables),
             "bytes_per_year_with_retention": sum(t.bytes_per_year_with_retention for t in self.tables),
@@ -74,9 +80,9 @@ def _retention_days() -> dict[str, int]:
     }
 
 
-def data_sizing_measure(*, events_per_day: int) -> SizingReport:
-    """Measure every table of the current database per trigger event and project it at
-    ``events_per_day``. Tables without rows are left out. Raises InvalidInput on a database that
+def data_sizing_measure(*, events_per_day: int, min_rows_per_event: float = 0.25) -> SizingReport:
+    """Measure every table of the current database per trigger event and project those that grow
+    with events at ``events_per_day``. Tables without rows are left out. Raises InvalidInput on a database that
     is not PostgreSQL or holds no trigger event (nothing to divide by)."""
     if connection.vendor != "postgresql":
         raise InvalidInput("sizing measures PostgreSQL's relation sizes", code="sizing_needs_postgresql")
@@ -101,7 +107,8 @@ def data_sizing_measure(*, events_per_day: int) -> SizingReport:
             )
             total, heap, indexes = cursor.fetchone()
             per_event = total / events
-            per_day = round(per_event * events_per_day)
+            grows = rows / events >= min_rows_per_event
+            per_day = round(per_event * events_per_day) if grows else 0
             days = kept.get(table)
             stored_days = min(days, DAYS_PER_YEAR) if days is not None else DAYS_PER_YEAR
             tables.append(
@@ -114,11 +121,12 @@ def data_sizing_measure(*, events_per_day: int) -> SizingReport:
                     toast_bytes=total - heap - indexes,
                     rows_per_event=round(rows / events, 3),
                     bytes_per_event=round(per_event, 1),
+                    grows=grows,
                     retention_days=days,
                     bytes_per_day=per_day,
                     bytes_per_year=per_day * DAYS_PER_YEAR,
                     bytes_per_year_with_retention=per_day * stored_days,
                 )
             )
-    tables.sort(key=lambda t: (-t.bytes, t.table))
+    tables.sort(key=lambda t: (not t.grows, -t.bytes, t.table))
     return SizingReport(events=events, events_per_day=events_per_day, tables=tables)
