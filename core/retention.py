@@ -12,7 +12,9 @@ each default is what it is). Today's kinds:
   review or held) keep their evidence until it is decided or matures.
 * ``inbound_webhooks`` (``core.privacy``): raw bodies and headers of deliveries received before
   the period and no longer waiting to be processed, blanked; the row keeps its dedupe key so a
-  late replay is still recognised.
+  late replay is still recognised. The row itself is never deleted: WhatsApp's and Wise's
+  signatures cover the body but no time, so once its row is gone a captured delivery would verify
+  and be processed again, whatever the providers' redelivery windows; a blanked row is ~150 bytes.
 * ``task_records`` (``core.privacy``): finished django-q task records (successes and failures,
   whose pickled arguments and results may name people) stopped before the period, deleted.
 * ``idempotency_records`` (``core.privacy``): stored API responses created before the period,

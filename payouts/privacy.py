@@ -142,7 +142,8 @@ PERSONAL_DATA = (
         ),
     ),
     # After its deliveries (a delivery protects its notice): one whose deliveries a run's time
-    # budget left is kept until the next run took them.
+    # budget left, or kept because its reward reopened in between, waits for a run that took them.
+    # A dry run therefore counts only the notices whose deliveries are gone already.
     PersonalData(
         kind="notices",
         model=Notice,
