@@ -1,4 +1,4 @@
-"""django-q2's queue table never runs out of ids (core migration 0014): its id sequence cycles,
+"""django-q2's queue table never runs out of ids (core migration 0015): its id sequence cycles,
 so the enqueue after the 2,147,483,647th still works, and a task with the wrapped id is claimed
 and acknowledged by the broker like any other — where a wider column would not be, as Django's
 lookups on its 32-bit ``AutoField`` match nothing past that range."""

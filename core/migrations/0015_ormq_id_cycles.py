@@ -47,7 +47,7 @@ def no_cycle(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("core", "0013_inbound_provider_by_registry"),
+        ("core", "0014_audit_trail_consent_events"),
         ("django_q", "0018_task_success_index"),
     ]
     operations = [migrations.RunPython(cycle, no_cycle)]
