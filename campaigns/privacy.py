@@ -1,11 +1,23 @@
 """Campaigns' personal data, declared to the personal-data registry (``core.personal_data``):
 trigger events (identifiers, IP, device, evidence), and rewards and video submissions, which an
-access request lists. Registered by ``CampaignsConfig.ready``."""
+access request lists; and the retention of the outbound webhook outbox (events and deliveries),
+which is not personal data but grows with every event. Registered by ``CampaignsConfig.ready``."""
 
 from django.db.models import Q
 
-from campaigns.models import Reward, RewardStatus, TriggerEvent, VideoSubmission
-from core.personal_data import BLANK, Erasure, PersonalData, Retention
+from campaigns.models import (
+    DeliveryStatus,
+    Reward,
+    RewardStatus,
+    TriggerEvent,
+    VideoSubmission,
+    WebhookDelivery,
+    WebhookEvent,
+)
+from core.personal_data import BLANK, DELETE, Erasure, PersonalData, Retention
+
+# A delivery in one of these may still be sent: neither it nor its event is ever purged.
+_UNDELIVERED = (DeliveryStatus.PENDING, DeliveryStatus.SENDING)
 
 TRIGGER_EVENT_BLANK = {
     "email": "",
@@ -121,6 +133,32 @@ PERSONAL_DATA = (
             "cover_url",
             "checked_at",
             "created_at",
+        ),
+    ),
+    # Deliveries before events, so an event's final deliveries past their own period are gone
+    # before it is looked at; an event purged takes its remaining (final) deliveries with it.
+    PersonalData(
+        kind="webhook_deliveries",
+        model=WebhookDelivery,
+        retention=Retention(
+            kind="webhook_deliveries",
+            setting="RETENTION_WEBHOOK_DELIVERIES_DAYS",
+            default_days=30,
+            date_field="created_at",
+            purge=DELETE,
+            keep=Q(status__in=_UNDELIVERED),
+        ),
+    ),
+    PersonalData(
+        kind="webhook_events",
+        model=WebhookEvent,
+        retention=Retention(
+            kind="webhook_events",
+            setting="RETENTION_WEBHOOK_EVENTS_DAYS",
+            default_days=30,
+            date_field="created_at",
+            purge=DELETE,
+            keep=Q(deliveries__status__in=_UNDELIVERED),
         ),
     ),
 )

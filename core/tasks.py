@@ -7,7 +7,7 @@ from django.utils import timezone
 from core.api.idempotency import idempotency_records_purge
 from core.audit import audit_seal, audit_verify
 from core.exceptions import InvalidTransition
-from core.queue import tick
+from core.queue import enqueue, tick
 from core.retention import retention_purge
 from core.webhooks_in import inbound_webhook_process, inbound_webhooks_retry
 
@@ -24,10 +24,20 @@ def core_tick_task() -> str:
     return f"{retried} inbound retried, {purged} idempotency records purged"
 
 
+RETENTION_TASK = "core.tasks.retention_purge_task"
+
+
 def retention_purge_task() -> str:
-    """Daily: pseudonymise or delete personal data past its retention period (core.retention)."""
+    """Daily: pseudonymise or delete data past its retention period (core.retention). A run that its
+    time budget cut short hands the rest to a follow-up run, as the unclaimed-money sweep does: each
+    run made progress (a batch at least), so the follow-ups end."""
     report = retention_purge(now=timezone.now(), dry_run=False)
-    return ", ".join(f"{count} {kind}" for kind, count in report.counts.items())
+    if not report.done:
+        enqueue(RETENTION_TASK)
+    summary = ", ".join(f"{count} {kind}" for kind, count in report.counts.items())
+    if report.done:
+        return summary
+    return f"{summary}; unfinished, continued by a follow-up run: {', '.join(report.unfinished)}"
 
 
 # How a failed run's result starts (core.metrics reads it for joyback_verification_ok).

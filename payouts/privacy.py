@@ -1,7 +1,10 @@
 """Payouts' personal data, declared to the personal-data registry (``core.personal_data``):
 creditor names, the Verification-of-Payee suggestion and the masked IBAN of payouts, their copies
 in stored pain.001 files (``payouts.payment_files``), and the bank statement lines that booked
-them. Registered by ``PayoutsConfig.ready``."""
+them; and the retention of notices to people and their deliveries, which hold no personal data but
+grow with every payout: declared here because whether a notice is still needed depends on its
+reward and its payout, which recipients (below campaigns and payouts) cannot know. Registered by
+``PayoutsConfig.ready``."""
 
 from datetime import timedelta
 
@@ -9,16 +12,19 @@ from django.conf import settings
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 
+from campaigns.models import RewardStatus
 from core.personal_data import (
     BLANK,
+    DELETE,
     ERASED,
     EraseAgain,
     Erasure,
     PersonalData,
     Retention,
 )
-from payouts.models import Payout
+from payouts.models import Payout, PayoutStatus
 from payouts.payment_files import payout_files_pseudonymise, payouts_lock
+from recipients.models_notices import Notice, NoticeDelivery, NoticeStatus
 from reconciliation.services.pseudonymise import statement_lines_pseudonymise, statement_lines_tied
 
 PAYOUT_BLANK = {
@@ -80,6 +86,9 @@ def _payouts_blank(rows) -> int:
     return found.update(**PAYOUT_BLANK)
 
 
+_OPEN_REWARDS = (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE)
+_PAYOUTS_ON_THEIR_WAY = (PayoutStatus.CREATED, PayoutStatus.SUBMITTING, PayoutStatus.SUBMITTED)
+
 # Registered by the app's ``AppConfig.ready``, in this order.
 PERSONAL_DATA = (
     PersonalData(
@@ -114,5 +123,40 @@ PERSONAL_DATA = (
             "created_at",
         ),
         names=("creditor_name", "vop_suggested_name"),
+    ),
+    # A notice is state while its reward is open: the claim-link sweep and the unclaimed-money
+    # sweep (reminders, then the date the money goes back) read it back as "already told", and
+    # ``notices_record`` skips a key it finds. Deleted while the reward is open, it would be sent
+    # again. A payout still on its way may yet record its "paid" or "failed" notice.
+    PersonalData(
+        kind="notice_deliveries",
+        model=NoticeDelivery,
+        retention=Retention(
+            kind="notice_deliveries",
+            setting="RETENTION_NOTICES_DAYS",
+            default_days=180,
+            date_field="notice__done_at",
+            purge=DELETE,
+            scope=Q(notice__status=NoticeStatus.DONE),
+            keep=Q(notice__reward__status__in=_OPEN_REWARDS) | Q(notice__payout__status__in=_PAYOUTS_ON_THEIR_WAY),
+        ),
+    ),
+    # After its deliveries (a delivery protects its notice): one whose deliveries a run's time
+    # budget left, or kept because its reward reopened in between, waits for a run that took them.
+    # A dry run therefore counts only the notices whose deliveries are gone already.
+    PersonalData(
+        kind="notices",
+        model=Notice,
+        retention=Retention(
+            kind="notices",
+            setting="RETENTION_NOTICES_DAYS",
+            default_days=180,
+            date_field="done_at",
+            purge=DELETE,
+            scope=Q(status=NoticeStatus.DONE),
+            keep=Q(reward__status__in=_OPEN_REWARDS)
+            | Q(payout__status__in=_PAYOUTS_ON_THEIR_WAY)
+            | Q(deliveries__isnull=False),
+        ),
     ),
 )

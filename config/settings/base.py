@@ -613,3 +613,15 @@ PRIVACY_PAYOUT_NAME_KEEP_DAYS = env_int("PRIVACY_PAYOUT_NAME_KEEP_DAYS", 0)
 # A withdrawn marketing consent keeps its proof (IP fingerprint, user agent) this long after the
 # withdrawal, to answer a complaint about a message sent while it was active; then it is blanked.
 RETENTION_CONSENT_PROOF_DAYS = env_int("RETENTION_CONSENT_PROOF_DAYS", 1095)
+# Rows that are not the books but grow with every event (issue 30), deleted by the same purge:
+# outbound webhook deliveries and events once final (30 days: what a partner may page back through
+# in the API and the portal; a receiver that was down longer got them retried for
+# WEBHOOK_RETRY_HOURS), notices to people and their deliveries once done (half a year: support
+# can answer "were they told?" for any payout of the period; notices of open rewards and payouts
+# on their way are never deleted). The purge deletes RETENTION_BATCH_SIZE rows per transaction and
+# starts no batch after RETENTION_MAX_SECONDS (below Q_TIMEOUT); a follow-up run does the rest.
+RETENTION_WEBHOOK_DELIVERIES_DAYS = env_int("RETENTION_WEBHOOK_DELIVERIES_DAYS", 30)
+RETENTION_WEBHOOK_EVENTS_DAYS = env_int("RETENTION_WEBHOOK_EVENTS_DAYS", 30)
+RETENTION_NOTICES_DAYS = env_int("RETENTION_NOTICES_DAYS", 180)
+RETENTION_BATCH_SIZE = env_int("RETENTION_BATCH_SIZE", 2000)
+RETENTION_MAX_SECONDS = env_int("RETENTION_MAX_SECONDS", 40)
