@@ -97,7 +97,9 @@ from bench.common import (  # noqa: E402
     target,
     write_results,
 )
+from campaigns.evaluation import fee_for  # noqa: E402
 from campaigns.models import Brand, Reward, RewardEvent, RewardStatus, WebhookDelivery, WebhookEvent  # noqa: E402
+from campaigns.selectors import brand_plan_current  # noqa: E402
 from campaigns.services import (  # noqa: E402
     EventInput,
     brand_create,
@@ -237,7 +239,10 @@ def campaign_new(brand, slug: str, people: int, run: str):
     )
     # No hold period, no review: payable at once, paid by the pipeline.
     rule_create(campaign=campaign, trigger="tiktok_login", fixed_minor=REWARD_MINOR)
-    funds = people * REWARD_MINOR
+    # Each reward reserves its fee too (the brand's plan's): fund both, or the last ~8 % of the
+    # people would be refused for budget.
+    fee = fee_for(plan=brand_plan_current(brand=brand), amount_minor=REWARD_MINOR, currency="EUR")
+    funds = people * (REWARD_MINOR + fee)
     brand_topup_record(
         brand=brand,
         amount_minor=funds,
