@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -122,6 +123,16 @@ def redis_check(url: str) -> None:
         raise ClusterError(f"Redis does not answer at {url}: {exc}. Start redis-server, or set REDIS_URL.") from exc
 
 
+def port_check(host: str, port: int) -> None:
+    """Refuse a port another server holds, before anything starts (gunicorn would retry for a while)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds: TIME_WAIT is no owner
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ClusterError(f"{host}:{port} is taken ({exc.strerror}): set another PORT (nodes: PORT, PORT+1)")
+
+
 class Topology:
     """The processes of the cluster, started in order and stopped together."""
 
@@ -175,6 +186,8 @@ class Topology:
         redis_check(self.args.redis_url)
         if PGBOUNCER is None:
             raise ClusterError("pgbouncer is not installed (apt-get install pgbouncer)")
+        for port in (self.args.port, self.args.port + 1):
+            port_check(self.args.host, port)
         if database_ensure(self.url, self.name):
             # A new database restarts the sandbox bank too: an old bank would answer the new
             # payouts' end-to-end ids with transfers made for another database's payouts.
@@ -329,10 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         # A second Ctrl-C or SIGTERM does not cut the stop short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if topology is not None:
+        if topology is not None and topology.processes():
             topology.stop()
             print("  Stopped: web nodes, worker clusters, PgBouncer.", flush=True)
-        if keep:
+        if keep and any((folder / "logs").glob("*")):
             print(f"  Logs kept in {folder / 'logs'}", flush=True)
         else:
             shutil.rmtree(folder, ignore_errors=True)
