@@ -31,6 +31,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ sys.path.insert(0, str(PROJECT_DIR))
 
 import dj_database_url  # noqa: E402
 import psycopg  # noqa: E402
+import redis  # noqa: E402 - the client Django's RedisCache uses
 from psycopg import sql  # noqa: E402
 
 from bench.common import (  # noqa: E402
@@ -52,7 +54,6 @@ from bench.common import (  # noqa: E402
     start_pgbouncer,
     start_qcluster,
     stop_gracefully,
-    wait_for_port,
     with_database,
 )
 
@@ -115,8 +116,6 @@ def pooled_url(url: str, port: int) -> str:
 
 
 def redis_check(url: str) -> None:
-    import redis  # the client Django's RedisCache uses
-
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:
@@ -216,9 +215,8 @@ class Topology:
                 label = f"{name or money}{node if name is None else ''}"
                 env = self.env(**({"Q_CLUSTER_NAME": name} if name else {}))
                 self.workers[label] = start_qcluster(env=env, log=self.logs / f"worker-{label}.log")
-        for k, proc in enumerate(self.web):
-            wait_for_port(self.args.port + k, proc=proc, what=f"web node {k + 1}", limit_s=60)
-            health(self.node_urls[k])
+        for base, proc in zip(self.node_urls, self.web, strict=True):
+            health(base, proc=proc)
 
     def processes(self) -> dict[str, object]:
         return {
@@ -238,7 +236,9 @@ class Topology:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
-def health(base: str, *, limit_s: float = 30) -> None:
+def health(base: str, *, proc: subprocess.Popen, limit_s: float = 60) -> None:
+    """Return once ``base``/healthz answers 200; ClusterError when ``proc`` (its gunicorn) exits
+    first or ``limit_s`` passes."""
     deadline = time.monotonic() + limit_s
     while True:
         try:
@@ -247,6 +247,8 @@ def health(base: str, *, limit_s: float = 30) -> None:
                     return
         except OSError:
             pass
+        if proc.poll() is not None:
+            raise ClusterError(f"the web node at {base} exited with {proc.returncode}")
         if time.monotonic() > deadline:
             raise ClusterError(f"{base}/healthz did not answer 200 within {limit_s:.0f} s")
         time.sleep(0.2)

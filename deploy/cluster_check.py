@@ -66,7 +66,6 @@ def post(url: str, *, token: str, key: str, body: dict) -> tuple[int, dict, bool
 def partner_setup(run: str, n: int):
     """A live brand, a funded campaign (tiktok_login, a fixed reward, paid on the default rail: the
     sandbox in these settings) and an API key, made here straight in the database."""
-
     platform_bank_account_create(name="Operating account (demo bank)", iban=PLATFORM_IBAN, currency="EUR")
     brand = brand_create(name=f"Cluster check {run}", slug=f"cluster-check-{run}")
     campaign = campaign_create(
@@ -149,7 +148,7 @@ def partner_send(nodes: list[str], *, run: str, n: int, token: str) -> dict:
 
 
 def pipeline_state(campaign) -> dict:
-
+    """Where the campaign's rewards and payouts are, and how many tasks wait in every queue."""
     rewards = Reward.objects.filter(campaign=campaign)
     payouts = Payout.objects.filter(items__reward__campaign=campaign).distinct()
     return {
@@ -180,7 +179,7 @@ def partner_wait(campaign, *, n: int, limit_s: float, exited: Callable[[], dict]
 
 
 def partner_checks(brand, campaign, *, n: int, seen: dict, state: dict, store: Path) -> dict[str, bool]:
-
+    """Nothing doubled or lost: each check by name, True when it passed."""
     events = TriggerEvent.objects.filter(brand=brand)
     rewards = list(Reward.objects.filter(campaign=campaign).values_list("person_id", "status"))
     people = {p for p, _ in rewards}

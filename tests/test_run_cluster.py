@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from psycopg import sql
@@ -93,9 +94,8 @@ def test_events_and_payouts_through_the_cluster_are_neither_doubled_nor_lost():
         )
         # then nothing it started is left running, nor connected to its database
         left = _processes_with(f"SANDBOX_STORE_PATH={store}")
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name])
-            connected = cursor.fetchone()[0]
+        with psycopg.connect(maintenance, autocommit=True) as conn:  # a fresh view of pg_stat_activity
+            connected = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name]).fetchone()[0]
     finally:
         admin_sql(maintenance, drop)
         for path in ROOT.glob(f"{store.name}*"):
