@@ -23,8 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EVENTS = 60
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/7"
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
 
 def _redis_answers(url: str) -> bool:
     import redis
@@ -66,6 +64,21 @@ def _summary(stdout: str) -> dict:
     return json.loads(stdout[stdout.index("\n{") : stdout.rindex("\n}") + 2])
 
 
+def test_the_cluster_refuses_sqlite_before_starting_anything(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "deploy/cluster.py", "--database-url", f"sqlite:///{tmp_path / 'db.sqlite3'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert "make run-cluster needs PostgreSQL" in run.stderr and "Stopped" not in run.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_events_and_payouts_through_the_cluster_are_neither_doubled_nor_lost():
     if PGBOUNCER is None:
