@@ -12,7 +12,7 @@ HOST ?= 127.0.0.1
 Q_CLASSES := joyback ticks notices webhooks
 PORT ?= 8000
 
-.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-viral bench-walk bench-ab migrate demo
+.PHONY: install run test lint format bench-ledger bench-ingest bench-payouts bench-recon bench-api bench-webhooks bench-viral bench-walk bench-ab migrate demo run-cluster
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,14 @@ run: demo
 	    for p in $$pids; do kill -KILL -$$p 2>/dev/null; done; wait 2>/dev/null; \
 	    echo "  Web server stopped."; echo "  Workers stopped."; exit 0; }; \
 	  trap stop INT TERM; wait
+
+# The production topology as local processes (deploy/cluster.py): PgBouncer in transaction mode, two
+# gunicorn web nodes on PORT and PORT+1, Redis as the shared cache, a qcluster per class (money on
+# two nodes), all on PostgreSQL (DATABASE_URL, default .../joyback_cluster, created and migrated);
+# Ctrl-C stops them all. ARGS="--seed" loads the demo data; ARGS="--check 200" runs 200 events
+# and their payouts through it and exits 0 only when nothing was doubled or lost.
+run-cluster: install
+	HOST=$(HOST) PORT=$(PORT) $(PY) deploy/cluster.py $(ARGS)
 
 # On PostgreSQL whenever one can be had (DATABASE_URL, a local server, or a throwaway cluster),
 # SQLite otherwise: tests/run.py says which. ARGS go to pytest.

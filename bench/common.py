@@ -1,7 +1,7 @@
 """Helpers every benchmark shares: the `meta` block, percentiles, the printed table, the `targets`
 list and writing ``bench-results/<name>.json`` (conventions in the benchmarks README); forked load
-processes that start together; real ``qcluster`` processes started and stopped; a loopback webhook
-receiver.
+processes that start together; real ``qcluster`` and PgBouncer processes started and stopped; a
+loopback webhook receiver.
 
 Plain functions with no Django import at module level, so a benchmark can import them before
 ``django.setup()`` and the peer benchmark (``bench/peer/``) can use them from its own virtualenv.
@@ -13,7 +13,9 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +23,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -328,20 +330,20 @@ def database_url(settings_dict: dict) -> str:
     return f"postgres://{auth}@{host}:{port}/{settings_dict['NAME']}"
 
 
+def start_logged(command: Sequence[str], *, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``command`` in the project folder, in a session of its own (so its group can be signalled
+    as one, and a terminal's Ctrl-C reaches only its parent), its output appended to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=PROJECT_DIR
+        )
+
+
 def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """``manage.py qcluster`` in a session of its own (so its group can be signalled as one),
-    its output appended to ``log``. ``env`` is the whole environment: Q_CLUSTER_NAME picks the
-    class, DJANGO_SETTINGS_MODULE the settings."""
-    out = open(log, "ab")  # noqa: SIM115 - lives as long as the cluster
-    return subprocess.Popen(
-        # System checks (URLs, templates, admin) belong to the web process; the worker skips them.
-        [sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"],
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=PROJECT_DIR,
-    )
+    """``manage.py qcluster`` (``start_logged``). ``env`` is the whole environment: Q_CLUSTER_NAME
+    picks the class, DJANGO_SETTINGS_MODULE the settings."""
+    # System checks (URLs, templates, admin) belong to the web process; the worker skips them.
+    return start_logged([sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"], env=env, log=log)
 
 
 def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
@@ -359,6 +361,86 @@ def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         return None
+
+
+def stop_gracefully(procs: Sequence[subprocess.Popen], *, limit_s: float = 30) -> None:
+    """SIGTERM to each process's main process only, all at once (a qcluster's or gunicorn's clean
+    stop: a qcluster whose workers get the SIGTERM too never exits), then SIGKILL to the whole
+    group of each after ``limit_s`` in all, and to whatever a main process left in its group."""
+    running = [p for p in procs if p.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + limit_s
+    for proc in procs:
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        with suppress(ProcessLookupError):  # raised when the group is empty: it stopped cleanly
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, *, proc: subprocess.Popen, what: str, limit_s: float = 30) -> None:
+    """Return once 127.0.0.1:``port`` accepts a connection; raise RuntimeError when ``proc`` exits
+    first or ``limit_s`` passes."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited with {proc.returncode} before listening on port {port}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on port {port} within {limit_s:.0f} s")
+            time.sleep(0.1)
+
+
+PGBOUNCER = shutil.which("pgbouncer") or next(
+    (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
+)
+
+
+def start_pgbouncer(
+    *, server: dict, folder: Path, log: Path, pool_size: int, max_clients: int = 200
+) -> tuple[subprocess.Popen, int]:
+    """A PgBouncer in transaction mode on a free port of 127.0.0.1 in front of the PostgreSQL that
+    ``server`` names (Django's ``connection.settings_dict``: HOST, PORT, USER, PASSWORD), with
+    ``pool_size`` server connections per database and user; its config in ``folder``, its output
+    appended to ``log``. Returns the process, in a session of its own, and the port, once it
+    listens. PgBouncer refuses to run as root: as root, it drops to the ``postgres`` user, which
+    must then read ``folder``."""
+    if PGBOUNCER is None:
+        raise RuntimeError("pgbouncer is not installed (apt-get install pgbouncer)")
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "users.txt").write_text(f'"{server["USER"]}" "{server["PASSWORD"] or ""}"\n')
+    (folder / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={server['HOST'] or '127.0.0.1'} port={server['PORT'] or 5432}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = {'trust' if not server['PASSWORD'] else 'plain'}\nauth_file = {folder / 'users.txt'}\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmax_client_conn = {max_clients}\n"
+        "ignore_startup_parameters = extra_float_digits,options\n"
+    )
+    folder.chmod(0o755)
+    for path in (folder / "users.txt", folder / "pgbouncer.ini"):
+        path.chmod(0o644)
+    command = [PGBOUNCER, *(["-u", "postgres"] if os.geteuid() == 0 else []), str(folder / "pgbouncer.ini")]
+    proc = start_logged(command, env=dict(os.environ), log=log)
+    try:
+        wait_for_port(port, proc=proc, what="pgbouncer", limit_s=10)
+    except RuntimeError as exc:
+        stop_group(proc, limit_s=5)
+        raise RuntimeError(f"{exc}: {log.read_text(errors='replace')[-2000:]}") from exc
+    return proc, port
 
 
 def stop_group(proc: subprocess.Popen, *, limit_s: float = 30) -> None:

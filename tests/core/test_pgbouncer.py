@@ -5,11 +5,9 @@ inline tasks and a CSV export through a real PgBouncer (Debian's package, instal
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,12 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import override_settings
 
+from bench.common import PGBOUNCER, start_pgbouncer, stop_group
 from config.settings.base import database_from_url, url_pooler
 from core.checks_production import pooler_safety
 from tests.core.test_audit_admin import admin_client, voided  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
-PGBOUNCER = shutil.which("pgbouncer") or next(
-    (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
-)
 
 
 def test_the_pooler_turns_off_server_side_cursors_and_prepared_statements(monkeypatch):
@@ -97,51 +93,29 @@ def test_the_csv_export_reads_without_a_named_cursor_when_the_pooler_is_on(admin
     assert any(named) is not disabled
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def pgbouncer():
     """A PgBouncer in transaction mode on a free port in front of the test database's server, with
     fewer server connections than the smoke run has clients, so they share them."""
     if PGBOUNCER is None:
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
-    db = connection.settings_dict
-    port = _free_port()
     folder = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
-    (folder / "users.txt").write_text(f'"{db["USER"]}" "{db["PASSWORD"] or ""}"\n')
-    (folder / "pgbouncer.ini").write_text(
-        "[databases]\n"
-        f"* = host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432}\n"
-        "[pgbouncer]\n"
-        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = {'trust' if not db['PASSWORD'] else 'plain'}\nauth_file = {folder / 'users.txt'}\n"
-        "pool_mode = transaction\ndefault_pool_size = 2\nmax_client_conn = 50\n"
-        "ignore_startup_parameters = extra_float_digits,options\n"
-    )
-    folder.chmod(0o755)
-    for path in folder.iterdir():
-        path.chmod(0o644)
-    # PgBouncer refuses to run as root: as root, it drops to the postgres user.
-    command = [PGBOUNCER, *(["-u", "postgres"] if os.geteuid() == 0 else []), str(folder / "pgbouncer.ini")]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"pgbouncer did not start: {process.stdout.read() if process.poll() else ''}")
-                time.sleep(0.1)
-        yield port
+        try:
+            process, port = start_pgbouncer(
+                server=connection.settings_dict,
+                folder=folder,
+                log=folder / "pgbouncer.log",
+                pool_size=2,
+                max_clients=50,
+            )
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        try:
+            yield port
+        finally:
+            stop_group(process, limit_s=10)
     finally:
-        process.terminate()
-        process.wait(timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
 
 
