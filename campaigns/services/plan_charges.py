@@ -22,7 +22,7 @@ class ChargeRun:
     due: int  # charges still waiting for funds
 
 
-def plan_charges_run(*, now: datetime | None = None, limit: int = 500) -> ChargeRun:
+def plan_charges_run(*, now: datetime | None = None) -> ChargeRun:
     """Charge each live brand its plan's monthly fee for the month of ``now`` (UTC), once, and take
     every due charge from its brand's funds when they cover it (daily, ``plan_charges_task``).
 
@@ -31,7 +31,8 @@ def plan_charges_run(*, now: datetime | None = None, limit: int = 500) -> Charge
     test tenants, suspended brands and free plans are never charged. A charge the funds do not
     cover stays due (the portal's plan page shows it) and is taken by the first run after a top-up;
     campaigns' budgets are never touched. Each charge posts in its own durable transaction, by an
-    entry keyed by the charge, so a crash or a second run posts nothing twice."""
+    entry keyed by the charge, so a crash or a second run posts nothing twice. No cap per run: a
+    month's charges are one per brand, and a backlog of due ones never hides the newer ones."""
     now = now or timezone.now()
     month = usage_month(now)
     eligible = (
@@ -45,7 +46,7 @@ def plan_charges_run(*, now: datetime | None = None, limit: int = 500) -> Charge
         )
         .exclude(brand__plan_charges__month=month)
         .select_related("plan")
-        .order_by("brand_id")[:limit]
+        .order_by("brand_id")
     )
     created = 0
     for current in eligible:
@@ -61,7 +62,9 @@ def plan_charges_run(*, now: datetime | None = None, limit: int = 500) -> Charge
         )
         created += made
     posted = due = 0
-    for charge_id in PlanCharge.objects.filter(entry__isnull=True).order_by("id").values_list("id", flat=True)[:limit]:
+    # Every due charge, oldest first: one a brand cannot pay is skipped, never a block for the
+    # others (one short transaction each; a brand's charges are a few a year).
+    for charge_id in PlanCharge.objects.filter(entry__isnull=True).order_by("id").values_list("id", flat=True):
         if _charge_post(charge_id=charge_id, now=now):
             posted += 1
         else:

@@ -75,11 +75,9 @@ def order_refund(
     for event in events:
         reward = getattr(event, "reward", None)
         if reward is not None:
-            rewards.append(
-                RewardRefund(
-                    reward, _refund_one(reward, purchase, total, key=key, plan=plan, actor=actor, reason=reason)
-                )
-            )
+            outcome = _refund_one(reward, purchase, total, key=key, plan=plan, actor=actor, reason=reason)
+            reward.refresh_from_db()  # the answer shows the reward as the refund left it
+            rewards.append(RewardRefund(reward, outcome))
     return RefundResult(order_id=order_id, purchase_amount_minor=purchase, refunded_minor=refunded, rewards=rewards)
 
 
@@ -119,7 +117,9 @@ def _total(*, brand: Brand, order_id: str) -> int:
     return OrderRefund.objects.filter(brand=brand, order_id=order_id).aggregate(t=Sum("amount_minor"))["t"] or 0
 
 
-def _refund_one(reward: Reward, purchase: int, refunded: int, *, key: str, plan, actor, reason: str) -> str:
+def _refund_one(
+    reward: Reward, purchase: int, refunded: int, *, key: str, plan, actor, reason: str, again: bool = True
+) -> str:
     if reward.status == RewardStatus.PAID:
         return "paid"
     if reward.status not in (RewardStatus.REVIEW, RewardStatus.HELD, RewardStatus.PAYABLE):
@@ -159,6 +159,9 @@ def _refund_one(reward: Reward, purchase: int, refunded: int, *, key: str, plan,
     except InvalidTransition as exc:
         if exc.code == "reward_in_payout":
             return "in_payout"
-        # Its status moved since it was read (matured, paid): the refund is sent again by the
-        # partner with the same key and finds it as it is now.
-        raise
+        # Its status moved since it was read (it matured, was paid or decided meanwhile): decide
+        # once more on the reward as it is now, so one reward's race never stops the others.
+        if not again:
+            raise
+        reward.refresh_from_db()
+        return _refund_one(reward, purchase, refunded, key=key, plan=plan, actor=actor, reason=reason, again=False)

@@ -402,7 +402,8 @@ def reward_reduce(
 
 
 def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
-    """payable → clawed_back: the commit entry is reversed (payable and fee back to the budget).
+    """payable → clawed_back: the commit entry is reversed (payable and fee back to the budget;
+    on to the brand's funds when the campaign is closed, as an expiry's).
     A paid reward raises InvalidTransition: recovering money already sent is a payouts matter.
     So does a payable reward in a live payout (``reward_in_payout``): the payout would go on to
     send money the claw-back took back — cancel the payout first, or wait for it to fail or
@@ -419,6 +420,21 @@ def reward_claw_back(*, reward: Reward, actor=None, reason: str) -> Reward:
         result = ledger_entry_reverse(
             entry=reward.commit_entry, idempotency_key=f"reward:{reward.pk}:clawback", memo=f"Claw-back: {reason}"[:500]
         )
+        if reward.campaign.status == CampaignStatus.CLOSED:
+            # A closed campaign's budget takes nothing back and lets nothing out: what the
+            # claw-back returned to it goes on to the brand's funds, in the same transaction.
+            back = reward.amount_minor + reward.fee_minor
+            ledger_entry_post(
+                idempotency_key=f"reward:{reward.pk}:clawback:closed",
+                kind="reward_clawed_back_closed",
+                legs=[
+                    Leg.debit(Account.objects.get(pk=reward.campaign.budget_account_id), back),
+                    Leg.credit(brand_funds_account(brand=reward.campaign.brand, currency=reward.currency), back),
+                ],
+                memo=f"Reward #{reward.pk} clawed back after its campaign closed: back to the brand",
+                reference_type="reward",
+                reference_id=str(reward.pk),
+            )
         _counters_release(reward)
         reward.status = RewardStatus.CLAWED_BACK
         reward.clawback_entry = result.entry

@@ -14,7 +14,7 @@ from core.exceptions import InvalidInput, InvalidTransition, PermissionDenied
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from core.queue import enqueue
 from payouts.iso import reason_text as iso_text
-from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus
+from payouts.models import Payout, PayoutEvent, PayoutItem, PayoutStatus, Withdrawal
 from payouts.rails import get_rail
 from payouts.services.create import CreateResult, payouts_create_for_payable
 from payouts.services.four_eyes import four_eyes_require
@@ -325,6 +325,10 @@ def payout_bank_return_undo(*, payout_id: int, line_id: int) -> None:
                 "Some of its rewards went back to the brand meanwhile (expired or clawed back).",
                 code="payout_moved_on",
             )
+        if Withdrawal.objects.filter(payout=payout, back_entry__isnull=False).exists():
+            # A brand's withdrawal given back to its funds: the reversal would take another
+            # withdrawal's money from the brand's payee.
+            raise InvalidTransition("This withdrawal went back to the brand's funds meanwhile.", code="payout_moved_on")
         payout.status = PayoutStatus.SETTLED if payout.settled_entry_id else PayoutStatus.SUBMITTED
         payout.back_entry, payout.returned_at, payout.returned_via = None, None, ""
         payout.reason_code = payout.reason_text = ""

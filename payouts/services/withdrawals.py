@@ -14,15 +14,25 @@ against the brand's company documents or a top-up it was sent from.
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from campaigns.models import Brand
+from campaigns.models import Brand, BrandStatus, PlanCharge
 from campaigns.services import brand_funds_account
 from campaigns.services.rewards import recipient_payable_account
-from core.exceptions import IdempotencyConflict, InvalidInput, InvalidTransition, NotFound, PermissionDenied
+from core.exceptions import (
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidInput,
+    InvalidTransition,
+    NotFound,
+    PermissionDenied,
+)
+from core.money import format_minor
 from payouts import conf
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, PayoutStatus, Withdrawal
 from payouts.services.create import account_usable, payout_row_create
@@ -32,6 +42,7 @@ from recipients.models import Person
 from recipients.normalise import iban_normalise
 from recipients.services import person_root_lock
 from recipients.services.bank_accounts import AccountWrite, bank_account_holder_name_set, bank_accounts_make_current
+from reconciliation.models import Account
 from reconciliation.services import Leg, ledger_entry_post
 
 PAYEE_SOURCE = "brand_payee"
@@ -130,6 +141,9 @@ def withdrawal_create(*, brand: Brand, request: WithdrawalRequest, actor) -> Wit
     amount = request.amount_minor
     if type(amount) is not int or amount <= 0:
         raise InvalidInput(_("Withdraw a positive amount."), code="invalid_amount")
+    if not brand.livemode or brand.status != BrandStatus.ACTIVE:
+        # A suspended brand's money stays until ops decide; test money never leaves.
+        raise PermissionDenied(_("This brand cannot withdraw money now."), code="withdrawal_not_allowed")
     key = f"withdrawal:{brand.pk}:{request.idempotency_key}"
     replay = Withdrawal.objects.filter(idempotency_key=key).first()
     if replay is not None:
@@ -163,6 +177,32 @@ def _withdrawal_write(*, brand: Brand, account: BrandBankAccount, amount: int, k
     currency = brand.default_currency
     now = timezone.now()
     with transaction.atomic(durable=True):
+        # The funds row, locked: the due plan fees and the day's withdrawals below are read
+        # against the same balance by one withdrawal at a time.
+        funds = Account.objects.select_for_update().get(pk=brand_funds_account(brand=brand, currency=currency).pk)
+        due = (
+            PlanCharge.objects.filter(brand=brand, currency=currency, entry__isnull=True).aggregate(
+                total=Sum("amount_minor")
+            )["total"]
+            or 0
+        )
+        if amount > funds.available_minor - due:
+            raise InsufficientFunds(
+                _("Only %(amount)s can be withdrawn: the rest is unallocated funds owed to your plan's monthly fee.")
+                % {"amount": format_minor(max(0, funds.available_minor - due), currency)}
+                if due
+                else _("That is more than your unallocated funds."),
+                code="plan_fee_due" if due else "insufficient_funds",
+            )
+        # Four-eyes by what leaves in a day, not by each withdrawal: splitting one large sum into
+        # several below the threshold still needs ops.
+        day = Withdrawal.objects.filter(brand=brand, currency=currency, created_at__gte=now - timedelta(days=1))
+        sent_today = (
+            day.exclude(payout__status__in=(PayoutStatus.FAILED, PayoutStatus.CANCELLED)).aggregate(
+                total=Sum("amount_minor")
+            )["total"]
+            or 0
+        )
         payable = recipient_payable_account(person_id=account.payee_id, currency=currency)
         entry = ledger_entry_post(
             idempotency_key=key,
@@ -178,7 +218,7 @@ def _withdrawal_write(*, brand: Brand, account: BrandBankAccount, amount: int, k
             bank=account.bank_account,
             currency=currency,
             amount_minor=amount,
-            needs_approval=amount >= conf.withdrawal_approval_threshold_minor(),
+            needs_approval=sent_today + amount >= conf.withdrawal_approval_threshold_minor(),
             test=False,
             actor=actor,
             enqueue=True,

@@ -5,7 +5,8 @@ import pytest
 
 from campaigns.api_keys import api_key_create
 from campaigns.models import OrderRefund, Reward, RewardEvent
-from campaigns.services import EventInput, event_ingest, order_refund, rewards_mature
+from campaigns.services import EventInput, campaign_close, event_ingest, order_refund, rewards_mature
+from campaigns.services.brands import brand_funds_account
 from reconciliation.models import Account
 from reconciliation.selectors import ledger_verify_report
 from tests.api.conftest import ALL_SCOPES, client_for
@@ -177,4 +178,24 @@ def test_concurrent_refunds_with_different_keys_all_count(shop):
     assert sorted(totals) == [500, 1_000, 1_500, 2_000], totals
     reward.refresh_from_db()
     assert reward.amount_minor == 300  # 500 less 2,000/5,000 of it
+    assert ledger_verify_report().ok
+
+
+def test_a_claw_back_after_the_campaign_closed_goes_to_the_brands_funds(shop, shop_api):
+    """A closed campaign's budget lets nothing out: what a claw-back returns goes on to the brand."""
+    campaign = funded_campaign(brand=shop, amount_minor=10_000, rules=[NOW_10PCT], mode="cashback")
+    reward = purchase(shop, "K-1")
+    rewards_mature()
+    reward.refresh_from_db()
+    campaign_close(campaign=campaign)
+    funds_before = brand_funds_account(brand=shop, currency="EUR").available_minor
+
+    response = refund(shop_api, "K-1", "full")
+
+    answer = response.json()["rewards"][0]
+    assert answer["outcome"] == "clawed_back"
+    assert answer["reward"]["status"] == "clawed_back"  # as the refund left it
+    assert available(campaign) == 0
+    after = brand_funds_account(brand=shop, currency="EUR").available_minor
+    assert after - funds_before == reward.amount_minor + reward.fee_minor
     assert ledger_verify_report().ok

@@ -4,7 +4,10 @@ EndToEndId, and the books verify."""
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
+from campaigns.models import Brand, BrandStatus, PlanCharge
+from campaigns.selectors import brand_plan_current
 from campaigns.services import brand_funds_account, brand_topup_record
 from core.exceptions import InsufficientFunds, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, Payout, PayoutStatus, Withdrawal
@@ -217,3 +220,40 @@ def test_a_withdrawal_that_came_back_is_refunded_to_the_funds_once(sandbox, debt
     assert _funds(brand) == 30_000
     assert JournalEntry.objects.filter(kind="brand_withdrawal_back").count() == 1
     assert_books_ok()
+
+
+def test_withdrawals_in_one_day_add_up_for_the_four_eyes(sandbox, debtor, brand, owner, verified, settings):
+    """Splitting a large sum into several below the threshold still waits for ops."""
+    settings.WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = 10_000
+    _funded(brand, 30_000)
+    first, second = (
+        withdrawal_create(
+            brand=brand,
+            request=WithdrawalRequest(bank_account_id=verified.pk, amount_minor=6_000, idempotency_key=key * 32),
+            actor=owner,
+        )
+        for key in "ab"
+    )
+    assert first.payout.requires_approval is False
+    assert second.payout.requires_approval is True  # 12,000 in a day: over the threshold together
+
+
+def test_a_due_plan_fee_and_a_suspended_or_test_brand_keep_the_money(sandbox, debtor, brand, owner, verified):
+    _funded(brand, 10_000)
+    PlanCharge.objects.create(
+        brand=brand, plan=brand_plan_current(brand=brand), month=timezone.now().date().replace(day=1),
+        amount_minor=4_000, currency="EUR", created_at=timezone.now(),
+    )  # fmt: skip
+    request = WithdrawalRequest(bank_account_id=verified.pk, amount_minor=7_000, idempotency_key="c" * 32)
+    with pytest.raises(InsufficientFunds) as refused:
+        withdrawal_create(brand=brand, request=request, actor=owner)
+    assert refused.value.code == "plan_fee_due"
+    assert not Withdrawal.objects.exists() and _funds(brand) == 10_000
+
+    Brand.objects.filter(pk=brand.pk).update(status=BrandStatus.SUSPENDED)
+    brand.refresh_from_db()
+    small = WithdrawalRequest(bank_account_id=verified.pk, amount_minor=1_000, idempotency_key="d" * 32)
+    with pytest.raises(PermissionDenied) as suspended:
+        withdrawal_create(brand=brand, request=small, actor=owner)
+    assert suspended.value.code == "withdrawal_not_allowed"
+    assert not Withdrawal.objects.exists() and not Payout.objects.exists()
