@@ -10,7 +10,16 @@ SCHEDULE = ("campaigns.brand_alerts_send_due", "campaigns.tasks.brand_alerts_sen
 def schedule_create(apps, schema_editor):
     name, func, minutes = SCHEDULE
     apps.get_model("django_q", "Schedule").objects.update_or_create(
-        name=name, defaults={"func": func, "schedule_type": "I", "minutes": minutes, "repeats": -1}
+        name=name,
+        # On the ticks cluster, told the time it was due, as every interval schedule (payouts 0013).
+        defaults={
+            "func": func,
+            "schedule_type": "I",
+            "minutes": minutes,
+            "repeats": -1,
+            "cluster": "ticks",
+            "intended_date_kwarg": "intended",
+        },
     )
 
 

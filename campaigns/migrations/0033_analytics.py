@@ -11,7 +11,16 @@ SCHEDULE = ("campaigns.stats_rollup", "campaigns.tasks.campaign_stats_rollup_tas
 def schedule_create(apps, schema_editor):
     name, func, minutes = SCHEDULE
     apps.get_model("django_q", "Schedule").objects.update_or_create(
-        name=name, defaults={"func": func, "schedule_type": "I", "minutes": minutes, "repeats": -1}
+        name=name,
+        # On the ticks cluster, told the time it was due, as every interval schedule (payouts 0013).
+        defaults={
+            "func": func,
+            "schedule_type": "I",
+            "minutes": minutes,
+            "repeats": -1,
+            "cluster": "ticks",
+            "intended_date_kwarg": "intended",
+        },
     )
 
 

@@ -24,6 +24,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("payouts", "0012_payout_queued_at"),
         ("django_q", "0018_task_success_index"),
+        ("core", "0002_schedules"),  # the webhook and retention ticks are core's
         ("campaigns", "0017_campaign_vop_policy"),
         ("recipients", "0012_renormalise_emails"),
         ("reconciliation", "0016_bank_reports_confirmations"),

@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 
 from campaigns.api_keys import api_key_create
-from campaigns.models import Campaign, CampaignEvent, VopAction
+from campaigns.models import UNDO_POLICY_FIELDS, Campaign, CampaignEvent, VopAction
 from tests.api.conftest import client_for
 from tests.portal.conftest import brand_a, brand_b, campaign_a, member  # noqa: F401 - fixtures
 
@@ -34,11 +34,14 @@ def test_the_database_refuses_an_unknown_action(campaign_a):  # noqa: F811
 
 
 def _edit_form(campaign: Campaign, **policy) -> dict:
+    """The edit form as the browser posts it: what the campaign has, with ``policy`` changed (a
+    ticked checkbox is sent, an unticked one is not)."""
     return {
         "name": campaign.name,
         "ends_at": "",
         "payout_mode": campaign.payout_mode,
         "aggregate_minutes": "0",
+        **{field: "on" for field in UNDO_POLICY_FIELDS if getattr(campaign, field)},
         **policy,
     }
 
