@@ -518,15 +518,7 @@ def stats_payload(stats) -> dict:
                 "spent_minor": spent,
                 "views": views,
             }
-            for day, visits, started, verified, spent, views in zip(
-                stats.days,
-                stats.visits_per_day,
-                stats.started_per_day,
-                stats.verified_per_day,
-                stats.spent_per_day_minor,
-                stats.views_per_day,
-                strict=True,
-            )
+            for day, visits, started, verified, spent, views in stats.daily()
         ],
     }
 

@@ -95,6 +95,20 @@ class CampaignStats:
     def cost_per_action(self):
         return cost_per_action(self.spent_minor, self.funnel.verified, self.currency)
 
+    def daily(self) -> list[tuple[date, int, int, int, int, int]]:
+        """(day, visits, started, verified, spent minor units, views by the day's end), oldest first."""
+        return list(
+            zip(
+                self.days,
+                self.visits_per_day,
+                self.started_per_day,
+                self.verified_per_day,
+                self.spent_per_day_minor,
+                self.views_per_day,
+                strict=True,
+            )
+        )
+
 
 def stats_as_of() -> datetime | None:
     """When the roll-up last caught up: events up to ``SETTLE`` before it are in the figures."""

@@ -43,17 +43,7 @@ def campaign_analytics(request, access, campaign_id: int):
                 (title, bar_chart_svg(title=title, days=stats.days, values=values, **fmt))
                 for title, values, fmt in charts
             ],
-            "series": list(
-                zip(
-                    stats.days,
-                    stats.visits_per_day,
-                    stats.started_per_day,
-                    stats.verified_per_day,
-                    stats.spent_per_day_minor,
-                    stats.views_per_day,
-                    strict=True,
-                )
-            ),
+            "series": stats.daily(),
         },
     )
 
