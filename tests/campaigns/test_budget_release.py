@@ -1,10 +1,7 @@
 """Moving a campaign's unspent budget back to the brand, and closing a campaign from any running
 status: only what no reward holds goes back, once per key, never overdrawn under concurrency."""
 
-import threading
-
 import pytest
-from django.db import connection
 
 from campaigns.models import Campaign, CampaignEvent, CampaignStatus, CampaignTally
 from campaigns.selectors import campaign_budget
@@ -20,6 +17,7 @@ from reconciliation.models import JournalEntry
 from reconciliation.selectors import ledger_verify_report
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import BrandFactory, funded_campaign
+from tests.reconciliation.test_ledger_concurrency import run_concurrently
 
 RULES = [{"trigger": "tiktok_login", "fixed_minor": 500}]
 
@@ -110,24 +108,8 @@ def test_a_closed_campaign_releases_nothing(free_brand):
 
 
 def _in_threads(n: int, work) -> list[Exception]:
-    errors: list[Exception] = []
-    barrier = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            work(i)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted on by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
+    """The errors of ``work(i)`` run in ``n`` threads released together."""
+    return [r for r in run_concurrently(work, n=n) if isinstance(r, Exception)]
 
 
 @pytest.mark.postgres
