@@ -114,3 +114,13 @@ def test_another_brand_and_a_non_owner_cannot_withdraw(sandbox, debtor, funded_a
     assert admin.post("/portal/alpha/withdraw/", data).status_code == 404
     assert not Withdrawal.objects.exists()
     assert BrandBankAccount.objects.count() == 1
+
+
+def test_the_page_lists_the_newest_withdrawals_first(sandbox, debtor, funded_a, owner_a):
+    client = _client(owner_a)
+    account = _verified_account(client)
+    for amount, key in (("10.00", "a" * 32), ("20.00", "b" * 32)):
+        data = {"bank_account": account.pk, "amount": amount, "idempotency_key": key}
+        assert client.post("/portal/alpha/withdraw/", data).status_code == 302
+    listed = [w.amount_minor for w in client.get("/portal/alpha/withdraw/").context["withdrawals"]]
+    assert listed == [2_000, 1_000]

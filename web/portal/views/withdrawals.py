@@ -31,7 +31,9 @@ def _page(request, access, form, bank_form, status: int = 200):
             "form": form,
             "bank_form": bank_form,
             "accounts": BrandBankAccount.objects.filter(brand=brand).order_by("-id"),
-            "withdrawals": Withdrawal.objects.filter(brand=brand).select_related("payout", "bank_account")[:50],
+            "withdrawals": Withdrawal.objects.filter(brand=brand)
+            .select_related("payout", "bank_account")
+            .order_by("-id")[:50],
             "unallocated_minor": brand_unallocated_minor(brand=brand, currency=brand.default_currency),
         },
         status=status,
