@@ -82,31 +82,12 @@ class CampaignForm(forms.Form):
         help_text=Campaign._meta.get_field("buyer_claim_links").help_text,
         required=False,
     )
-    # What counts as an action undone during its hold (campaigns.services.undone).
-    undo_void_content_removed = forms.BooleanField(
-        label=Campaign._meta.get_field("undo_void_content_removed").verbose_name,
-        help_text=Campaign._meta.get_field("undo_void_content_removed").help_text,
-        required=False,
-        initial=True,
-    )
-    undo_void_views_dropped = forms.BooleanField(
-        label=Campaign._meta.get_field("undo_void_views_dropped").verbose_name,
-        help_text=Campaign._meta.get_field("undo_void_views_dropped").help_text,
-        required=False,
-        initial=True,
-    )
-    undo_void_authorization_revoked = forms.BooleanField(
-        label=Campaign._meta.get_field("undo_void_authorization_revoked").verbose_name,
-        help_text=Campaign._meta.get_field("undo_void_authorization_revoked").help_text,
-        required=False,
-        initial=True,
-    )
-    undo_void_optin_withdrawn = forms.BooleanField(
-        label=Campaign._meta.get_field("undo_void_optin_withdrawn").verbose_name,
-        help_text=Campaign._meta.get_field("undo_void_optin_withdrawn").help_text,
-        required=False,
-        initial=True,
-    )
+    # What counts as an action undone during its hold (campaigns.services.undone): the model's
+    # own checkboxes (label, help text, ticked by default).
+    undo_void_content_removed = Campaign._meta.get_field("undo_void_content_removed").formfield()
+    undo_void_views_dropped = Campaign._meta.get_field("undo_void_views_dropped").formfield()
+    undo_void_authorization_revoked = Campaign._meta.get_field("undo_void_authorization_revoked").formfield()
+    undo_void_optin_withdrawn = Campaign._meta.get_field("undo_void_optin_withdrawn").formfield()
     # Verification of Payee: what a payout does when the person's bank answers other than "match".
     vop_no_match = forms.ChoiceField(
         label=Campaign._meta.get_field("vop_no_match").verbose_name,
