@@ -149,6 +149,26 @@ def _payouts_confirmation(payouts: list[Payout]) -> Confirmation:
     )
 
 
+def _waiting_for(payout: Payout) -> str:
+    if payout.status != PayoutStatus.CREATED:
+        return ""
+    if payout.needs_review:
+        return f"review: {payout.review_reason}"
+    if payout.requires_approval and not payout.approved_at:
+        return "second approval"
+    if payout.next_attempt_at:
+        return f"retry at {payout.next_attempt_at:%H:%M:%S}"
+    return ""
+
+
+def _payee_check(payout: Payout) -> str:
+    """The bank's answer to the payee check, the name it gave, and what the policy did with it."""
+    if not payout.vop_checked_at:
+        return ""
+    suggested = f" (bank: {payout.vop_suggested_name})" if payout.vop_suggested_name else ""
+    return f"{payout.vop_result.replace('_', ' ')}{suggested} → {payout.vop_action}"
+
+
 def _run(modeladmin, request, queryset, action, verb: str) -> None:
     done = 0
     for obj in queryset:
@@ -213,22 +233,11 @@ class PayoutAdmin(LagTolerantChangelist, admin.ModelAdmin):
 
     @admin.display(description="waiting for")
     def waiting_for(self, obj: Payout) -> str:
-        if obj.status != PayoutStatus.CREATED:
-            return ""
-        if obj.needs_review:
-            return f"review: {obj.review_reason}"
-        if obj.requires_approval and not obj.approved_at:
-            return "second approval"
-        if obj.next_attempt_at:
-            return f"retry at {obj.next_attempt_at:%H:%M:%S}"
-        return ""
+        return _waiting_for(obj)
 
     @admin.display(description="payee check (VoP)", ordering="vop_result")
     def payee_check(self, obj: Payout) -> str:
-        if not obj.vop_checked_at:
-            return ""
-        suggested = f" (bank: {obj.vop_suggested_name})" if obj.vop_suggested_name else ""
-        return f"{obj.vop_result.replace('_', ' ')}{suggested} → {obj.vop_action}"
+        return _payee_check(obj)
 
     @admin.action(description="Approve / release from review", permissions=["approve"])
     def approve(self, request, queryset):
@@ -528,11 +537,31 @@ class BrandBankAccountAdmin(admin.ModelAdmin):
 
 @admin.register(Withdrawal)
 class WithdrawalAdmin(admin.ModelAdmin):
-    """Read-only: a withdrawal's payout is approved, retried or cancelled on the payout's page."""
+    """Read-only: a withdrawal's payout is approved, released from review, retried or cancelled
+    on the payout's page. Its payee check's answer is shown here too: anything but a match waits
+    for ops (``NO_CAMPAIGN_POLICY``), who compare the bank's name with the verified account's."""
 
-    list_display = ["id", "brand", "amount", "bank_account", "payout", "created_by", "created_at"]
+    list_display = [
+        "id",
+        "brand",
+        "amount",
+        "bank_account",
+        "payout_link",
+        "payout_status",
+        "waiting_for",
+        "payee_check",
+        "back_entry",
+        "created_by",
+        "created_at",
+    ]
+    list_filter = ["payout__status", "payout__needs_review", "payout__vop_result"]
     list_select_related = ["brand", "bank_account", "payout", "created_by"]
-    fields = readonly_fields = fields_with_money(Withdrawal, {"amount_minor": "amount"})
+    fields = readonly_fields = [
+        *fields_with_money(Withdrawal, {"amount_minor": "amount"}),
+        "payout_status",
+        "waiting_for",
+        "payee_check",
+    ]
     actions = ["refund"]
 
     def has_refund_permission(self, request) -> bool:
@@ -547,6 +576,23 @@ class WithdrawalAdmin(admin.ModelAdmin):
     @admin.display(description="amount", ordering="amount_minor")
     def amount(self, obj) -> str:
         return format_minor(obj.amount_minor, obj.currency)
+
+    @admin.display(description="payout", ordering="payout_id")
+    def payout_link(self, obj: Withdrawal) -> str:
+        url = reverse("admin:payouts_payout_change", args=[obj.payout_id])
+        return format_html('<a href="{}">{}</a>', url, obj.payout.end_to_end_id)
+
+    @admin.display(description="payout status", ordering="payout__status")
+    def payout_status(self, obj: Withdrawal) -> str:
+        return obj.payout.status
+
+    @admin.display(description="waiting for")
+    def waiting_for(self, obj: Withdrawal) -> str:
+        return _waiting_for(obj.payout)
+
+    @admin.display(description="payee check (VoP)", ordering="payout__vop_result")
+    def payee_check(self, obj: Withdrawal) -> str:
+        return _payee_check(obj.payout)
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -6,7 +6,8 @@ submits, or, on file rails, before the payout may go into a file (``payouts_paye
 rail with no check of its own asks the configured EPC VoP service; with none, the answer is
 ``not_possible``. The answer's action comes from the policy of the campaigns whose rewards the
 payout holds, the strictest winning (block > review > ask > pay), so no campaign's rule is
-weakened by sharing a payout:
+weakened by sharing a payout. A payout that pays no campaign's rewards — a brand's withdrawal to
+its own account, the only such payout — takes the fixed ``NO_CAMPAIGN_POLICY`` instead:
 
 * ``pay``: the payout goes on;
 * ``review``: held (``needs_review``) until staff release it (``payout_approve``) or cancel it;
@@ -30,7 +31,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from campaigns.models import Campaign, VopAction
+from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
 from payouts.models import Payout, PayoutItem, PayoutStatus
 from payouts.rails import get_rail
@@ -56,7 +57,11 @@ HOLD_REASONS = {
     VopAction.BLOCK: "Verification of Payee: {result}; waiting for the person to correct their details.",
 }
 RANK = {action.value: rank for rank, action in enumerate(STRICTNESS)}
-DEFAULT_POLICY = {outcome: Campaign._meta.get_field(field).default for outcome, field in POLICY_FIELDS.items()}
+# A withdrawal's account was verified by a second ops person against the brand's company
+# documents, and its payee is the brand, with no page to confirm a bank's name on: a match pays,
+# any other answer goes to ops, who see it beside the payout and release or cancel it. Never
+# "ask" (nobody would answer) and never paid unseen.
+NO_CAMPAIGN_POLICY = {outcome: VopAction.REVIEW for outcome in POLICY_FIELDS}
 PERSON_ACTIONS = (VopAction.ASK, VopAction.BLOCK)
 _MISMATCHES = (PayeeMatch.NO_MATCH, PayeeMatch.CLOSE_MATCH)
 CHECK_CHUNK = 2000
@@ -64,12 +69,15 @@ logger = logging.getLogger(__name__)
 
 
 def payout_vop_action(*, payout_id: int, outcome: str) -> VopAction:
-    """The action the policy of the payout's campaigns takes on a VoP answer (a match pays)."""
+    """The action the policy of the payout's campaigns (none: ``NO_CAMPAIGN_POLICY``) takes on a
+    VoP answer (a match pays)."""
     return _vop_actions({payout_id: outcome})[payout_id]
 
 
 def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
-    """The strictest action of each payout's campaigns on its answer, for many payouts at once."""
+    """The strictest action of each payout's campaigns on its answer, for many payouts at once;
+    ``NO_CAMPAIGN_POLICY`` for a payout that holds no campaign's rewards (a withdrawal). The one
+    place a payout's policy is looked up."""
     policies: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
     for payout_id, *policy in (
         PayoutItem.objects.filter(payout_id__in=list(outcomes))
@@ -89,7 +97,7 @@ def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
         if column is None:
             actions[payout_id] = VopAction.PAY
             continue
-        chosen = {row[column] for row in policies[payout_id]} or {DEFAULT_POLICY[outcome]}
+        chosen = {row[column] for row in policies[payout_id]} or {NO_CAMPAIGN_POLICY[outcome]}
         actions[payout_id] = VopAction(max(chosen, key=RANK.__getitem__))
     return actions
 

@@ -11,6 +11,11 @@ payout, which then moves payable → in transit → bank like any other.
 A bank account receives money only once ops verified it (``brand_bank_account_decide``):
 someone with ``payouts.verify_brandbankaccount`` other than whoever registered it checks it
 against the brand's company documents or a top-up it was sent from.
+
+The payee check's answer follows no campaign's policy but ``NO_CAMPAIGN_POLICY``
+(``payouts.services.payee``): a match pays, any other answer waits for ops' review in the admin
+(release with ``payout_approve``, or cancel and give the money back with ``withdrawal_refund``) —
+never "ask" the payee, who has no page to answer on.
 """
 
 from dataclasses import dataclass

@@ -4,14 +4,23 @@ EndToEndId, and the books verify."""
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
-from campaigns.models import Brand, BrandStatus, PlanCharge
+from campaigns.models import Brand, BrandStatus, PlanCharge, VopAction
 from campaigns.selectors import brand_plan_current
 from campaigns.services import brand_funds_account, brand_topup_record
 from core.exceptions import InsufficientFunds, InvalidInput, InvalidTransition, NotFound, PermissionDenied
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, Payout, PayoutStatus, Withdrawal
-from payouts.services import payout_approve, payout_execute, payout_mark_returned
+from payouts.rails.base import PayeeMatch, normalise_iban
+from payouts.services import (
+    payout_approve,
+    payout_cancel,
+    payout_execute,
+    payout_mark_returned,
+    payouts_create_for_payable,
+)
+from payouts.services.payee import payout_vop_action, payout_waits_for_person
 from payouts.services.withdrawals import (
     WithdrawalRequest,
     brand_bank_account_decide,
@@ -19,12 +28,21 @@ from payouts.services.withdrawals import (
     withdrawal_create,
     withdrawal_refund,
 )
+from recipients.models import Notice, NoticeKind
 from reconciliation.models import JournalEntry
 from reconciliation.services.matching import statement_lines_match
 from reconciliation.services.statements import statement_import
 from tests.campaigns.factories import BrandFactory
 from tests.payouts.payout_fixtures import *  # noqa: F403 - the fixtures
-from tests.payouts.payout_fixtures import DEBTOR_IBAN, assert_books_ok, bank_minor, iban, staff
+from tests.payouts.payout_fixtures import (
+    DEBTOR_IBAN,
+    assert_books_ok,
+    bank_minor,
+    iban,
+    payable_minor,
+    payable_reward,
+    staff,
+)
 from tests.portal.conftest import member
 from tests.reconciliation.crafted import Booking, camt053, statement
 
@@ -257,3 +275,117 @@ def test_a_due_plan_fee_and_a_suspended_or_test_brand_keep_the_money(sandbox, de
         withdrawal_create(brand=brand, request=small, actor=owner)
     assert suspended.value.code == "withdrawal_not_allowed"
     assert not Withdrawal.objects.exists() and not Payout.objects.exists()
+
+
+def _answers(settings, account: BrandBankAccount, behaviour: str) -> None:
+    """The sandbox bank's payee check answers ``behaviour`` for ``account``."""
+    settings.SANDBOX_FAILING_IBANS = {account.bank_account.iban(): behaviour}
+
+
+def _withdraw(brand, owner, account: BrandBankAccount, minor: int, key: str = KEY) -> Withdrawal:
+    request = WithdrawalRequest(bank_account_id=account.pk, amount_minor=minor, idempotency_key=key)
+    return withdrawal_create(brand=brand, request=request, actor=owner)
+
+
+def test_a_withdrawal_takes_the_fixed_policy_and_a_persons_payout_its_campaigns(
+    sandbox, debtor, brand, campaign, owner, verified
+):
+    """A match pays; any other answer goes to ops, never "ask" the brand's payee nor pay unseen.
+    A person's payout in the same brand still follows its campaign (defaults: ask, review, pay)."""
+    _funded(brand, 30_000)
+    withdrawal = _withdraw(brand, owner, verified, 1_000)
+    payable_reward(brand, account_iban=iban())
+    (person_payout,) = payouts_create_for_payable().created
+
+    assert {outcome: payout_vop_action(payout_id=withdrawal.payout_id, outcome=outcome) for outcome in PayeeMatch} == {
+        PayeeMatch.MATCH: VopAction.PAY,
+        PayeeMatch.CLOSE_MATCH: VopAction.REVIEW,
+        PayeeMatch.NO_MATCH: VopAction.REVIEW,
+        PayeeMatch.NOT_POSSIBLE: VopAction.REVIEW,
+    }
+    assert {outcome: payout_vop_action(payout_id=person_payout, outcome=outcome) for outcome in PayeeMatch} == {
+        PayeeMatch.MATCH: VopAction.PAY,
+        PayeeMatch.CLOSE_MATCH: VopAction.ASK,
+        PayeeMatch.NO_MATCH: VopAction.REVIEW,
+        PayeeMatch.NOT_POSSIBLE: VopAction.PAY,
+    }
+
+
+def test_a_close_match_waits_for_ops_who_see_the_answer_and_release_it_then_the_books_verify(
+    client, sandbox, debtor, brand, owner, verified, settings
+):
+    # given 300.00 of funds the bank statement shows, and a bank that knows the account's holder
+    # by a slightly different name
+    _answers(settings, verified, "vop_close_match:JOY SHOES SRL")
+    topup = Booking("300.00", details=f"<RmtInf><Ustrd>Top-up {brand.funding_reference}</Ustrd></RmtInf>")
+    _statement([topup], statement_id="STMT-V0", opening="0.00")
+
+    # when the owner withdraws 120.00 (below the four-eyes threshold) and the engine runs it
+    withdrawal = _withdraw(brand, owner, verified, 12_000)
+    payout_execute(payout_id=withdrawal.payout_id)
+
+    # then it waits for ops' review, not for the payee (who has no page to answer on): nothing sent
+    payout = Payout.objects.get(pk=withdrawal.payout_id)
+    assert (payout.status, payout.needs_review) == (PayoutStatus.CREATED, True)
+    assert (payout.vop_result, payout.vop_action) == ("close_match", "review")
+    assert payout.vop_suggested_name == "JOY SHOES SRL"
+    assert not payout_waits_for_person(payout)
+    assert not Notice.objects.filter(person_id=payout.person_id, kind=NoticeKind.PAYEE_CHECK).exists()
+    assert payout.events.filter(kind="payout.review").count() == 1
+    assert sandbox.transfer_count(payout.end_to_end_id) == 0
+    assert payout_execute(payout_id=payout.pk) == "not_claimed"  # a duplicated task sends nothing
+
+    # and ops see the bank's answer beside the withdrawal and the payout
+    ops = staff("ops", "view_withdrawal", "view_payout", "approve_payout")
+    client.force_login(ops)
+    answer = "close match (bank: JOY SHOES SRL) → review"
+    assert answer in client.get(reverse("admin:payouts_withdrawal_changelist")).content.decode()
+    detail = client.get(reverse("admin:payouts_withdrawal_change", args=[withdrawal.pk])).content.decode()
+    assert answer in detail and "Verification of Payee: close match; staff review" in detail
+    queue = client.get(reverse("admin:payouts_payout_changelist") + "?needs_review__exact=1").content.decode()
+    assert payout.end_to_end_id in queue and answer in queue
+
+    # when ops release it from review in the admin, it is paid once, to the verified account
+    response = client.post(
+        reverse("admin:payouts_payout_changelist"), {"action": "approve", "_selected_action": [payout.pk]}
+    )
+    assert response.status_code == 302
+    payout_execute(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SETTLED and payout.approved_by is None  # a release, not four-eyes
+    assert payout.events.filter(kind="payout.approved", actor=ops).count() == 1
+    (transfer,) = sandbox.transfers(payout.end_to_end_id)
+    assert transfer["account"] == normalise_iban(verified.bank_account.iban())
+
+    # and the statement's debit matches it by its EndToEndId, and the books verify
+    debit = Booking("120.00", direction="DBIT", details=f"<Refs><EndToEndId>{payout.end_to_end_id}</EndToEndId></Refs>")
+    _statement([debit], statement_id="STMT-V1", opening="300.00")
+    payout.refresh_from_db()
+    assert payout.bank_debit_line_id is not None
+    assert bank_minor(debtor) == 30_000 - 12_000 and _funds(brand) == 18_000
+    assert_books_ok()
+    call_command("ledger_verify")
+
+
+def test_a_no_match_cancelled_by_ops_goes_back_to_the_brands_funds(sandbox, debtor, brand, owner, verified, settings):
+    _answers(settings, verified, "vop_no_match")
+    _funded(brand, 30_000)
+    withdrawal = _withdraw(brand, owner, verified, 10_000)
+    payout_execute(payout_id=withdrawal.payout_id)
+    payout = Payout.objects.get(pk=withdrawal.payout_id)
+    assert (payout.status, payout.vop_result, payout.vop_action) == (PayoutStatus.CREATED, "no_match", "review")
+    assert payout.needs_review and sandbox.transfer_count(payout.end_to_end_id) == 0
+
+    # when ops cancel it, the money waits on the payee's payable until it is given back
+    payout_cancel(payout=payout, actor=staff("canceller", "cancel_payout"), reason="Not the brand's name at the bank")
+    assert Payout.objects.get(pk=payout.pk).status == PayoutStatus.CANCELLED
+    assert (_funds(brand), payable_minor(payout.person_id)) == (20_000, 10_000)
+    refunder = staff("refunder", "refund_withdrawal")
+    withdrawal_refund(withdrawal=withdrawal, actor=refunder)
+    withdrawal_refund(withdrawal=withdrawal, actor=refunder)
+
+    # then the brand has it all back, once, nothing was sent, and the books balance
+    assert (_funds(brand), payable_minor(payout.person_id)) == (30_000, 0)
+    assert JournalEntry.objects.filter(kind="brand_withdrawal_back").count() == 1
+    assert sandbox.transfer_count(payout.end_to_end_id) == 0
+    assert_books_ok()
