@@ -33,7 +33,7 @@ from django.utils.translation import gettext as _
 
 from campaigns.models import VopAction
 from core.exceptions import InvalidTransition
-from payouts.models import Payout, PayoutItem, PayoutStatus
+from payouts.models import Payout, PayoutItem, PayoutStatus, Withdrawal
 from payouts.rails import get_rail
 from payouts.rails.base import PayeeMatch, Rail, RetryableRailError, VerifyPayeeResult
 from payouts.services.actions import cancel_locked
@@ -208,7 +208,13 @@ def _accounts_checked(account_ids) -> QuerySet[BankAccount]:
 
 
 def payout_waits_for_person(payout: Payout) -> bool:
-    return payout.status == PayoutStatus.CREATED and payout.needs_review and payout.vop_action in PERSON_ACTIONS
+    """Whether ``payout`` is one of ``payouts_waiting_for_person``."""
+    return (
+        payout.status == PayoutStatus.CREATED
+        and payout.needs_review
+        and payout.vop_action in PERSON_ACTIONS
+        and not Withdrawal.objects.filter(payout_id=payout.pk).exists()
+    )
 
 
 def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
@@ -253,8 +259,14 @@ def payout_payee_confirm(*, payout: Payout, name: str) -> Payout:
 
 
 def payouts_waiting_for_person():
-    """Payouts that wait for their person: a close match to confirm, or details to correct."""
-    return Payout.objects.filter(status=PayoutStatus.CREATED, needs_review=True, vop_action__in=PERSON_ACTIONS)
+    """Payouts that wait for their person: a close match to confirm, or details to correct.
+    Never a withdrawal's: it goes to the account the brand chose and ops verified, whichever
+    account its payee has as current since (the brand registering another must not cancel or move
+    it), and ops, not its payee, answer for it (``NO_CAMPAIGN_POLICY``). So the rechecks after an
+    account change, which start from here, leave it alone."""
+    return Payout.objects.filter(
+        status=PayoutStatus.CREATED, needs_review=True, vop_action__in=PERSON_ACTIONS, withdrawal__isnull=True
+    )
 
 
 def payouts_payee_recheck(*, person: Person) -> CreateResult | None:

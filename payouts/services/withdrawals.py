@@ -12,10 +12,13 @@ A bank account receives money only once ops verified it (``brand_bank_account_de
 someone with ``payouts.verify_brandbankaccount`` other than whoever registered it checks it
 against the brand's company documents or a top-up it was sent from.
 
-The payee check's answer follows no campaign's policy but ``NO_CAMPAIGN_POLICY``
-(``payouts.services.payee``): a match pays, any other answer waits for ops' review in the admin
-(release with ``payout_approve``, or cancel and give the money back with ``withdrawal_refund``) —
-never "ask" the payee, who has no page to answer on.
+Two things differ from a person's payout, both decided in ``payouts.services.payee``. The payee
+check's answer follows no campaign's policy but ``NO_CAMPAIGN_POLICY``: a match pays, any other
+answer waits for ops' review in the admin (release with ``payout_approve``, or cancel and give the
+money back with ``withdrawal_refund``) — never "ask" the payee, who has no page to answer on. And
+the payout is pinned to the account the withdrawal names: registering another account makes that
+one the payee's current account, but the rechecks after an account change never touch a
+withdrawal's payout (``payouts_waiting_for_person``).
 """
 
 from dataclasses import dataclass

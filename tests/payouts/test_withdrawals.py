@@ -2,7 +2,10 @@
 execution path, four-eyes by ops above the threshold, matched on the bank statement by its
 EndToEndId, and the books verify."""
 
+import importlib
+
 import pytest
+from django.apps import apps
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -20,7 +23,7 @@ from payouts.services import (
     payout_mark_returned,
     payouts_create_for_payable,
 )
-from payouts.services.payee import payout_vop_action, payout_waits_for_person
+from payouts.services.payee import payout_vop_action, payout_waits_for_person, payouts_payee_recheck_moved
 from payouts.services.withdrawals import (
     WithdrawalRequest,
     brand_bank_account_decide,
@@ -28,7 +31,9 @@ from payouts.services.withdrawals import (
     withdrawal_create,
     withdrawal_refund,
 )
+from payouts.tasks import payouts_tick
 from recipients.models import Notice, NoticeKind
+from recipients.selectors import person_current_bank_account
 from reconciliation.models import JournalEntry
 from reconciliation.services.matching import statement_lines_match
 from reconciliation.services.statements import statement_import
@@ -388,4 +393,71 @@ def test_a_no_match_cancelled_by_ops_goes_back_to_the_brands_funds(sandbox, debt
     assert (_funds(brand), payable_minor(payout.person_id)) == (30_000, 0)
     assert JournalEntry.objects.filter(kind="brand_withdrawal_back").count() == 1
     assert sandbox.transfer_count(payout.end_to_end_id) == 0
+    assert_books_ok()
+
+
+def test_a_new_account_leaves_a_withdrawal_waiting_for_four_eyes_on_the_account_it_named(
+    sandbox, debtor, brand, owner, verified, settings, django_capture_on_commit_callbacks
+):
+    settings.WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = 10_000
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = True  # the account-change hook and its tasks run as in production
+    _funded(brand, 30_000)
+    withdrawal = _withdraw(brand, owner, verified, 20_000)
+    assert withdrawal.payout.requires_approval
+
+    # when the brand registers another account, which becomes its payee's current one
+    with django_capture_on_commit_callbacks(execute=True):
+        other = brand_bank_account_register(brand=brand, iban=iban(), holder_name="Joy Shoes S.r.l.", actor=owner)
+    assert person_current_bank_account(person=verified.payee).pk == other.bank_account_id
+    payouts_tick()  # the sweep that replaces payouts waiting about a replaced account
+    payouts_payee_recheck_moved(person=verified.payee)
+
+    # then the withdrawal still waits, to the account it named
+    payout = Payout.objects.get(pk=withdrawal.payout_id)
+    assert (payout.status, payout.bank_account_id) == (PayoutStatus.CREATED, verified.bank_account_id)
+    assert Payout.objects.count() == 1 and not payout.events.filter(kind="payout.cancelled").exists()
+
+    # and ops' approval pays that account
+    payout_approve(payout=payout, approver=staff("approver", "approve_payout"))
+    payout_execute(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SETTLED
+    (transfer,) = sandbox.transfers(payout.end_to_end_id)
+    assert transfer["account"] == normalise_iban(verified.bank_account.iban())
+    assert_books_ok()
+
+
+def test_a_withdrawal_left_on_ask_is_not_moved_by_a_new_account_and_goes_to_ops_review(
+    sandbox, debtor, brand, owner, verified, settings, django_capture_on_commit_callbacks
+):
+    """A payout the old policy left waiting for the payee: the account-change rechecks leave it
+    on its account, and payouts migration 0015 hands it to ops' review."""
+    settings.PAYOUT_ENQUEUE_ON_PAYABLE = True
+    _answers(settings, verified, "vop_close_match:JOY SHOES SRL")
+    _funded(brand, 30_000)
+    withdrawal = _withdraw(brand, owner, verified, 5_000)
+    payout_execute(payout_id=withdrawal.payout_id)
+    Payout.objects.filter(pk=withdrawal.payout_id).update(vop_action=VopAction.ASK)  # as the old policy left it
+
+    with django_capture_on_commit_callbacks(execute=True):
+        brand_bank_account_register(brand=brand, iban=iban(), holder_name="Joy Shoes S.r.l.", actor=owner)
+    payouts_tick()
+    payouts_payee_recheck_moved(person=verified.payee)
+
+    payout = Payout.objects.get(pk=withdrawal.payout_id)
+    assert (payout.status, payout.bank_account_id) == (PayoutStatus.CREATED, verified.bank_account_id)
+    assert not payout_waits_for_person(payout)
+
+    migration = importlib.import_module("payouts.migrations.0015_withdrawals_waiting_for_payee_to_ops_review")
+    migration.forward(apps, None)
+    migration.forward(apps, None)  # twice: nothing more
+    payout.refresh_from_db()
+    assert (payout.vop_action, payout.needs_review) == ("review", True)
+    assert payout.review_reason == "Verification of Payee: close match; staff review before paying."
+    assert payout.events.filter(kind="payout.review", data__action_was="ask").count() == 1
+
+    payout_approve(payout=payout, approver=staff("approver", "approve_payout"))
+    payout_execute(payout_id=payout.pk)
+    payout.refresh_from_db()
+    assert payout.status == PayoutStatus.SETTLED and sandbox.transfer_count(payout.end_to_end_id) == 1
     assert_books_ok()
