@@ -86,6 +86,9 @@ def brand_bank_account_register(*, brand: Brand, iban: str, holder_name: str, ac
     info = iban_normalise(iban)
     fingerprint = crypto.iban_fingerprint(info.normalised)
     with transaction.atomic(durable=True):
+        # The brand's row first (NO KEY UPDATE: rows that refer to the brand are still written
+        # meanwhile), so two first registrations at once make one payee, not two.
+        Brand.objects.select_for_update(no_key=True).filter(pk=brand.pk).first()
         payee, new = _payee(brand)
         payee = person_root_lock(person=payee)
         existing = BrandBankAccount.objects.filter(brand=brand, bank_account__iban_fingerprint=fingerprint).first()
@@ -255,7 +258,7 @@ def withdrawal_refund(*, withdrawal: Withdrawal, actor) -> Withdrawal:
     """Give a withdrawal whose payout did not reach the bank back to the brand's funds: its
     money waits on the payee's payable once the payout failed, was cancelled or came back
     (nothing else pays a payee from there: it has no rewards). One entry,
-    ``withdrawal:<id>:back``, payable → ``brand:<id>:funds``, and a ``withdrawal.refunded``
+    ``withdrawal-back:<id>``, payable → ``brand:<id>:funds``, and a ``withdrawal.refunded``
     payout event, under the payout's lock so no retry sends it meanwhile. A refunded withdrawal
     is returned unchanged. Raises PermissionDenied (``payouts.refund_withdrawal``),
     InvalidTransition (``payout_live``: the payout is still on its way or arrived)."""
@@ -273,7 +276,9 @@ def withdrawal_refund(*, withdrawal: Withdrawal, actor) -> Withdrawal:
         payable = recipient_payable_account(person_id=payout.person_id, currency=withdrawal.currency)
         funds = brand_funds_account(brand=withdrawal.brand, currency=withdrawal.currency)
         entry = ledger_entry_post(
-            idempotency_key=f"withdrawal:{withdrawal.pk}:back",
+            # Not under ``withdrawal:``: those keys end in what the brand's form sent, which could be
+            # "back" (``withdrawal:<brand>:back`` would then be another withdrawal's refund key).
+            idempotency_key=f"withdrawal-back:{withdrawal.pk}",
             kind="brand_withdrawal_back",
             legs=[Leg.debit(payable, withdrawal.amount_minor), Leg.credit(funds, withdrawal.amount_minor)],
             memo=f"Withdrawal #{withdrawal.pk} did not arrive: back to the brand's funds",

@@ -7,6 +7,7 @@ import importlib
 import pytest
 from django.apps import apps
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -461,3 +462,51 @@ def test_a_withdrawal_left_on_ask_is_not_moved_by_a_new_account_and_goes_to_ops_
     payout.refresh_from_db()
     assert payout.status == PayoutStatus.SETTLED and sandbox.transfer_count(payout.end_to_end_id) == 1
     assert_books_ok()
+
+
+def test_a_withdrawal_keyed_back_never_blocks_another_withdrawals_refund(sandbox, debtor, brand, owner, verified):
+    """The form's key is the brand's to send: a brand whose id is another withdrawal's id and whose
+    key is "back" must not take that withdrawal's refund key."""
+    _funded(brand, 30_000)
+    first = withdrawal_create(
+        brand=brand,
+        request=WithdrawalRequest(bank_account_id=verified.pk, amount_minor=10_000, idempotency_key=KEY),
+        actor=owner,
+    )
+    payout_execute(payout_id=first.payout_id)
+    payout_mark_returned(payout=Payout.objects.get(pk=first.payout_id), reason_code="AC04", source="test")
+    other = BrandFactory(name="Other", slug="other-back")
+    Withdrawal.objects.filter(pk=first.pk).update(id=other.pk)  # the withdrawal's id is the other brand's
+    first = Withdrawal.objects.get(pk=other.pk)
+    with connection.cursor() as cursor:  # the next withdrawal numbered after the moved one
+        cursor.execute("SELECT setval(pg_get_serial_sequence('payouts_withdrawal', 'id'), %s)", [other.pk + 1])
+    other_owner = member(other, "owner", "owner@other.example")
+    other_account = brand_bank_account_register(brand=other, iban=iban(), holder_name="Other S.r.l.", actor=other_owner)
+    brand_bank_account_decide(
+        account=other_account, approver=staff("verifier2", "verify_brandbankaccount"), verified=True
+    )
+    _funded(other, 5_000)
+    withdrawal_create(
+        brand=other,
+        request=WithdrawalRequest(bank_account_id=other_account.pk, amount_minor=1_000, idempotency_key="back"),
+        actor=other_owner,
+    )
+
+    withdrawal_refund(withdrawal=first, actor=staff("refunder", "refund_withdrawal"))
+
+    assert _funds(brand) == 30_000
+    assert_books_ok()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_first_bank_accounts_registered_at_once_share_one_payee(debtor):
+    from tests.reconciliation.test_ledger_concurrency import run_concurrently
+
+    brand = BrandFactory(name="Race", slug="race-payee")
+    actor = member(brand, "owner", "owner@race.example")
+    results = run_concurrently(
+        lambda i: brand_bank_account_register(brand=brand, iban=iban(), holder_name="Race S.r.l.", actor=actor), n=2
+    )
+
+    assert all(isinstance(r, BrandBankAccount) for r in results), results
+    assert BrandBankAccount.objects.filter(brand=brand).values("payee_id").distinct().count() == 1
