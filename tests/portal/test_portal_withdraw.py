@@ -124,3 +124,17 @@ def test_the_page_lists_the_newest_withdrawals_first(sandbox, debtor, funded_a, 
         assert client.post("/portal/alpha/withdraw/", data).status_code == 302
     listed = [w.amount_minor for w in client.get("/portal/alpha/withdraw/").context["withdrawals"]]
     assert listed == [2_000, 1_000]
+
+
+def test_a_withdrawal_waiting_for_ops_says_so_then_shows_its_way(sandbox, debtor, funded_a, owner_a, settings):
+    settings.WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = 5_000
+    client = _client(owner_a)
+    account = _verified_account(client)
+    for amount, key in (("10.00", "a" * 32), ("60.00", "b" * 32)):
+        data = {"bank_account": account.pk, "amount": amount, "idempotency_key": key}
+        assert client.post("/portal/alpha/withdraw/", data).status_code == 302
+
+    page = client.get("/portal/alpha/withdraw/").content.decode()
+    rows = page.split("<h2>")[-1]
+    assert rows.count("Waiting for our check") == 1  # the 60.00 above the threshold, not the 10.00
+    assert Payout.objects.filter(requires_approval=True).count() == 1
