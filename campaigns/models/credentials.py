@@ -35,11 +35,8 @@ class PlatformCredential(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["platform", "account"], name="platform_credential_one_per_account"),
-            # A refresh token never outlives the access token it renews: dropping the key drops both.
-            models.CheckConstraint(
-                condition=~Q(access_ciphertext="") | Q(refresh_ciphertext=""),
-                name="platform_credential_refresh_needs_access",
-            ),
+            # Tokens no longer kept are deleted with their row, never left blank.
+            models.CheckConstraint(condition=~Q(access_ciphertext=""), name="platform_credential_holds_a_token"),
         ]
 
     def __str__(self) -> str:

@@ -126,7 +126,7 @@ def _grant(person: dict, *, refresh_exp: int) -> FakeResponse:
     person = {k: v for k, v in person.items() if k not in ("exp", "jti")}
     return _json(
         {
-            "access_token": "act." + _sign({**person, "exp": now + access_seconds}),
+            "access_token": "act." + _sign({**person, "exp": now + access_seconds, "jti": secrets.token_hex(8)}),
             "expires_in": access_seconds,
             "open_id": open_id_for(person["name"]),
             "refresh_token": "rft." + _sign({**person, "exp": refresh_exp, "jti": secrets.token_hex(8)}),

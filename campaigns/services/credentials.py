@@ -18,7 +18,7 @@ Privacy decision: the tokens are kept only while needed. They are deleted once n
 the account is still read (``platform_credential_release``: none pending verification, none
 whose views are watched, no reward for one waiting for its re-check before maturing), when the
 platform says the person removed our authorization (``platform_credential_forget``), when a
-refresh is refused for good (the pair is blanked), and on the person's erasure
+refresh is refused for good (they no longer work), and on the person's erasure
 (``campaigns.privacy``, through the personal-data registry). A plain login claim keeps none.
 """
 
@@ -56,14 +56,6 @@ REFRESH_LEASE = timedelta(seconds=30)
 REFRESH_WAIT_SECONDS = 10.0
 # How long a verified item's views are watched (``campaigns.services.videos``).
 WATCH_DAYS = 30
-
-BLANK_TOKENS = {
-    "access_ciphertext": "",
-    "access_expires_at": None,
-    "refresh_ciphertext": "",
-    "refresh_expires_at": None,
-    "refresh_claimed_until": None,
-}
 
 
 def _grant_fields(grant: TokenGrant) -> dict:
@@ -106,7 +98,7 @@ def platform_token_use(*, platform: str, uid: str, call: Callable[[str], T]) -> 
     AccessTokenRefused when even a fresh token is refused; PlatformUnavailable for an outage
     (nothing changed, try again later). Never call it inside a transaction: it calls the platform."""
     credential = _credentials(platform=platform, uid=uid).first()
-    if credential is None or not credential.access_ciphertext:
+    if credential is None:
         return None
     expires = credential.access_expires_at
     if expires is not None and expires <= timezone.now() + REFRESH_MARGIN:
@@ -139,7 +131,7 @@ def _refreshed(stale: PlatformCredential) -> PlatformCredential | None:
     try:
         grant = platform_get(stale.platform).token_refresh(refresh_token=crypto.decrypt(stale.refresh_ciphertext))
     except AuthorizationRefused as exc:
-        ours.update(**BLANK_TOKENS, version=F("version") + 1, updated_at=timezone.now())
+        ours.delete()  # they no longer work: nothing is kept
         # The reference of this refusal: a worker that waited on this claim reports the same one.
         exc.details = {**exc.details, "ref": f"{stale.account}:refresh:{stale.version}"}
         logger.info("%s refused to renew credential %s: %s", stale.platform, stale.pk, exc.code)
@@ -156,8 +148,8 @@ def _refreshed(stale: PlatformCredential) -> PlatformCredential | None:
         )
     ours.update(**_grant_fields(grant), version=F("version") + 1, refresh_claimed_until=None, updated_at=timezone.now())
     # Recorded, or a new login replaced the pair meanwhile (its pair wins): either way the row holds
-    # the freshest pair now; gone when the tokens were dropped meanwhile.
-    return PlatformCredential.objects.filter(pk=stale.pk).exclude(access_ciphertext="").first()
+    # the freshest pair now; None when the tokens were deleted meanwhile.
+    return PlatformCredential.objects.filter(pk=stale.pk).first()
 
 
 def _renewed_by_another(stale: PlatformCredential) -> PlatformCredential | None:
@@ -169,7 +161,7 @@ def _renewed_by_another(stale: PlatformCredential) -> PlatformCredential | None:
         if current is None:
             return None
         if current.version != stale.version:
-            return current if current.access_ciphertext else None
+            return current
         if current.refresh_claimed_until is None or current.refresh_claimed_until < timezone.now():
             return _refreshed(current)  # the claim was given up (an outage) or its worker died
         if time.monotonic() >= deadline:

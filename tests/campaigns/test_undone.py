@@ -25,7 +25,6 @@ from campaigns.models import (
     RewardEvent,
     RewardStatus,
     UndoneReason,
-    VideoSubmission,
     WebhookEvent,
 )
 from campaigns.platforms.tiktok import tiktok_authorization_revoke
