@@ -16,7 +16,8 @@ finds the claim taken waits briefly for the new pair, then gives up as an outage
 
 Privacy decision: the tokens are kept only while needed. They are deleted once no submission of
 the account is still read (``platform_credential_release``: none pending verification, none
-whose views are watched, no reward for one waiting for its re-check before maturing), when the
+whose views are watched, no reward for one waiting for its re-check before maturing; a daily
+sweep, ``platform_credentials_prune``, catches any reading that ended elsewhere), when the
 platform says the person removed our authorization (``platform_credential_forget``), when a
 refresh is refused for good (they no longer work), and on the person's erasure
 (``campaigns.privacy``, through the personal-data registry). A plain login claim keeps none.
@@ -171,33 +172,58 @@ def _renewed_by_another(stale: PlatformCredential) -> PlatformCredential | None:
         time.sleep(0.05)
 
 
-def platform_credential_needed(*, platform: str, uid: str) -> bool:
-    """Is a submission of the account ``uid`` still read? Pending verification, its views still
-    watched (verified, below its threshold, younger than ``WATCH_DAYS``), or a reward for one of
-    its items still waiting, in review or held, for its re-check before maturing."""
-    submissions = VideoSubmission.objects.filter(platform=platform, social_uid=uid)
-    watched = Q(
+def _watched() -> Q:
+    """Submissions still read: pending verification, or verified with views still watched (below
+    the threshold, younger than ``WATCH_DAYS``)."""
+    return Q(status=VideoStatus.PENDING) | Q(
         status=VideoStatus.VERIFIED, threshold_done=False, created_at__gte=timezone.now() - timedelta(days=WATCH_DAYS)
     )
-    if submissions.filter(Q(status=VideoStatus.PENDING) | watched).exists():
-        return True
+
+
+def _rechecks_waiting():
+    """Rewards for a submitted item still waiting, in review or held, for their re-check."""
     return Reward.objects.filter(
         reward_recheck_pending(),
         status__in=(RewardStatus.REVIEW, RewardStatus.HELD),
-        event__social_provider=platform,
-        event__social_uid=uid,
         event__evidence__has_key="video_id",
-    ).exists()
+    )
+
+
+def platform_credential_needed(*, platform: str, uid: str) -> bool:
+    """Is a submission of the account ``uid`` still read? Pending verification, its views still
+    watched, or a reward for one of its items still waiting for its re-check before maturing."""
+    if VideoSubmission.objects.filter(_watched(), platform=platform, social_uid=uid).exists():
+        return True
+    return _rechecks_waiting().filter(event__social_provider=platform, event__social_uid=uid).exists()
 
 
 def platform_credential_release(*, platform: str, uid: str) -> bool:
     """Delete the account's tokens unless a submission of it is still read
     (``platform_credential_needed``). Called wherever a reading ends: a submission rejected, its
-    views' watch over, a re-check done. True when deleted."""
-    if not uid or platform_credential_needed(platform=platform, uid=uid):
+    views' watch over, a re-check done. The row is read before the need is: a login storing a new
+    pair meanwhile (with its new submission, in one transaction) changes its ``version``, and the
+    delete, conditional on the version read, leaves it. True when deleted."""
+    credential = _credentials(platform=platform, uid=uid).first() if uid else None
+    if credential is None or platform_credential_needed(platform=platform, uid=uid):
         return False
-    deleted, _ = _credentials(platform=platform, uid=uid).delete()
+    deleted, _ = PlatformCredential.objects.filter(pk=credential.pk, version=credential.version).delete()
     return bool(deleted)
+
+
+def platform_credentials_prune() -> int:
+    """The daily backstop of ``platform_credential_release``: delete every credential no
+    submission still needs, however its reading ended (a reward rejected or voided by ops, a
+    campaign closed, a watch past ``WATCH_DAYS``). Each row is deleted only at the version read
+    before the needs were, as in ``platform_credential_release``. Returns how many went."""
+    held = list(PlatformCredential.objects.values_list("pk", "version", "account"))
+    accounts = set(VideoSubmission.objects.filter(_watched()).values_list("platform", "social_uid"))
+    accounts |= set(_rechecks_waiting().values_list("event__social_provider", "event__social_uid"))
+    needed = {withdrawal_account(platform=platform, uid=uid) for platform, uid in accounts}
+    pruned = 0
+    for pk, version, account in held:
+        if account not in needed:
+            pruned += PlatformCredential.objects.filter(pk=pk, version=version).delete()[0]
+    return pruned
 
 
 def platform_credential_forget(*, platform: str, uid: str) -> int:

@@ -12,13 +12,14 @@ import pytest
 import requests
 from django.test import Client
 from django.utils import timezone
+from django_q.models import Schedule
 
 from campaigns.models import ActionWithdrawal, PlatformCredential, Reward, RewardStatus, UndoneReason
 from campaigns.platforms import AuthorizationRefused, TokenGrant, tiktok_fake
 from campaigns.platforms.tiktok import tiktok_authorization_revoke, tiktok_token_refresh
 from campaigns.selectors import campaign_budget, withdrawal_account
-from campaigns.services import rewards_mature
-from campaigns.services.credentials import platform_credential_store, platform_token_use
+from campaigns.services import reward_void, rewards_mature
+from campaigns.services.credentials import platform_credential_store, platform_credentials_prune, platform_token_use
 from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_views_poll
 from recipients import crypto
@@ -266,3 +267,21 @@ def test_a_token_is_renewed_before_use_only_when_it_expires_within_the_margin(fa
     renewed = platform_token_use(platform="tiktok", uid=uid, call=lambda token: token)
     assert renewed != grant.access_token and len(tiktok_fake._spent) == spent + 1
     assert crypto.decrypt(PlatformCredential.objects.get().access_ciphertext) == renewed
+
+
+@pytest.mark.django_db
+def test_the_daily_sweep_deletes_the_tokens_whose_reading_ended_elsewhere(
+    brand_a, fake_tiktok, django_capture_on_commit_callbacks
+):
+    _, _, giulia = video_reward(Client(), fake_tiktok, brand_a, django_capture_on_commit_callbacks)
+    video_reward(Client(), fake_tiktok, brand_a, django_capture_on_commit_callbacks, slug="ugc2", name="Marco Bianchi")
+    # given ops void Giulia's reward in the admin: nothing of hers is read any more, and no re-check will say so
+    with django_capture_on_commit_callbacks(execute=True):
+        reward_void(reward=giulia, reason="ops: duplicate account")
+    assert PlatformCredential.objects.count() == 2
+    # when the daily sweep runs, her tokens go; Marco's, still needed for his held reward, stay
+    assert platform_credentials_prune() == 1
+    assert list(PlatformCredential.objects.values_list("account", flat=True)) == [
+        withdrawal_account(platform="tiktok", uid=tiktok_fake.open_id_for("Marco Bianchi"))
+    ]
+    assert Schedule.objects.filter(func="campaigns.tasks.platform_credentials_prune_task", schedule_type="D").exists()
