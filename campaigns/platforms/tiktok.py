@@ -53,7 +53,7 @@ from campaigns.platforms.base import (
     TokenGrant,
 )
 from campaigns.selectors import action_withdrawn_since, withdrawal_account
-from campaigns.services.credentials import platform_credential_forget, platform_token_use
+from campaigns.services.credentials import platform_credential_forget, platform_grant_fresh, platform_token_use
 from campaigns.services.undone import WithdrawOutcome, action_withdraw, authorization_refused_record
 from campaigns.triggers import trigger_evidence
 from core.exceptions import InvalidInput
@@ -407,13 +407,18 @@ class TikTokPlatform(Platform):
         login = claim_login(request, provider=self.name)
         if login is None:
             return None
+        grant = claim_login_grant(login)
+        if grant is not None and not platform_grant_fresh(expires_at=grant.access_expires_at):
+            # A login whose token is (nearly) dead proves nothing any more: a worker may even have
+            # renewed its pair and spent the refresh token this session holds. Log in again.
+            return None
         return ProvenIdentity(
             platform=self.name,
             uid=login["uid"],
             name=login.get("name", ""),
             token=login["token"],
             evidence=trigger_evidence("tiktok_login", **claim_login_evidence(login, provider=self.name)),
-            grant=claim_login_grant(login),
+            grant=grant,
         )
 
     def content_list(self, *, identity: ProvenIdentity) -> list[Content]:

@@ -88,6 +88,13 @@ def platform_credential_store(*, platform: str, uid: str, grant: TokenGrant) -> 
         )
 
 
+def platform_grant_fresh(*, expires_at) -> bool:
+    """Is an access token expiring at ``expires_at`` (None: not said) good for more than
+    ``REFRESH_MARGIN``? One that is not gets renewed before use; a login's that is not no longer
+    proves the account (its pair may have been renewed, and its refresh token spent, already)."""
+    return expires_at is None or expires_at > timezone.now() + REFRESH_MARGIN
+
+
 def platform_token_use(*, platform: str, uid: str, call: Callable[[str], T]) -> T | None:
     """``call(access_token)`` with a usable token of the account ``uid``: the stored one, renewed
     first when it expires within ``REFRESH_MARGIN``, and renewed once more when the platform
@@ -101,8 +108,7 @@ def platform_token_use(*, platform: str, uid: str, call: Callable[[str], T]) -> 
     credential = _credentials(platform=platform, uid=uid).first()
     if credential is None:
         return None
-    expires = credential.access_expires_at
-    if expires is not None and expires <= timezone.now() + REFRESH_MARGIN:
+    if not platform_grant_fresh(expires_at=credential.access_expires_at):
         credential = _refreshed(credential)
         if credential is None:
             return None

@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import Schedule
 
-from campaigns.models import ActionWithdrawal, PlatformCredential, Reward, RewardStatus, UndoneReason
+from campaigns.models import ActionWithdrawal, PlatformCredential, Reward, RewardStatus, UndoneReason, VideoSubmission
 from campaigns.platforms import AuthorizationRefused, TokenGrant, tiktok_fake
 from campaigns.platforms.tiktok import tiktok_authorization_revoke, tiktok_token_refresh
 from campaigns.selectors import campaign_budget, withdrawal_account
@@ -285,3 +285,20 @@ def test_the_daily_sweep_deletes_the_tokens_whose_reading_ended_elsewhere(
         withdrawal_account(platform="tiktok", uid=tiktok_fake.open_id_for("Marco Bianchi"))
     ]
     assert Schedule.objects.filter(func="campaigns.tasks.platform_credentials_prune_task", schedule_type="D").exists()
+
+
+@pytest.mark.django_db
+def test_a_login_whose_token_is_nearly_dead_must_log_in_again_before_submitting(brand_a, fake_tiktok, settings):
+    funded_campaign(brand=brand_a, amount_minor=10_000, slug="ugc", rules=[UGC])
+    # given TikTok gave the login a token with two minutes left (a worker may renew, and spend, it)
+    settings.FAKE_TIKTOK_ACCESS_SECONDS = 120
+    client = Client()
+    tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/ugc/videos/", scope="video.list")
+    # when the person picks a video, they are sent to log in again and nothing is kept
+    response = client.post("/c/alpha/ugc/videos/", {**FORM, "video_id": "anything"})
+    assert response.status_code == 302 and response["Location"] == "/c/alpha/ugc/"
+    assert not VideoSubmission.objects.exists() and not PlatformCredential.objects.exists()
+    # a fresh login works
+    settings.FAKE_TIKTOK_ACCESS_SECONDS = 86400
+    tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/ugc/videos/", scope="video.list")
+    assert client.get("/c/alpha/ugc/videos/").status_code == 200
