@@ -302,3 +302,30 @@ def test_a_login_whose_token_is_nearly_dead_must_log_in_again_before_submitting(
     settings.FAKE_TIKTOK_ACCESS_SECONDS = 86400
     tiktok_login(client, fake_base=fake_tiktok, next_url="/c/alpha/ugc/videos/", scope="video.list")
     assert client.get("/c/alpha/ugc/videos/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_fake_renews_as_tiktok_documents(fake_tiktok, settings):
+    grant = _grant_of(fake_tiktok, "Giulia Rossi")
+    form = {
+        "client_key": "k",
+        "client_secret": "s",
+        "grant_type": "refresh_token",
+        "refresh_token": grant.refresh_token,
+    }
+    answer = requests.post(f"{fake_tiktok}/v2/oauth/token/", data=form, timeout=5)
+    assert answer.status_code == 200
+    body = answer.json()
+    assert set(body) == {
+        "access_token", "expires_in", "open_id", "refresh_token", "refresh_expires_in", "scope", "token_type"
+    }  # fmt: skip
+    assert body["refresh_token"] != grant.refresh_token and body["expires_in"] == 86400
+    # the refresh token sent is spent: TikTok's OAuth error struct, invalid_grant
+    spent = requests.post(f"{fake_tiktok}/v2/oauth/token/", data=form, timeout=5)
+    assert spent.status_code == 400 and set(spent.json()) == {"error", "error_description", "log_id"}
+    assert spent.json()["error"] == "invalid_grant"
+    # a revoked account's refresh token is refused the same way
+    settings.FAKE_TIKTOK_REVOKED = [body["open_id"]]
+    form["refresh_token"] = body["refresh_token"]
+    revoked = requests.post(f"{fake_tiktok}/v2/oauth/token/", data=form, timeout=5)
+    assert revoked.json()["error"] == "invalid_grant"
