@@ -1,12 +1,14 @@
 """Campaigns' personal data, declared to the personal-data registry (``core.personal_data``):
 trigger events (identifiers, IP, device, evidence), and rewards and video submissions, which an
-access request lists; and the retention of the outbound webhook outbox (events and deliveries),
+access request lists; the tokens a person's platform login granted (``PlatformCredential``),
+deleted on erasure; and the retention of the outbound webhook outbox (events and deliveries),
 which is not personal data but grows with every event. Registered by ``CampaignsConfig.ready``."""
 
 from django.db.models import Q
 
 from campaigns.models import (
     DeliveryStatus,
+    PlatformCredential,
     Reward,
     RewardStatus,
     TriggerEvent,
@@ -14,6 +16,7 @@ from campaigns.models import (
     WebhookDelivery,
     WebhookEvent,
 )
+from campaigns.selectors import withdrawal_account
 from core.personal_data import BLANK, DELETE, Erasure, PersonalData, Retention
 
 # A delivery in one of these may still be sent: neither it nor its event is ever purged.
@@ -42,7 +45,7 @@ def _trigger_events_erase(erasure: Erasure) -> dict[str, int]:
     return {"trigger_events": TriggerEvent.objects.filter(theirs).update(**TRIGGER_EVENT_BLANK)}
 
 
-VIDEO_SUBMISSION_BLANK = {"share_url": "", "cover_url": "", "token_ciphertext": ""}
+VIDEO_SUBMISSION_BLANK = {"share_url": "", "cover_url": ""}
 
 
 def _video_submissions_erase(erasure: Erasure) -> dict[str, int]:
@@ -50,6 +53,18 @@ def _video_submissions_erase(erasure: Erasure) -> dict[str, int]:
     counts and lose the links."""
     rows = VideoSubmission.objects.filter(person_id__in=erasure.cluster)
     return {"video_submissions": rows.update(**VIDEO_SUBMISSION_BLANK)}
+
+
+def _platform_credentials_erase(erasure: Erasure) -> dict[str, int]:
+    """The tokens of every platform account the person proved (their social identifiers, and the
+    accounts their submissions came from): deleted, whatever was still to be read with them. The
+    tokens are one per account, so a watch of the same account for another brand stops too: a
+    re-check that cannot read the video never voids (it cannot tell)."""
+    accounts = {tuple(v.split(":", 1)) for v in erasure.values["social"] if ":" in v}
+    accounts |= set(VideoSubmission.objects.filter(person_id__in=erasure.cluster).values_list("platform", "social_uid"))
+    fingerprints = {withdrawal_account(platform=platform, uid=uid) for platform, uid in accounts if uid}
+    deleted, _ = PlatformCredential.objects.filter(account__in=fingerprints).delete()
+    return {"platform_credentials": deleted}
 
 
 # Registered by the app's ``AppConfig.ready``, in this order.
@@ -135,6 +150,9 @@ PERSONAL_DATA = (
             "created_at",
         ),
     ),
+    # No ``blank``: erasure and the end of every reading delete the row (``campaigns.services.
+    # credentials``); never exported (a key, not information about the person).
+    PersonalData(kind="platform_credentials", model=PlatformCredential, erase=_platform_credentials_erase),
     # Deliveries before events, so an event's final deliveries past their own period are gone
     # before it is looked at; an event purged takes its remaining (final) deliveries with it.
     PersonalData(

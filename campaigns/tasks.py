@@ -4,6 +4,7 @@ from campaigns.services import rewards_mature
 from campaigns.services.alerts import brand_alerts_send_due
 from campaigns.services.analytics import campaign_stats_rollup
 from campaigns.services.claim_links import claim_links_send_due
+from campaigns.services.credentials import platform_credentials_prune
 from campaigns.services.plan_charges import plan_charges_run
 from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_submission_verify, video_views_poll
@@ -42,6 +43,11 @@ def video_views_poll_task() -> int:
 @tick
 def claim_links_send_due_task() -> int:
     return claim_links_send_due()
+
+
+def platform_credentials_prune_task() -> int:
+    """Scheduled daily (migration 0035): platform tokens no submission still needs are deleted."""
+    return platform_credentials_prune()
 
 
 def plan_charges_task() -> str:

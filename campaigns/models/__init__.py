@@ -19,6 +19,7 @@ from campaigns.models.campaigns import (
     RuleCounter,
     VopAction,
 )
+from campaigns.models.credentials import PlatformCredential
 from campaigns.models.events import (
     RECHECKED_TRIGGERS,
     ActionWithdrawal,
@@ -65,6 +66,7 @@ __all__ = [
     "EventSource",
     "OrderRefund",
     "PayoutMode",
+    "PlatformCredential",
     "VopAction",
     "Reward",
     "RewardEvent",

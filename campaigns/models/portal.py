@@ -66,7 +66,8 @@ class VideoSubmission(models.Model):
     through its platform (``Platform.content_query``) that it is theirs and carries the campaign's
     hashtag, then sends the platform's "share" trigger event (``ugc_share``); for a view-threshold
     rule it keeps polling the views until the threshold is passed (or the campaign stops). The
-    access token is stored encrypted and blanked once no more polling is needed."""
+    key to the person's videos is their account's ``PlatformCredential``, kept while this or
+    another of the account's submissions still needs reading."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="video_submissions")
     # The ``campaigns.platforms`` name the item lives on (validated by the registry when submitted).
@@ -74,7 +75,6 @@ class VideoSubmission(models.Model):
     person = models.ForeignKey("recipients.Person", on_delete=models.PROTECT, related_name="+")
     social_uid = models.CharField(max_length=200)
     video_id = models.CharField(max_length=64)
-    token_ciphertext = models.TextField(blank=True, default="")
     status = models.CharField(max_length=10, choices=VideoStatus.choices, default=VideoStatus.PENDING)
     reason = models.CharField(max_length=60, blank=True, default="")
     view_count = models.BigIntegerField(default=0)

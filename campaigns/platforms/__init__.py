@@ -12,7 +12,9 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from campaigns.platforms.base import (
+    AccessTokenRefused,
     ActionCheck,
+    AuthorizationRefused,
     Content,
     FakeRequest,
     FakeResponse,
@@ -20,6 +22,7 @@ from campaigns.platforms.base import (
     Platform,
     PlatformUnavailable,
     ProvenIdentity,
+    TokenGrant,
 )
 from core.exceptions import InvalidInput
 from core.webhooks_in import Rejected, Verified
@@ -74,7 +77,9 @@ class PlatformWebhooks:
 
 
 __all__ = [
+    "AccessTokenRefused",
     "ActionCheck",
+    "AuthorizationRefused",
     "BUILTIN_PLATFORMS",
     "Content",
     "FakeRequest",
@@ -84,6 +89,7 @@ __all__ = [
     "PlatformUnavailable",
     "PlatformWebhooks",
     "ProvenIdentity",
+    "TokenGrant",
     "platform_get",
     "platform_names",
 ]

@@ -19,6 +19,12 @@ What the engine asks of a platform:
   action's undoings it sees now (the video gone or private, its views below the threshold, the
   authorization revoked, the opt-in withdrawn), as ``UndoneReason`` codes; none when it still
   stands or the platform cannot tell. A transient failure raises ``PlatformUnavailable``.
+- **Keeping a stored token usable**: an OAuth platform's access token is short-lived (TikTok's a
+  day at most) while a hold lasts days, so what a login granted is kept as a ``TokenGrant`` (the
+  access token and the refresh token, each with its expiry) and renewed with ``token_refresh``
+  before a call that needs it (``campaigns.services.credentials``). A refusal for good (the
+  person revoked us, or the refresh token expired) raises ``AuthorizationRefused``; an outage
+  raises ``PlatformUnavailable``, which never counts as a refusal.
 - **Inbound webhooks**: ``webhook_verify`` checks the signature over the raw body before anything
   is stored; ``webhook_events`` parses a stored body into ``InboundEvent`` values;
   ``webhook_handle`` acts on them and says whether the delivery was processed or ignored.
@@ -56,6 +62,35 @@ class PlatformUnavailable(ApplicationError):
     http_status = 503
 
 
+class AccessTokenRefused(PlatformUnavailable):
+    """The platform no longer takes this access token (expired early, or revoked). Renewing it
+    may help once (``campaigns.services.credentials.platform_token_use``); if it does not, the
+    caller cannot tell what became of the action — never a reason to void on its own."""
+
+    code = "access_token_refused"
+
+
+class AuthorizationRefused(ApplicationError):
+    """The platform refused, for good, to renew a stored authorization: the person revoked it, or
+    its refresh token expired (OAuth ``invalid_grant``). Final, unlike ``PlatformUnavailable``;
+    counts as the authorization revoked (``UndoneReason.AUTHORIZATION_REVOKED``) where a campaign
+    says so."""
+
+    code = "authorization_refused"
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class TokenGrant:
+    """What an OAuth login or a refresh gave: the access token and the refresh token, each with
+    the time it stops working (None: not said). Never logged."""
+
+    access_token: str = field(repr=False)
+    access_expires_at: datetime | None = None
+    refresh_token: str = field(default="", repr=False)
+    refresh_expires_at: datetime | None = None
+
+
 @dataclass(frozen=True)
 class ProvenIdentity:
     """An account the person proved is theirs on a platform."""
@@ -67,6 +102,9 @@ class ProvenIdentity:
     # evidence, never logged.
     token: str = field(default="", repr=False)
     evidence: Mapping = field(default_factory=dict)  # what a trigger event keeps as proof of it
+    # The whole of what the login granted (``token`` with its expiry and the refresh token), kept
+    # when an item of the person's is submitted, to read it again later. None: no OAuth login.
+    grant: TokenGrant | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -109,9 +147,6 @@ class ActionCheck:
     occurred_at: datetime
     item_id: str = ""  # the content item (a video id), for content triggers
     view_threshold: int | None = None  # the rule's threshold, for a views trigger
-    # A credential to read the person's content again (the submission's access token); "" when we
-    # hold none. Never logged.
-    token: str = field(default="", repr=False)
 
 
 @dataclass
@@ -183,9 +218,16 @@ class Platform(ABC):
 
     def action_recheck(self, *, action: ActionCheck) -> list[str]:
         """The ``UndoneReason`` codes of what undid ``action`` since it was rewarded; [] when it
-        still stands or this platform cannot tell. Raises PlatformUnavailable (try again later:
+        still stands or this platform cannot tell. Content is read with the account's stored
+        token (``campaigns.services.credentials``). Raises PlatformUnavailable (try again later:
         a transient failure never voids)."""
         return []
+
+    def token_refresh(self, *, refresh_token: str) -> TokenGrant:
+        """A new access token (and, where the platform rotates them, a new refresh token) for a
+        stored authorization. Raises AuthorizationRefused (revoked or expired: final) or
+        PlatformUnavailable (try again later)."""
+        raise NotImplementedError(f"{self.name} has no refreshable tokens.")
 
     def content_login_url(self, *, next_url: str) -> str:
         """Where the claim page POSTs to have the person prove their account with the right to

@@ -1,13 +1,16 @@
 """TikTok, one ``Platform``: Login Kit through allauth's TikTok provider (the identity proof),
 the Display API (``video.list`` / ``video.query``) for a person's own videos and their view counts
-(verification and re-checks), signed webhooks, the production checks. Its fake is
+(verification and re-checks), the renewal of a stored token (``tiktok_token_refresh``), signed
+webhooks, the production checks. Its fake is
 ``campaigns.platforms.tiktok_fake``; its settings are ``TIKTOK_*``, ``FAKE_TIKTOK_ENABLED`` and
 allauth's ``SOCIALACCOUNT_PROVIDERS["tiktok"]``.
 
 allauth hard-codes TikTok's hosts on its OAuth adapter. ``tiktok_endpoints_configure`` replaces
 those three class attributes with properties that read ``TIKTOK_AUTH_BASE_URL`` and
 ``TIKTOK_API_BASE_URL`` at request time, so tests and the demo can point the whole login at a local
-fake (and a test's ``settings`` override takes effect at once). It runs when this module is
+fake (and a test's ``settings`` override takes effect at once). It also has the adapter keep the
+token response's ``refresh_expires_in`` (allauth keeps the refresh token and the access token's
+expiry, not that), so a login's whole grant reaches the session. It runs when this module is
 imported, which the claim URLconf does before any request is served.
 
 The Display API client never runs inside a database transaction (STYLE 4): callers fetch first,
@@ -20,10 +23,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import requests
+from allauth.socialaccount.providers.oauth2.views import OAuth2Adapter
 from allauth.socialaccount.providers.tiktok.views import TikTokOAuth2Adapter
 from django.conf import settings
 from django.core import checks
@@ -33,9 +37,11 @@ from django.utils.translation import gettext_lazy as _
 
 from campaigns.models import UndoneReason
 from campaigns.platforms import tiktok_fake
-from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence
+from campaigns.platforms.allauth_adapter import claim_login, claim_login_evidence, claim_login_grant
 from campaigns.platforms.base import (
+    AccessTokenRefused,
     ActionCheck,
+    AuthorizationRefused,
     Content,
     ContentTexts,
     FakeRequest,
@@ -44,9 +50,11 @@ from campaigns.platforms.base import (
     Platform,
     PlatformUnavailable,
     ProvenIdentity,
+    TokenGrant,
 )
 from campaigns.selectors import action_withdrawn_since, withdrawal_account
-from campaigns.services.undone import WithdrawOutcome, action_withdraw
+from campaigns.services.credentials import platform_credential_forget, platform_grant_fresh, platform_token_use
+from campaigns.services.undone import WithdrawOutcome, action_withdraw, authorization_refused_record
 from campaigns.triggers import trigger_evidence
 from core.exceptions import InvalidInput
 from core.models import InboundStatus
@@ -65,10 +73,27 @@ def _api_base() -> str:
     return settings.TIKTOK_API_BASE_URL.rstrip("/")
 
 
+def _seconds_from_now(value) -> datetime | None:
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError):
+        return None
+    return timezone.now() + timedelta(seconds=seconds) if seconds > 0 else None
+
+
+def _token_parse(adapter, data: dict):
+    token = OAuth2Adapter.parse_token(adapter, data)
+    # Not a column of allauth's SocialToken (never saved here: SOCIALACCOUNT_STORE_TOKENS is off);
+    # read by ``claim_login`` when the login is put in the session.
+    token.refresh_expires_at = _seconds_from_now(data.get("refresh_expires_in"))
+    return token
+
+
 def tiktok_endpoints_configure() -> None:
     TikTokOAuth2Adapter.authorize_url = property(lambda self: f"{_auth_base()}/v2/auth/authorize/")
     TikTokOAuth2Adapter.access_token_url = property(lambda self: f"{_api_base()}/v2/oauth/token/")
     TikTokOAuth2Adapter.profile_url = property(lambda self: f"{_api_base()}/v2/user/info/")
+    TikTokOAuth2Adapter.parse_token = _token_parse
 
 
 tiktok_endpoints_configure()
@@ -78,6 +103,16 @@ class TikTokUnavailable(PlatformUnavailable):
     """TikTok did not answer or answered with an error: retry later (a job) or say so (a page)."""
 
     code = "tiktok_unavailable"
+
+
+class TikTokTokenRefused(TikTokUnavailable, AccessTokenRefused):
+    """TikTok no longer takes the access token (``TOKEN_REFUSED``: expired, or not granted the scope)."""
+
+    code = "tiktok_token_refused"
+
+
+# TikTok's answers to a token it no longer takes (expired, or revoked) or that lacks the scope.
+TOKEN_REFUSED = {"access_token_invalid", "scope_not_authorized"}
 
 
 def _video(row: dict) -> Content:
@@ -107,9 +142,62 @@ def _post(path: str, *, access_token: str, body: dict) -> dict:
     except ValueError as exc:
         raise TikTokUnavailable(f"TikTok answered {response.status_code} without JSON.") from exc
     error = (payload.get("error") or {}).get("code", "ok")
+    if error in TOKEN_REFUSED:
+        raise TikTokTokenRefused(f"TikTok refused the token ({error}).", details={"error": error})
     if response.status_code != 200 or error != "ok":
         raise TikTokUnavailable(f"TikTok answered {response.status_code} ({error}).", details={"error": error})
     return payload.get("data") or {}
+
+
+def _app_credentials() -> tuple[str, str]:
+    """The client key and secret of the app people log in to (allauth's TikTok app): the ones
+    its tokens were issued to, so the only ones that may renew them."""
+    app = (settings.SOCIALACCOUNT_PROVIDERS.get("tiktok", {}).get("APPS") or [{}])[0]
+    return app.get("client_id", ""), app.get("secret", "")
+
+
+def tiktok_token_refresh(*, refresh_token: str) -> TokenGrant:
+    """Renew a stored authorization (Login Kit, "Refresh a user access token": ``POST
+    /v2/oauth/token/``, form-encoded, ``grant_type=refresh_token``). The answer carries a new
+    access token and, as TikTok rotates them, a new refresh token: the one sent stops working, so
+    the caller must keep the new one (``campaigns.services.credentials``) and never send the same
+    one twice. Expiries are read from ``expires_in`` and ``refresh_expires_in``, never assumed.
+
+    An OAuth error (``error``, ``error_description``, ``log_id``) of ``invalid_grant`` means the
+    refresh token is invalid, expired or revoked: AuthorizationRefused. Any other answer that is
+    not a grant — unreachable, a 5xx, no JSON, another error code (ours: a wrong client key) —
+    raises TikTokUnavailable: it never counts as the person's doing."""
+    client_key, client_secret = _app_credentials()
+    try:
+        response = requests.post(
+            f"{_api_base()}/v2/oauth/token/",
+            data={
+                "client_key": client_key,
+                "client_secret": client_secret,
+                "grant_type": "refresh_token",
+                "refresh_token": refresh_token,
+            },
+            headers={"Cache-Control": "no-cache"},
+            timeout=settings.TIKTOK_TIMEOUT_SECONDS,
+        )
+    except requests.RequestException as exc:
+        raise TikTokUnavailable(f"TikTok could not be reached: {exc.__class__.__name__}.") from exc
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise TikTokUnavailable(f"TikTok answered {response.status_code} without JSON.") from exc
+    error = payload.get("error") if isinstance(payload, dict) else "not_an_object"
+    if error == "invalid_grant" and response.status_code < 500:
+        raise AuthorizationRefused("TikTok refused to renew the authorization (invalid_grant).")
+    if error or response.status_code != 200 or not payload.get("access_token"):
+        logger.warning("TikTok token refresh answered %s (%s)", response.status_code, error)
+        raise TikTokUnavailable(f"TikTok answered {response.status_code} ({error or 'no token'}).")
+    return TokenGrant(
+        access_token=payload["access_token"],
+        access_expires_at=_seconds_from_now(payload.get("expires_in")),
+        refresh_token=payload.get("refresh_token") or "",
+        refresh_expires_at=_seconds_from_now(payload.get("refresh_expires_in")),
+    )
 
 
 def tiktok_videos_list(*, access_token: str, max_count: int = 20) -> list[Content]:
@@ -125,28 +213,34 @@ def tiktok_videos_query(*, access_token: str, video_ids: list[str]) -> list[Cont
     return [_video(row) for row in data.get("videos", [])]
 
 
-# TikTok's answers to a token it no longer takes (expired after 24 hours, or revoked).
-TOKEN_REFUSED = {"access_token_invalid", "scope_not_authorized"}
-
-
 def tiktok_action_recheck(*, action: ActionCheck) -> list[str]:
     """Is a TikTok action still standing? Its authorization must not have been removed since (the
     ``authorization.removed`` webhook, recorded); a video must still be among the person's public
     videos (the Display API shows only those: deleted and private look the same) with at least the
-    rule's views. A video is read with the submission's token: with none, or one TikTok no longer
-    takes, only the authorization is checked. Raises TikTokUnavailable (timeouts, 5xx)."""
+    rule's views. A video is read with the account's stored token, renewed first if it expired
+    (``platform_token_use``). TikTok refusing to renew it for good means the authorization is
+    gone: recorded as revoked (``authorization_refused_record``, which voids where campaigns say
+    so). With no token, or one TikTok refuses even fresh (a scope not granted), only the
+    authorization is checked. Raises TikTokUnavailable (timeouts, 5xx: never a void)."""
     if action.uid and action_withdrawn_since(
         platform="tiktok", uid=action.uid, kind=UndoneReason.AUTHORIZATION_REVOKED, since=action.occurred_at
     ):
         return [UndoneReason.AUTHORIZATION_REVOKED]
-    if not (action.item_id and action.token):
+    if not (action.item_id and action.uid):
         return []
     try:
-        videos = tiktok_videos_query(access_token=action.token, video_ids=[action.item_id])
-    except TikTokUnavailable as exc:
-        if (exc.details or {}).get("error") in TOKEN_REFUSED:
-            return []
-        raise
+        videos = platform_token_use(
+            platform="tiktok",
+            uid=action.uid,
+            call=lambda token: tiktok_videos_query(access_token=token, video_ids=[action.item_id]),
+        )
+    except AuthorizationRefused as exc:
+        authorization_refused_record(platform="tiktok", uid=action.uid, refused=exc)
+        return [UndoneReason.AUTHORIZATION_REVOKED]
+    except TikTokTokenRefused:
+        return []
+    if videos is None:
+        return []
     video = next((v for v in videos if v.id == action.item_id), None)
     if video is None:
         return [UndoneReason.CONTENT_REMOVED]
@@ -211,8 +305,11 @@ def tiktok_webhook_events(*, body: bytes) -> list[InboundEvent]:
 def tiktok_authorization_revoke(*, open_id: str, create_time: int, reason=None) -> WithdrawOutcome:
     """TikTok says the account ``open_id`` removed our authorization at ``create_time`` (unix
     seconds; 0: now): record it and void the account's pending TikTok rewards
-    (``campaigns.services.undone.action_withdraw``). Idempotent per (account, time)."""
+    (``campaigns.services.undone.action_withdraw``), and delete the account's stored tokens: they
+    no longer work, and nothing of the person's may be read any more. Idempotent per (account,
+    time)."""
     occurred_at = datetime.fromtimestamp(create_time, UTC) if create_time else timezone.now()
+    platform_credential_forget(platform="tiktok", uid=open_id)
     return action_withdraw(
         platform="tiktok",
         uid=open_id,
@@ -310,12 +407,18 @@ class TikTokPlatform(Platform):
         login = claim_login(request, provider=self.name)
         if login is None:
             return None
+        grant = claim_login_grant(login)
+        if grant is not None and not platform_grant_fresh(expires_at=grant.access_expires_at):
+            # A login whose token is (nearly) dead proves nothing any more: a worker may even have
+            # renewed its pair and spent the refresh token this session holds. Log in again.
+            return None
         return ProvenIdentity(
             platform=self.name,
             uid=login["uid"],
             name=login.get("name", ""),
             token=login["token"],
             evidence=trigger_evidence("tiktok_login", **claim_login_evidence(login, provider=self.name)),
+            grant=grant,
         )
 
     def content_list(self, *, identity: ProvenIdentity) -> list[Content]:
@@ -326,6 +429,9 @@ class TikTokPlatform(Platform):
 
     def action_recheck(self, *, action: ActionCheck) -> list[str]:
         return tiktok_action_recheck(action=action)
+
+    def token_refresh(self, *, refresh_token: str) -> TokenGrant:
+        return tiktok_token_refresh(refresh_token=refresh_token)
 
     def content_login_url(self, *, next_url: str) -> str:
         # allauth's TikTok login, asking for the scope that reads the person's videos.

@@ -1,13 +1,24 @@
 """A local stand-in for TikTok's Login Kit and Display API, for tests and the demo.
 
-Stateless on purpose: the authorisation code and the access token carry the fake person (a
-signed, base64 JSON blob), so the web process, a worker and a test server all agree without
-sharing memory. Each fake person has two videos: one whose caption they typed on the fake login
+Nearly stateless on purpose: the authorisation code and the tokens carry the fake person (a
+signed, base64 JSON blob) and their expiry, so the web process, a worker and a test server all
+agree without sharing memory. Tokens expire as TikTok documents ("Manage user access tokens"):
+the access token after ``expires_in`` (``FAKE_TIKTOK_ACCESS_SECONDS``, 86400; TikTok's newer
+pages say 2 hours, so nothing may assume a day), the refresh token ``refresh_expires_in`` after
+the login (``FAKE_TIKTOK_REFRESH_SECONDS``, 365 days; a refresh does not extend it). A refresh
+(``grant_type=refresh_token``) rotates the refresh token: the one sent stops working once the new
+one is issued. That is the fake's one piece of memory (the refresh tokens already spent, in this
+process: the one that serves the fake). ``FAKE_TIKTOK_REVOKED`` lists the open_ids that removed
+the app: their tokens are refused (``access_token_invalid``) and their refresh answers OAuth's
+``invalid_grant`` (``{"error", "error_description", "log_id"}``, HTTP 400), as for an expired or
+spent refresh token. ``FAKE_TIKTOK_CLOCK_OFFSET_SECONDS`` moves the fake's clock ahead (a test
+plays days passing). Each fake person has two videos: one whose caption they typed on the fake login
 page (put the campaign's hashtag there) and one unrelated. Views grow with time since the login
 (``FAKE_TIKTOK_VIEWS_PER_MINUTE``) so a view-threshold campaign can be shown passing its mark.
 What a person can do to a video afterwards is played by settings: ``FAKE_TIKTOK_REMOVED_VIDEOS``
 lists the ids deleted or made private (the Display API shows only public videos, so they are
-simply missing), ``FAKE_TIKTOK_OUTAGE`` makes the Display API answer 503 as during an outage.
+simply missing), ``FAKE_TIKTOK_OUTAGE`` makes the Display API and token refreshes answer 503 as
+during an outage.
 
 One implementation, two hosts: ``web.fakes`` serves it in Django under /fake/tiktok/ (demo), and
 ``wsgi_app`` serves it from a plain ``wsgiref`` server (tests: a real HTTP hop on 127.0.0.1).
@@ -18,6 +29,8 @@ import hashlib
 import hmac
 import html
 import json
+import secrets
+import threading
 import time
 from urllib.parse import parse_qs, urlencode
 
@@ -27,6 +40,16 @@ from campaigns.platforms.base import FakeRequest, FakeResponse
 
 DEFAULT_CAPTION = "Loving my new sneakers #joyback"
 _SECRET = b"fake-tiktok-not-a-secret"
+_spent_lock = threading.Lock()
+_spent: set[str] = set()  # refresh tokens already exchanged (by their ``jti``): rotation
+
+
+def _now() -> float:
+    return time.time() + getattr(settings, "FAKE_TIKTOK_CLOCK_OFFSET_SECONDS", 0)
+
+
+def _revoked(person: dict) -> bool:
+    return open_id_for(person["name"]) in set(getattr(settings, "FAKE_TIKTOK_REVOKED", ()))
 
 
 def _sign(data: dict) -> str:
@@ -92,26 +115,59 @@ def _authorize_confirm(form: dict[str, str]) -> FakeResponse:
     return FakeResponse(status=302, body="", location=f"{form.get('redirect_uri', '')}{sep}{query}")
 
 
-def _token(form: dict[str, str]) -> FakeResponse:
-    person = _unsign(form.get("code", ""))
-    if person is None or form.get("grant_type") != "authorization_code":
-        return _json({"error": "invalid_grant", "error_description": "bad code"}, 400)
+def _oauth_error(error: str, description: str, status: int = 400) -> FakeResponse:
+    return _json({"error": error, "error_description": description, "log_id": secrets.token_hex(8)}, status)
+
+
+def _grant(person: dict, *, refresh_exp: int) -> FakeResponse:
+    """The token response: a new access token, and a new refresh token expiring when the login's does."""
+    now = int(_now())
+    access_seconds = int(getattr(settings, "FAKE_TIKTOK_ACCESS_SECONDS", 86400))
+    person = {k: v for k, v in person.items() if k not in ("exp", "jti")}
     return _json(
         {
-            "access_token": "act." + _sign(person),
-            "expires_in": 86400,
+            "access_token": "act." + _sign({**person, "exp": now + access_seconds, "jti": secrets.token_hex(8)}),
+            "expires_in": access_seconds,
             "open_id": open_id_for(person["name"]),
-            "refresh_token": "rft.unused",
-            "refresh_expires_in": 86400,
+            "refresh_token": "rft." + _sign({**person, "exp": refresh_exp, "jti": secrets.token_hex(8)}),
+            "refresh_expires_in": max(0, refresh_exp - now),
             "scope": person.get("scope", ""),
             "token_type": "Bearer",
         }
     )
 
 
+def _token(form: dict[str, str]) -> FakeResponse:
+    if form.get("grant_type") == "refresh_token":
+        return _refresh(form)
+    person = _unsign(form.get("code", ""))
+    if person is None or form.get("grant_type") != "authorization_code":
+        return _oauth_error("invalid_grant", "bad code")
+    refresh_seconds = int(getattr(settings, "FAKE_TIKTOK_REFRESH_SECONDS", 365 * 86400))
+    return _grant(person, refresh_exp=int(_now()) + refresh_seconds)
+
+
+def _refresh(form: dict[str, str]) -> FakeResponse:
+    if getattr(settings, "FAKE_TIKTOK_OUTAGE", False):
+        return _error("internal_error", 503)
+    token = form.get("refresh_token", "")
+    claims = _unsign(token.removeprefix("rft.")) if token.startswith("rft.") else None
+    if claims is None or claims.get("exp", 0) <= _now() or _revoked(claims):
+        return _oauth_error("invalid_grant", "The refresh token is invalid, expired or revoked.")
+    with _spent_lock:
+        if claims["jti"] in _spent:
+            return _oauth_error("invalid_grant", "The refresh token was already used.")
+        _spent.add(claims["jti"])
+    return _grant(claims, refresh_exp=claims["exp"])
+
+
 def _person(authorization: str) -> dict | None:
+    """The person an access token was issued to, while it is valid and not revoked."""
     token = authorization.removeprefix("Bearer ").strip()
-    return _unsign(token.removeprefix("act.")) if token.startswith("act.") else None
+    person = _unsign(token.removeprefix("act.")) if token.startswith("act.") else None
+    if person is None or person.get("exp", 0) <= _now() or _revoked(person):
+        return None
+    return person
 
 
 def _videos(person: dict) -> list[dict]:

@@ -12,7 +12,9 @@ Two ways in, one way out:
 * ``action_withdraw``: a platform tells us at once (TikTok's ``authorization.removed`` webhook,
   a WhatsApp STOP: ``tiktok_authorization_revoke``, ``whatsapp_optin_withdraw``). It is recorded
   (``ActionWithdrawal``, which the re-check also reads, so a void missed here still happens before
-  maturing) and the account's pending rewards for that platform's actions are voided.
+  maturing) and the account's pending rewards for that platform's actions are voided. A platform
+  refusing for good to renew a stored authorization (``authorization_refused_record``: OAuth's
+  ``invalid_grant`` on a refresh) is such a notice too.
 
 Either way the void is ``reward_void(undone=…)``: the hold released (the budget has the money
 again), the reason code on the reward and its ``reward.voided`` audit row (API, portal, webhook),
@@ -48,13 +50,13 @@ from campaigns.models import (
     VideoSubmission,
     reward_recheck_pending,
 )
-from campaigns.platforms import ActionCheck, PlatformUnavailable, platform_get
+from campaigns.platforms import ActionCheck, AuthorizationRefused, PlatformUnavailable, platform_get
 from campaigns.selectors import withdrawal_account
+from campaigns.services.credentials import platform_credential_release
 from campaigns.services.rewards import _audit, _locked, reward_void
 from campaigns.triggers import trigger_spec, trigger_values
 from core.exceptions import InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
-from recipients import crypto
 from recipients.models import Identifier, IdentifierKind, Person
 
 logger = logging.getLogger(__name__)
@@ -180,6 +182,22 @@ def action_withdraw(
     return outcome
 
 
+def authorization_refused_record(*, platform: str, uid: str, refused: AuthorizationRefused) -> WithdrawOutcome:
+    """The platform refused for good to renew the account's stored authorization (revoked, or
+    its refresh token expired: ``campaigns.services.credentials``): the authorization counts as
+    revoked now, as if the platform had sent its notice (``action_withdraw``), so each campaign's
+    ``undo_void_authorization_revoked`` decides what it voids. Idempotent per refused pair."""
+    ref = refused.details.get("ref") or f"{withdrawal_account(platform=platform, uid=uid)}:refresh"
+    return action_withdraw(
+        platform=platform,
+        uid=uid,
+        kind=UndoneReason.AUTHORIZATION_REVOKED,
+        occurred_at=timezone.now(),
+        ref=ref,
+        data={"source": "token_refresh", "error": refused.code},
+    )
+
+
 def _note(*, reward: Reward, kind: str, ref: str) -> bool:
     """An audit row saying the action was undone after the money was committed. Once per
     (reward, ref). True when written."""
@@ -235,7 +253,6 @@ def _action(reward: Reward, submission: VideoSubmission | None) -> ActionCheck:
         occurred_at=event.occurred_at,
         item_id=submission.video_id if submission else "",
         view_threshold=reward.rule.view_threshold if spec.content == "views" else None,
-        token=crypto.decrypt(submission.token_ciphertext) if submission and submission.token_ciphertext else "",
     )
 
 
@@ -247,24 +264,10 @@ def _standing(reward: Reward, *, now: datetime) -> bool:
     )
 
 
-def submission_recheck_waiting(*, submission: VideoSubmission) -> bool:
-    """Does a reward for this submission's item still wait for its re-check (so its key to the
-    person's videos must be kept)?"""
-    return Reward.objects.filter(
-        reward_recheck_pending(),
-        campaign_id=submission.campaign_id,
-        status__in=(RewardStatus.REVIEW, RewardStatus.HELD),
-        event__evidence__video_id=submission.video_id,
-    ).exists()
-
-
 def _token_drop(submission: VideoSubmission | None) -> None:
-    """The submission's key to the person's videos is dropped once nothing is left to read: its
-    views are no longer watched and none of its rewards waits for a re-check."""
-    if submission is None or not submission.token_ciphertext or not submission.threshold_done:
-        return
-    if not submission_recheck_waiting(submission=submission):
-        VideoSubmission.objects.filter(pk=submission.pk).update(token_ciphertext="")
+    """The account's key to the person's videos is dropped once nothing of theirs is left to read."""
+    if submission is not None:
+        platform_credential_release(platform=submission.platform, uid=submission.social_uid)
 
 
 def _failed(reward: Reward, *, now: datetime, error: str) -> bool:
@@ -318,7 +321,11 @@ def reward_recheck(*, reward: Reward, now: datetime | None = None) -> str:
         try:
             reward_void(reward=reward, reason=REASON_TEXT[voiding[0]], undone=voiding[0])
         except InvalidTransition:
-            return "skipped"
+            # A refused authorization renewal met during the re-check voided it already
+            # (``authorization_refused_record``); anything else decided it meanwhile.
+            reward.refresh_from_db(fields=["status", "undone_reason"])
+            _token_drop(submission)
+            return "voided" if reward.status == RewardStatus.VOIDED and reward.undone_reason else "skipped"
         _token_drop(submission)
         return "voided"
     _standing(reward, now=now)

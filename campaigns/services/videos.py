@@ -7,8 +7,11 @@
 * ``video_views_poll``: scheduled; verifies submissions whose verify task was lost, and re-reads
   the views of verified items still below a threshold.
 
-The key to the person's videos is kept while a reward for the item waits for its re-check before
-maturing (``campaigns.services.undone``: the video deleted or private, its views fallen).
+Items are read with the account's stored token, renewed when it expires
+(``campaigns.services.credentials``), which is kept while a submission of the account is still
+read: pending, watched, or with a reward waiting for its re-check before maturing
+(``campaigns.services.undone``: the video deleted or private, its views fallen). A renewal the
+platform refuses for good counts as the authorization revoked (``authorization_refused_record``).
 
 The platform is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
@@ -27,15 +30,14 @@ from campaigns.models import (
     VideoStatus,
     VideoSubmission,
 )
-from campaigns.platforms import Content, PlatformUnavailable, platform_get
+from campaigns.platforms import AuthorizationRefused, Content, PlatformUnavailable, platform_get
 from campaigns.services import EventInput, event_ingest
 from campaigns.services.analytics import video_views_record
-from campaigns.services.undone import submission_recheck_waiting
+from campaigns.services.credentials import WATCH_DAYS, platform_credential_release, platform_token_use
+from campaigns.services.undone import authorization_refused_record
 from campaigns.triggers import content_trigger, trigger_evidence
-from recipients import crypto
 
 logger = logging.getLogger(__name__)
-WATCH_DAYS = 30
 # A submission still pending this long after it was made lost its verify task: the task's attempts
 # (Q_RETRY 90 s × Q_MAX_ATTEMPTS 5) ran out while the platform was down, or a copy queued before a deploy
 # named a path that no longer imports. Verifying it again is safe: the events have fixed ids.
@@ -68,29 +70,35 @@ def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: 
 
 
 def _fetch(submission: VideoSubmission) -> Content | None:
-    """The item as its platform sees it now (None: not among this person's items)."""
-    token = crypto.decrypt(submission.token_ciphertext) if submission.token_ciphertext else ""
-    if not token:
-        return None
-    videos = platform_get(submission.platform).content_query(token=token, ids=[submission.video_id])
-    return next((v for v in videos if v.id == submission.video_id), None)
+    """The item as its platform sees it now (None: not among this person's items, or no token to
+    read them with). Raises AuthorizationRefused (recorded as the authorization revoked),
+    PlatformUnavailable."""
+    platform = platform_get(submission.platform)
+    try:
+        videos = platform_token_use(
+            platform=submission.platform,
+            uid=submission.social_uid,
+            call=lambda token: platform.content_query(token=token, ids=[submission.video_id]),
+        )
+    except AuthorizationRefused as exc:
+        authorization_refused_record(platform=submission.platform, uid=submission.social_uid, refused=exc)
+        raise
+    return next((v for v in videos or () if v.id == submission.video_id), None)
 
 
 def _record(submission: VideoSubmission, video: Content | None = None, **fields) -> None:
     """One short transaction: the submission's new state and, for an item read, its views of the
-    day (the brand's views over time) with the link and cover the platform gave."""
+    day (the brand's views over time) with the link and cover the platform gave. Then, when this
+    reading was the last the account needed, its key to the person's videos is dropped."""
     fields["checked_at"] = timezone.now()
-    # No more reading needed: drop the key to their videos — unless a held reward for the item
-    # waits for its re-check before maturing (``campaigns.services.undone``), which drops it then.
-    done = fields.get("threshold_done") and not submission_recheck_waiting(submission=submission)
-    if done or fields.get("status") == VideoStatus.REJECTED:
-        fields["token_ciphertext"] = ""
     if video is not None:
         fields.update(view_count=video.view_count, share_url=video.share_url[:1000], cover_url=video.cover_url[:2000])
     with transaction.atomic():
         VideoSubmission.objects.filter(pk=submission.pk).update(**fields)
         if video is not None and fields.get("status", submission.status) == VideoStatus.VERIFIED:
             video_views_record(video=submission, views=video.view_count, at=fields["checked_at"])
+    if fields.get("threshold_done") or fields.get("status") == VideoStatus.REJECTED:
+        platform_credential_release(platform=submission.platform, uid=submission.social_uid)
 
 
 def _check_views(submission: VideoSubmission, video: Content, rules: dict[str, RewardRule]) -> bool:
@@ -117,7 +125,11 @@ def video_submission_verify(*, submission_id: int) -> str:
     rules = _rules(submission.campaign_id)
     tag = next((r.required_code for r in rules.values() if r.required_code), "")
     # PlatformUnavailable propagates: the queue retries and the submission stays pending.
-    video = _fetch(submission)
+    try:
+        video = _fetch(submission)
+    except AuthorizationRefused:
+        _record(submission, status=VideoStatus.REJECTED, reason="authorization_revoked")
+        return "rejected"
     if video is None:
         _record(submission, status=VideoStatus.REJECTED, reason="video_not_found")
         return "rejected"
@@ -169,6 +181,9 @@ def video_views_poll(*, limit: int = 200) -> int:
     for submission in watching:
         try:
             video = _fetch(submission)
+        except AuthorizationRefused:
+            _record(submission, threshold_done=True, reason="authorization_revoked")
+            continue
         except PlatformUnavailable as exc:
             logger.warning("%s unavailable while polling views: %s", submission.platform, exc)
             break

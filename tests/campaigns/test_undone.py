@@ -20,11 +20,11 @@ from campaigns.api_keys import api_key_create
 from campaigns.models import (
     UNDO_POLICY_FIELDS,
     ActionWithdrawal,
+    PlatformCredential,
     Reward,
     RewardEvent,
     RewardStatus,
     UndoneReason,
-    VideoSubmission,
     WebhookEvent,
 )
 from campaigns.platforms.tiktok import tiktok_authorization_revoke
@@ -154,7 +154,7 @@ def test_a_video_deleted_before_maturity_voids_its_reward_and_refunds_the_budget
     before = campaign_budget(campaign=campaign)
     assert before.held_minor == reward.reserved_minor
     # the key to the person's videos is kept for the re-check
-    assert VideoSubmission.objects.get().token_ciphertext
+    assert PlatformCredential.objects.get().access_ciphertext
 
     # the person deletes the video (or makes it private) during the hold
     settings.FAKE_TIKTOK_REMOVED_VIDEOS = [video.id]
@@ -172,7 +172,7 @@ def test_a_video_deleted_before_maturity_voids_its_reward_and_refunds_the_budget
     assert rewards_mature(now=timezone.now() + LATER) == 0
     notice = Notice.objects.get(kind=NoticeKind.ACTION_UNDONE)
     assert notice.reward_id == reward.pk and notice.data == {"undone": "content_removed"}
-    assert VideoSubmission.objects.get().token_ciphertext == ""
+    assert not PlatformCredential.objects.exists()
 
 
 def test_a_video_still_public_matures_after_its_recheck(
@@ -186,7 +186,7 @@ def test_a_video_still_public_matures_after_its_recheck(
     assert rewards_mature(now=timezone.now() + LATER) == 1
     reward.refresh_from_db()
     assert reward.status == RewardStatus.PAYABLE and reward.undone_reason == ""
-    assert VideoSubmission.objects.get().token_ciphertext == ""
+    assert not PlatformCredential.objects.exists()
 
 
 def test_views_fallen_below_the_threshold_void_only_where_the_campaign_says_so(

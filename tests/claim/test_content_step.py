@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import translation
 
 from campaigns.models import Reward, TriggerEvent, VideoSubmission
-from campaigns.platforms import Content, Platform, ProvenIdentity, platform_get
+from campaigns.platforms import Content, Platform, ProvenIdentity, TokenGrant, platform_get
 from campaigns.platforms.base import ContentTexts
 from tests.campaigns.factories import funded_campaign
 from tests.claim.conftest import tiktok_login
@@ -32,7 +32,13 @@ class FakegramPlatform(Platform):
     ]
 
     def identity_from_session(self, request):
-        return ProvenIdentity(platform=self.name, uid="fg-1", name="Giulia Rossi", token="fg-token")
+        return ProvenIdentity(
+            platform=self.name,
+            uid="fg-1",
+            name="Giulia Rossi",
+            token="fg-token",
+            grant=TokenGrant(access_token="fg-token"),
+        )
 
     def content_list(self, *, identity):
         return self.STORIES

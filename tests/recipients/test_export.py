@@ -42,7 +42,7 @@ def test_the_export_holds_her_data_from_every_table_and_is_audited(giulia):  # n
     assert {p["status"] for p in export["payouts"]} >= {"settled", "returned"}
     assert all(p["creditor_name"] == NAME and "***" in p["creditor_iban_masked"] for p in export["payouts"])
     assert export["trigger_events"] and export["consents"] and export["whatsapp_codes"]
-    assert "token_ciphertext" not in text
+    assert "ciphertext" not in text
     event = PersonEvent.objects.get(person=person, kind=PersonEventKind.EXPORTED)
     assert event.actor == support
     assert event.detail["sections"]["payouts"] == len(export["payouts"])

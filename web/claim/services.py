@@ -24,7 +24,9 @@ from django.utils.translation import gettext as _
 
 from campaigns.marketing import ConsentText
 from campaigns.models import Campaign, EventSource, Reward, TriggerEvent, VideoSubmission
+from campaigns.platforms import TokenGrant
 from campaigns.services import EventInput, IngestResult, event_ingest
+from campaigns.services.credentials import platform_credential_store
 from core.exceptions import Conflict, IdempotencyConflict, InvalidInput, InvalidTransition
 from core.queue import enqueue
 from payouts.links import payout_link_spend, reward_owed
@@ -371,14 +373,16 @@ def claim_video_submit(
     campaign: Campaign,
     platform: str = "tiktok",
     social_uid: str,
-    access_token: str,
+    grant: TokenGrant,
     video_id: str,
     details: PayoutDetails,
     ip: str,
 ) -> VideoSubmission:
-    """The person picked one of their items (TikTok videos) on ``platform``: remember it (the access
-    token encrypted) and verify it in the background (``campaigns.tasks``). One submission per
-    item and campaign (Conflict ``video_already_submitted``). Raises InvalidInput (details)."""
+    """The person picked one of their items (TikTok videos) on ``platform``: remember it, keep what
+    their login granted (access and refresh token, encrypted, as the account's
+    ``PlatformCredential``: the item is read again until its rewards mature) and verify it in the
+    background (``campaigns.tasks``). One submission per item and campaign (Conflict
+    ``video_already_submitted``, nothing kept). Raises InvalidInput (details)."""
     person = _person_with_consent(
         brand_id=campaign.brand_id, details=details, ip=ip, social_uid=social_uid, social_provider=platform
     )
@@ -390,8 +394,8 @@ def claim_video_submit(
                 person=person,
                 social_uid=social_uid,
                 video_id=video_id,
-                token_ciphertext=crypto.encrypt(access_token),
             )
+            platform_credential_store(platform=platform, uid=social_uid, grant=grant)
             enqueue("campaigns.tasks.video_submission_verify_task", submission.pk)
     except IntegrityError as exc:
         raise Conflict("This video was already submitted for this campaign.", code="video_already_submitted") from exc

@@ -331,7 +331,7 @@ def content_claim(request, brand_slug: str, campaign_slug: str, platform: str):
     _language(request, campaign)
     source, texts = _content_platform(platform)
     identity = source.identity_from_session(request)
-    if identity is None or not identity.token:
+    if identity is None or identity.grant is None:
         messages.info(request, texts.login_first)
         return redirect("claim:campaign", brand_slug=brand_slug, campaign_slug=campaign_slug)
     rules = _rules(campaign)
@@ -363,7 +363,7 @@ def content_claim(request, brand_slug: str, campaign_slug: str, platform: str):
                     campaign=campaign,
                     platform=source.name,
                     social_uid=identity.uid,
-                    access_token=identity.token,
+                    grant=identity.grant,
                     video_id=chosen,
                     details=_details(request, form, marketing),
                     ip=client_ip(request),
