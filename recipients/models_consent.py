@@ -86,10 +86,11 @@ class MarketingConsent(models.Model):
             models.UniqueConstraint(
                 fields=["person", "brand"], condition=Q(withdrawn_at__isnull=True), name="marketing_consent_one_active"
             ),
-            # Confirmed, or pending with a deadline; never confirmed after it.
+            # Confirmed, or pending with a deadline; never confirmed after it. (Each NULL spelled
+            # out: a comparison with NULL would pass the CHECK.)
             models.CheckConstraint(
                 condition=Q(confirmed_at__isnull=False, confirmed_at__gte=models.F("given_at"))
-                | Q(confirmed_at__isnull=True, confirm_by__gt=models.F("given_at")),
+                | Q(confirmed_at__isnull=True, confirm_by__isnull=False, confirm_by__gt=models.F("given_at")),
                 name="marketing_consent_confirmed_or_pending",
             ),
             models.CheckConstraint(

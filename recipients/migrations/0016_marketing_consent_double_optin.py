@@ -67,7 +67,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='marketingconsent',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('confirmed_at__gte', models.F('given_at')), ('confirmed_at__isnull', False)), models.Q(('confirm_by__gt', models.F('given_at')), ('confirmed_at__isnull', True)), _connector='OR'), name='marketing_consent_confirmed_or_pending'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('confirmed_at__gte', models.F('given_at')), ('confirmed_at__isnull', False)), models.Q(('confirm_by__gt', models.F('given_at')), ('confirm_by__isnull', False), ('confirmed_at__isnull', True)), _connector='OR'), name='marketing_consent_confirmed_or_pending'),
         ),
         migrations.AddConstraint(
             model_name='marketingconsent',
