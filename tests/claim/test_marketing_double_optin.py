@@ -26,6 +26,7 @@ from recipients.models import Identifier, Notice, NoticeDelivery, NoticeKind
 from recipients.models_consent import ConsentEvent, ConsentEventKind, MarketingConsent
 from recipients.selectors import brand_contacts
 from recipients.services import person_erase
+from recipients.services.consent import consents_withdraw_by_whatsapp
 from recipients.services.consent_links import consent_token, consent_withdraw_token
 from recipients.services.notices import notices_send_due
 from tests.api.conftest import ALL_SCOPES, client_for
@@ -59,11 +60,11 @@ def hooks(brand_a, settings):
     )
 
 
-def tiktok_claim(campaign, *, uid="tt-giulia", email=TYPED, language="en", capture=None):
+def tiktok_claim(campaign, *, uid="tt-giulia", email=TYPED, whatsapp="", language="en"):
     """Someone logs in with TikTok on the public page, types ``email`` and ticks the box."""
     words = marketing_consent_text(brand=campaign.brand, language=language)
     details = PayoutDetails(
-        name="Giulia Rossi", email=email, whatsapp="", iban=GOOD_IBAN, language=language, marketing=words
+        name="Giulia Rossi", email=email, whatsapp=whatsapp, iban=GOOD_IBAN, language=language, marketing=words
     )
     return claim_tiktok_login_submit(campaign=campaign, social_uid=uid, details=details, ip="203.0.113.5")
 
@@ -232,6 +233,21 @@ def test_a_withdrawn_consent_cannot_be_confirmed(brand_a, campaign_a, sandbox, d
     assert not WebhookEvent.objects.exists()
 
 
+def test_a_stop_ends_a_pending_consent_silently(brand_a, campaign_a, sandbox, debtor, hooks):
+    tiktok_claim(campaign_a, whatsapp="+393471234567")
+    notices_send_due()
+    path = confirmation_link(TYPED)
+
+    assert [c.pk for c in consents_withdraw_by_whatsapp(number="+393471234567")]
+
+    consent = MarketingConsent.objects.get()
+    assert consent.withdrawal_channel == "whatsapp" and consent.confirmed_at is None
+    assert Client().post(path).status_code == 410  # the e-mailed link no longer confirms it
+    assert ConsentEvent.objects.filter(kind=ConsentEventKind.CANCELLED).count() == 1
+    webhook_events_collect()
+    assert not WebhookEvent.objects.exists()
+
+
 def test_retention_blanks_the_proof_of_a_consent_never_confirmed(brand_a, campaign_a, sandbox, debtor, settings):
     tiktok_claim(campaign_a)
     waiting = tiktok_claim(campaign_a, uid="tt-marco", email="marco@example.com")
@@ -260,6 +276,13 @@ def test_a_test_tenants_confirmation_goes_to_its_test_inbox(brand_a, sandbox, de
     assert mail.outbox == []
     delivery = NoticeDelivery.objects.get(notice__kind=NoticeKind.CONSENT_CONFIRM)
     assert (delivery.status, delivery.provider_message_id) == ("sent", "test-inbox")
+    # the tester reads it in the test inbox as the person would, link included, and it works
+    client = Client()
+    client.force_login(member(brand_a))
+    page = client.get(f"/portal/{tenant.slug}/test-mode/inbox/{delivery.notice_id}/").content.decode()
+    path = re.search(r"http://[^\s<\"]+(/c/m/[^\s<\"/]+/)", page).group(1)
+    assert Client().post(path).status_code == 200
+    assert MarketingConsent.objects.get().confirmed_at is not None
 
 
 # --- a proven channel counts at once ----------------------------------------------------------
