@@ -19,6 +19,7 @@ from campaigns.models import (
     ENGAGEMENT_TRIGGERS,
     ActionWithdrawal,
     Brand,
+    BrandEvent,
     BrandMembership,
     BrandPlan,
     Campaign,
@@ -58,6 +59,22 @@ class MembershipInline(admin.TabularInline):
     model = BrandMembership
     extra = 0
     autocomplete_fields = ["user"]
+
+
+class BrandEventInline(admin.TabularInline):
+    """The brand's own settings changed by its team (read-only: an audit trail)."""
+
+    model = BrandEvent
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["created_at", "kind", "actor", "channel", "data"]
+    ordering = ["-id"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 class PlanPeriodInline(admin.TabularInline):
@@ -110,7 +127,7 @@ class BrandAdmin(admin.ModelAdmin):
     search_fields = ["name", "slug", "funding_reference"]
     # A test tenant never turns live (its funds are test money) nor a live brand into a test one.
     readonly_fields = ["funding_reference", "created_at", "plan", "livemode", "test_of", "live_since"]
-    inlines = [MembershipInline, PlanPeriodInline]
+    inlines = [MembershipInline, PlanPeriodInline, BrandEventInline]
 
     def get_queryset(self, request):
         return brands_with_plan()

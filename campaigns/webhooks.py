@@ -486,15 +486,18 @@ def _collect_consents(cursor: int, brands: set[int]):
     """``person.consent_given`` / ``person.consent_withdrawn`` from the consent trail. Ids only:
     the brand reads the contact from ``GET /api/v1/contacts/`` while the consent lasts, so no
     webhook copy of a name or address outlives a withdrawal or an erasure. A consent replaced by
-    one to newer words is not a withdrawal: its row emits nothing."""
-    rows = ConsentEvent.objects.filter(
-        id__gt=cursor, kind__in=(ConsentEventKind.GIVEN, ConsentEventKind.WITHDRAWN), brand_id__in=brands
-    ).order_by("id")[:COLLECT_LIMIT]
+    one to newer words is not a withdrawal: its row emits nothing. A pending consent (double
+    opt-in) is the brand's only once confirmed: ``consent.confirmed`` is its "given", and its
+    ``consent.pending`` and ``consent.cancelled`` rows are not collected at all."""
+    announced = (ConsentEventKind.GIVEN, ConsentEventKind.CONFIRMED, ConsentEventKind.WITHDRAWN)
+    rows = ConsentEvent.objects.filter(id__gt=cursor, kind__in=announced, brand_id__in=brands).order_by("id")[
+        :COLLECT_LIMIT
+    ]
     for row in rows:
         if row.channel == WithdrawalChannel.SUPERSEDED:
             yield row.id, []
             continue
-        given = row.kind == ConsentEventKind.GIVEN
+        given = row.kind != ConsentEventKind.WITHDRAWN
         data = {
             "person": row.person_id,
             "consent": {"id": row.consent_id, "version": row.data.get("version", ""), "channel": row.channel},

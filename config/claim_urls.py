@@ -20,6 +20,7 @@ urlpatterns = [
     path("s/<str:token>/account/", views.status_account, name="status_account"),
     path("v/<str:token>/", views.video_status, name="video_status"),
     path("w/<str:token>/", consent_views.consent_withdraw, name="consent_withdraw"),
+    path("m/<str:token>/", consent_views.consent_confirm, name="consent_confirm"),
     path(campaign, views.campaign_page, name="campaign"),
     path(f"{campaign}tiktok/", views.tiktok_claim, name="tiktok"),
     # A platform's content step (pick an item, verified and re-checked by a job); TikTok's keeps its

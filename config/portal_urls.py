@@ -55,6 +55,7 @@ urlpatterns = [
     path(f"{brand}contacts/wording/", contacts.contacts_wording, name="contacts_wording"),
     path(f"{brand}team/", team.team, name="team"),
     path(f"{brand}team/invite/", team.team_invite, name="team_invite"),
+    path(f"{brand}team/language/", team.team_language, name="team_language"),
     path(f"{brand}team/invitations/<int:invitation_id>/revoke/", team.team_invitation_revoke, name="team_revoke"),
     path(f"{brand}team/members/<int:membership_id>/", team.team_member_change, name="team_member"),
     path(f"{brand}api-keys/", integrations.api_keys, name="api_keys"),

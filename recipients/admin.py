@@ -111,6 +111,8 @@ class MarketingConsentInline(ReadOnlyInline):
         "channel",
         "language",
         "text",
+        "confirmed_at",
+        "confirm_by",
         "withdrawn_at",
         "withdrawal_channel",
     ]

@@ -7,12 +7,24 @@ contacts (the portal's Contacts page, ``GET /api/v1/contacts/``). Everyone else 
 ``MarketingConsent`` is one "yes": the exact text shown (and its SHA-256, the version), the
 language, the channel it came through, its proof (a keyed hash of the IP, the browser's user
 agent, the claim link it was given behind) and, once withdrawn, when and through which channel.
-At most one is active per person and brand (a partial unique index); a new text makes a new row.
+At most one is open (pending or active) per person and brand (a partial unique index); a new text
+makes a new row.
+
+A "yes" given with an e-mail address typed on a public page proves nothing about that address, so
+it is *pending* (double opt-in): ``confirmed_at`` stays empty until the person follows the link
+e-mailed to ``confirm_email`` before ``confirm_by``. Only a confirmed consent that is not withdrawn
+is *active* (``ACTIVE``): a pending one is never shown, exported or announced to the brand, and
+one past its ``confirm_by`` never becomes active (a CHECK). A "yes" given on a channel already
+proven (the e-mail our link was sent to, a WhatsApp number verified by the opt-in) is confirmed
+when given.
 
 ``ConsentEvent`` is the append-only, hash-chained trail (``core.audit_sql``; one stream per
-person, an export's row a chain of its own): ``consent.given``, ``consent.withdrawn`` (also the
-outbox of the ``person.consent_given`` / ``person.consent_withdrawn`` webhooks, collected by
-``campaigns.webhooks``) and ``contacts.exported`` (every CSV export and API listing of contacts).
+person, an export's row a chain of its own): ``consent.given`` and ``consent.confirmed`` (the
+double opt-in's proof: when, through which channel), ``consent.withdrawn`` (also the outbox of the
+``person.consent_given`` / ``person.consent_withdrawn`` webhooks, collected by
+``campaigns.webhooks``), ``consent.pending`` and ``consent.cancelled`` (a pending consent asked
+for and ended unconfirmed: the brand never hears of either) and ``contacts.exported`` (every CSV
+export and API listing of contacts).
 Its ``data`` never holds personal data: ids, channels, filters and counts.
 """
 
@@ -37,6 +49,11 @@ class WithdrawalChannel(models.TextChoices):
     ERASURE = "erasure", "Person erased"
 
 
+# The one definition of an active consent: confirmed and not withdrawn. Every read that shows,
+# exports or acts on a consent filters by it.
+ACTIVE = Q(withdrawn_at__isnull=True, confirmed_at__isnull=False)
+
+
 class MarketingConsent(models.Model):
     person = models.ForeignKey(
         "recipients.Person", on_delete=models.PROTECT, related_name="marketing_consents", db_index=False
@@ -54,6 +71,13 @@ class MarketingConsent(models.Model):
     claim_link = models.ForeignKey(
         "recipients.ClaimLink", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
+    # The double opt-in: a pending consent has ``confirm_by`` and no ``confirmed_at``; the
+    # confirmation link goes to ``confirm_email`` (the address typed, as the person's identifier).
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    confirm_by = models.DateTimeField(null=True, blank=True)
+    confirm_email = models.ForeignKey(
+        "recipients.Identifier", null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     withdrawn_at = models.DateTimeField(null=True, blank=True)
     withdrawal_channel = models.CharField(max_length=16, blank=True, default="", choices=WithdrawalChannel.choices)
 
@@ -61,6 +85,19 @@ class MarketingConsent(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["person", "brand"], condition=Q(withdrawn_at__isnull=True), name="marketing_consent_one_active"
+            ),
+            # Confirmed, or pending with a deadline; never confirmed after it. (Each NULL spelled
+            # out: a comparison with NULL would pass the CHECK.)
+            models.CheckConstraint(
+                condition=Q(confirmed_at__isnull=False, confirmed_at__gte=models.F("given_at"))
+                | Q(confirmed_at__isnull=True, confirm_by__isnull=False, confirm_by__gt=models.F("given_at")),
+                name="marketing_consent_confirmed_or_pending",
+            ),
+            models.CheckConstraint(
+                condition=Q(confirm_by__isnull=True)
+                | Q(confirmed_at__isnull=True)
+                | Q(confirmed_at__lte=models.F("confirm_by")),
+                name="marketing_consent_confirmed_in_time",
             ),
             models.CheckConstraint(
                 condition=Q(channel__in=ConsentChannel.values), name="marketing_consent_channel_valid"
@@ -81,19 +118,20 @@ class MarketingConsent(models.Model):
         ]
         indexes = [
             # The Contacts page and API: a brand's active consents, newest first.
-            models.Index(
-                fields=["brand", "-id"], condition=Q(withdrawn_at__isnull=True), name="marketing_consent_active_idx"
-            ),
+            models.Index(fields=["brand", "-id"], condition=ACTIVE, name="marketing_consent_active_idx"),
             models.Index(fields=["person", "brand"], name="marketing_consent_person_idx"),
         ]
 
     def __str__(self) -> str:
-        state = "withdrawn" if self.withdrawn_at else "active"
+        state = "withdrawn" if self.withdrawn_at else "active" if self.confirmed_at else "pending"
         return f"marketing consent #{self.pk} ({state})"
 
 
 class ConsentEventKind(models.TextChoices):
     GIVEN = "consent.given", "Consent given"
+    PENDING = "consent.pending", "Consent given, waiting for the e-mail's confirmation"
+    CONFIRMED = "consent.confirmed", "Pending consent confirmed"
+    CANCELLED = "consent.cancelled", "Pending consent ended unconfirmed"
     WITHDRAWN = "consent.withdrawn", "Consent withdrawn"
     EXPORTED = "contacts.exported", "Contacts exported"
 

@@ -28,6 +28,7 @@ class NoticeKind(models.TextChoices):
     PAYEE_CHECK = "payee_check", "Bank details to confirm or correct"
     ACCOUNT_CHANGE_CODE = "account_change_code", "Code to confirm a new payout account"
     ACTION_UNDONE = "action_undone", "Reward voided: the action was undone"
+    CONSENT_CONFIRM = "consent_confirm", "Link to confirm a marketing consent (double opt-in)"
 
 
 class NoticeStatus(models.TextChoices):

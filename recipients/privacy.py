@@ -6,7 +6,11 @@ retention and access requests cover marketing consents like any other table.
 Erasure ends an active consent (``erasure``, with its event: the brand's webhook says the contact
 is gone) and blanks every consent's proof; the brand's Contacts page and API lose the person at
 once. Retention blanks the proof of a withdrawn consent ``RETENTION_CONSENT_PROOF_DAYS`` after
-the withdrawal; an active consent keeps it (it is what shows the "yes" was given)."""
+the withdrawal; an active consent keeps it (it is what shows the "yes" was given). A pending
+consent (double opt-in) is erased like any other (cancelled, silently: the brand never knew of
+it); one never confirmed keeps its proof as long after its deadline, to answer a complaint about
+the one confirmation e-mail it sent, then loses it (its own retention entry, as the period runs
+from another date)."""
 
 from django.db.models import Q
 
@@ -44,8 +48,23 @@ PERSONAL_DATA = (
             "ip_hash",
             "user_agent",
             "claim_link_id",
+            "confirmed_at",
+            "confirm_by",
             "withdrawn_at",
             "withdrawal_channel",
+        ),
+    ),
+    PersonalData(
+        kind="marketing_consents_unconfirmed",
+        model=MarketingConsent,
+        blank={"ip_hash": "", "user_agent": ""},
+        retention=Retention(
+            kind="marketing_consent_unconfirmed_proofs",
+            setting="RETENTION_CONSENT_PROOF_DAYS",
+            default_days=1095,
+            date_field="confirm_by",
+            purge=BLANK,
+            scope=Q(confirmed_at__isnull=True, withdrawn_at__isnull=True),
         ),
     ),
 )

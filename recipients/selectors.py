@@ -6,6 +6,7 @@ fills from its ``AppConfig.ready``."""
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date
 
 from django.db import connection
@@ -14,7 +15,16 @@ from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
 from recipients import crypto
-from recipients.models import BankAccount, Identifier, IdentifierKind, MarketingConsent, Person
+from recipients.models import (
+    BankAccount,
+    ClaimLink,
+    Identifier,
+    IdentifierKind,
+    MarketingConsent,
+    Person,
+    WhatsAppOptInCode,
+)
+from recipients.models_consent import ACTIVE, ConsentChannel
 from recipients.normalise import email_normalise, iban_normalise, phone_normalise
 
 
@@ -278,13 +288,14 @@ def brand_contacts(
     given_from: date | None = None,
     given_to: date | None = None,
 ) -> QuerySet:
-    """The brand's contacts: one row per active marketing consent of a person not erased, with
+    """The brand's contacts: one row per active (confirmed, not withdrawn: ``ACTIVE``) marketing
+    consent of a person not erased, with
     the person (``person.display_name``), their newest e-mail, WhatsApp number and social account
     (``provider:uid``) annotated. People who did not consent (or withdrew) are not here at all:
     this is the only read that shows a brand its people's contact details. Filters: ``search``
     in the name, e-mail or number; the consent's ``channel``; the day it was given (inclusive)."""
     rows = (
-        MarketingConsent.objects.filter(brand_id=brand_id, withdrawn_at__isnull=True, person__erased_at__isnull=True)
+        MarketingConsent.objects.filter(ACTIVE, brand_id=brand_id, person__erased_at__isnull=True)
         .select_related("person")
         .annotate(root_id=Coalesce("person__merged_into_id", "person_id"))
         .annotate(
@@ -305,3 +316,50 @@ def brand_contacts(
     if given_to:
         rows = rows.filter(given_at__date__lte=given_to)
     return rows
+
+
+@dataclass(frozen=True)
+class ConsentProof:
+    """How a "yes" ticked on a claim page reaches its person. ``proof`` names the fact that makes
+    it active at once; "" when nothing does (it waits for its confirmation link), and then
+    ``confirm_email_id`` is the typed address as the person's identifier (None: the address is
+    another person's, nothing can confirm it)."""
+
+    proof: str
+    confirm_email_id: int | None = None
+
+
+def marketing_consent_proof(*, person: Person, email: str, claim_link: ClaimLink | None) -> ConsentProof:
+    """Is the channel of a marketing consent given on a claim page already proven? Read after the
+    page's details were applied to ``person`` (the typed ``email`` is then theirs, unless another
+    person of the brand holds it). Proven, in this order:
+
+    * ``whatsapp_verified``: the person sent an opt-in code from their WhatsApp (a redeemed
+      ``WhatsAppOptInCode``: the signed inbound message proved the number);
+    * ``claim_link``: no e-mail typed, behind a claim link (it went to the contacts we had);
+    * ``email_confirmed``: the typed address already confirmed one of their consents;
+    * ``claim_link_email``: behind a claim link, the typed address is the one its message went
+      to — the person's newest e-mail before the link was made (``notices`` write there) — and
+      not itself typed on a public page (what was typed there proves nothing, whatever page
+      leads back to it);
+    * ``no_email``: neither e-mail nor link (a number typed next to a TikTok login): no address
+      a confirmation could go to, so the consent is recorded as given (as before double opt-in).
+
+    Otherwise an e-mail typed on a public page: pending until confirmed."""
+    cluster = person_cluster_ids(person=person)
+    if WhatsAppOptInCode.objects.filter(person_id__in=cluster, used_at__isnull=False).exists():
+        return ConsentProof(proof="whatsapp_verified")
+    if not (email or "").strip():
+        return ConsentProof(proof="claim_link" if claim_link is not None else "no_email")
+    emails = Identifier.objects.filter(person_id__in=cluster, kind=IdentifierKind.EMAIL, is_active=True)
+    typed = emails.filter(value=email_normalise(email)).first()
+    if typed is None:
+        return ConsentProof(proof="")
+    if MarketingConsent.objects.filter(confirm_email=typed, confirmed_at__isnull=False).exists():
+        return ConsentProof(proof="email_confirmed")
+    # The claim pages record what is typed on them with the source "claim_page".
+    if claim_link is not None and typed.source != ConsentChannel.CLAIM_PAGE:
+        sent_to = emails.filter(created_at__lt=claim_link.created_at).order_by("-created_at", "-id").first()
+        if sent_to is not None and sent_to.pk == typed.pk:
+            return ConsentProof(proof="claim_link_email")
+    return ConsentProof(proof="", confirm_email_id=typed.pk)

@@ -12,6 +12,7 @@ from campaigns.models import Brand, Campaign, VideoStatus, VideoSubmission, Vide
 from campaigns.platforms import platform_get
 from core.exceptions import InvalidInput
 from recipients.models import MarketingConsent, Person
+from recipients.models_consent import ACTIVE
 
 VIDEOS_SHOWN = 100
 REMOVED_REASON = "video_gone"
@@ -26,9 +27,9 @@ def handles_visible(*, people: list[Person], brand: Brand) -> set[int]:
     roots = {p.pk: p.merged_into_id or p.pk for p in people if p.erased_at is None}
     if not roots:
         return set()
-    consenting = MarketingConsent.objects.filter(
-        brand=brand, withdrawn_at__isnull=True, person__erased_at__isnull=True
-    ).filter(Q(person_id__in=set(roots.values())) | Q(person__merged_into_id__in=set(roots.values())))
+    consenting = MarketingConsent.objects.filter(ACTIVE, brand=brand, person__erased_at__isnull=True).filter(
+        Q(person_id__in=set(roots.values())) | Q(person__merged_into_id__in=set(roots.values()))
+    )
     consenting_roots = set(consenting.values_list(Coalesce("person__merged_into_id", "person_id"), flat=True))
     return {person_id for person_id, root in roots.items() if root in consenting_roots}
 

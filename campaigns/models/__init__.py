@@ -5,7 +5,7 @@ through the transition services in ``campaigns.services`` (conditional UPDATEs t
 audit row in the same transaction); the CHECK constraints here are the database's backstop.
 """
 
-from campaigns.models.brands import Brand, BrandMembership, BrandRole, BrandStatus
+from campaigns.models.brands import Brand, BrandEvent, BrandMembership, BrandRole, BrandStatus
 from campaigns.models.campaigns import (
     UNDO_POLICY_FIELDS,
     BrandAlertMail,
@@ -52,6 +52,7 @@ __all__ = [
     "AmountType",
     "ApprovalPolicy",
     "Brand",
+    "BrandEvent",
     "BrandMembership",
     "BrandRole",
     "BrandStatus",

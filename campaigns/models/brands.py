@@ -91,3 +91,24 @@ class BrandMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.brand} ({self.role})"
+
+
+class BrandEvent(models.Model):
+    """Audit trail of a brand's own settings changed by its team (``brand.language_changed`` from
+    the portal): who, through which ``channel``, and ``data`` with the value before and after.
+    Written in the transaction of the change; never updated."""
+
+    brand = models.ForeignKey(Brand, on_delete=models.PROTECT, related_name="audit", db_index=False)
+    kind = models.CharField(max_length=40)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    channel = models.CharField(max_length=10, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["brand", "id"], name="brand_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.brand_id}"

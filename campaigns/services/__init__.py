@@ -3,6 +3,7 @@
 from campaigns.services.brands import (
     brand_create,
     brand_funds_account,
+    brand_language_set,
     brand_membership_set,
     brand_topup_record,
     platform_bank_account,
@@ -52,6 +53,7 @@ __all__ = [
     "RefundResult",
     "brand_create",
     "brand_funds_account",
+    "brand_language_set",
     "brand_membership_set",
     "brand_plan_change",
     "plan_charges_run",

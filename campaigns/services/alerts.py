@@ -7,6 +7,10 @@ a budget threshold crossed (``campaign.budget_threshold``, one per threshold and
 ran out at ingestion, or a release left too little). This module only tells people: one
 ``BrandAlertMail`` per such event (its unique key makes it once per crossing), claimed by a
 conditional UPDATE, sent outside any transaction in the brand's language, then marked sent.
+
+A test tenant's campaigns alert too: test mode is for trying the whole product, and these mails go
+to the brand's own team (the live brand's owners and admins, in its language), never to people.
+Their subject and first line say test mode, so nobody mistakes them for live money.
 """
 
 import logging
@@ -45,7 +49,7 @@ def brand_alerts_record(*, now=None, limit: int = 500) -> int:
     now = now or timezone.now()
     events = list(
         _alert_events()
-        .filter(created_at__gte=now - ALERT_MAX_AGE, alert_mail__isnull=True, campaign__brand__livemode=True)
+        .filter(created_at__gte=now - ALERT_MAX_AGE, alert_mail__isnull=True)
         .order_by("id")
         .values_list("id", flat=True)[:limit]
     )
@@ -87,19 +91,24 @@ def _words(event: CampaignEvent) -> tuple[str, str]:
             "funded": format_minor(event.data.get("funded_minor", 0), campaign.currency),
             "pct": event.data.get("threshold_pct"),
         }
+    if not campaign.brand.livemode:
+        subject = _("[TEST MODE] %(subject)s") % {"subject": subject}
+        body = _("Test mode: this campaign runs on test money, and nobody is paid real money.") + "\n\n" + body
     return subject, body
 
 
 def brand_alert_send(*, mail_id: int, now=None) -> bool:
-    """Send one alert mail to the brand's owners and admins (in the brand's language), outside
-    any transaction. True when this call sent it; False when it was sent, is being sent, or gave
-    up. An SMTP error leaves it claimed: it is tried again once the claim is stale."""
+    """Send one alert mail to the brand's owners and admins (in the brand's language; a test
+    tenant's to its live brand's, marked test mode), outside any transaction. True when this
+    call sent it; False when it was sent, is being sent, or gave up. An SMTP error leaves it
+    claimed: it is tried again once the claim is stale."""
     now = now or timezone.now()
     if not _claim(mail_id, now):
         return False
-    mail = BrandAlertMail.objects.select_related("campaign_event__campaign__brand").get(pk=mail_id)
+    mail = BrandAlertMail.objects.select_related("campaign_event__campaign__brand__test_of").get(pk=mail_id)
     event = mail.campaign_event
-    brand = event.campaign.brand
+    # A test tenant has no members of its own: its team is its live brand's.
+    brand = event.campaign.brand.test_of or event.campaign.brand
     to = list(
         BrandMembership.objects.filter(brand=brand, role__in=[BrandRole.OWNER, BrandRole.ADMIN])
         .exclude(user__email="")

@@ -1,11 +1,13 @@
 """Brands, their team and their money before it is allocated to a campaign."""
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
 from campaigns.funding_reference import funding_reference_generate
-from campaigns.models import Brand, BrandMembership, BrandRole, Plan
+from campaigns.models import Brand, BrandEvent, BrandMembership, BrandRole, Plan
 from campaigns.selectors import plan_default
 from campaigns.services.plans import brand_plan_change
 from core.exceptions import InvalidInput
@@ -53,6 +55,34 @@ def brand_membership_set(*, brand: Brand, user, role: str) -> BrandMembership:
         raise InvalidInput(f"Unknown role {role!r}.", code="invalid_role")
     membership, _ = BrandMembership.objects.update_or_create(brand=brand, user=user, defaults={"role": role})
     return membership
+
+
+def brand_language_set(*, brand: Brand, language: str, actor, channel: str = "portal") -> Brand:
+    """Set the language of the e-mails we send ``brand``'s team (budget alerts, automatic
+    pauses): one of ``settings.LANGUAGES``. A test tenant's team is its live brand's, so the
+    live brand and its test tenants change together, whichever of them is given. Writes a
+    ``brand.language_changed`` audit row (``BrandEvent``: actor, channel, before and after) in
+    the same transaction; the same language again changes and records nothing. Raises
+    InvalidInput (``invalid_language``) before writing. Who may call it (a brand admin or owner,
+    on their own brand) is the interface's check."""
+    if language not in {code for code, _name in settings.LANGUAGES}:
+        raise InvalidInput(f"Unknown language {language!r}.", code="invalid_language")
+    live_id = brand.test_of_id or brand.pk
+    with transaction.atomic(durable=True):
+        live = Brand.objects.select_for_update().get(pk=live_id)
+        before = live.language
+        if before != language:
+            Brand.objects.filter(Q(pk=live_id) | Q(test_of_id=live_id)).update(language=language)
+            BrandEvent.objects.create(
+                brand=live,
+                kind="brand.language_changed",
+                actor=actor,
+                channel=channel,
+                data={"from": before, "to": language},
+                created_at=timezone.now(),
+            )
+    brand.language = language
+    return brand
 
 
 def brand_funds_account(*, brand: Brand, currency: str) -> Account:

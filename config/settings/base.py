@@ -477,6 +477,10 @@ ACCOUNT_CHANGE_COOLING_OFF_HOURS = env_int("ACCOUNT_CHANGE_COOLING_OFF_HOURS", 2
 # The marketing-consent withdrawal link in every message works this long (signed, naming one
 # consent; it withdraws that consent once: a replay changes nothing).
 CONSENT_WITHDRAW_LINK_DAYS = env_int("CONSENT_WITHDRAW_LINK_DAYS", 365)
+# A marketing consent given with an e-mail typed on a claim page waits this long for the person to
+# follow the confirmation link e-mailed there (double opt-in; signed, naming one consent, it
+# confirms that consent once); unconfirmed by then, it never becomes active.
+CONSENT_CONFIRM_LINK_DAYS = env_int("CONSENT_CONFIRM_LINK_DAYS", 7)
 # The public address of the claim pages, for links sent by email/WhatsApp from background jobs.
 CLAIM_BASE_URL = os.environ.get("CLAIM_BASE_URL", "http://127.0.0.1:8000")
 TEMPLATES[0]["OPTIONS"]["libraries"] = {"money": "core.templatetags_money"}

@@ -1,5 +1,5 @@
-"""Marketing consent (``recipients.models_consent``): giving it, withdrawing it, the withdrawal link
-every message carries, and the audit row of every export of contacts.
+"""Marketing consent (``recipients.models_consent``): giving it, confirming it (the double
+opt-in), withdrawing it, and the audit row of every export of contacts.
 
 Every write takes the person's root lock first (``person_root_lock``), so a consent and an erasure
 or a merge of the same person never interleave, and joins the caller's transaction: a consent
@@ -7,26 +7,28 @@ given on a claim page commits with the claim, or not at all. Each change writes 
 ``ConsentEvent`` in the same transaction; the webhooks to the brand are collected from those rows
 (``campaigns.webhooks``), after commit.
 
-The withdrawal link is signed (``django.core.signing``), names one consent and nothing else, and
-expires after ``CONSENT_WITHDRAW_LINK_DAYS``. It can only withdraw: its page shows no personal
-data, and a second use finds the consent withdrawn already and changes nothing.
+A "yes" whose channel nothing proves (an e-mail typed on a public page:
+``recipients.selectors.marketing_consent_proof``) is recorded *pending*, with the notice that
+e-mails the address its confirmation link (``consent_links``), in the same transaction. The
+brand sees it, and hears of it, only once confirmed (``consent.confirmed``) before its
+``confirm_by``.
+
+The links (withdrawal, confirmation) are signed, name one consent and do one thing each
+(``recipients.services.consent_links``).
 """
 
 import hashlib
 import ipaddress
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core import signing
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from core.exceptions import InvalidInput, InvalidTransition, NotFound
+from core.exceptions import InvalidInput, InvalidTransition
 from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from recipients import crypto
-from recipients.models import Identifier, IdentifierKind, Person
+from recipients.models import Identifier, IdentifierKind, NoticeKind, Person
 from recipients.models_consent import (
     ConsentChannel,
     ConsentEvent,
@@ -35,13 +37,16 @@ from recipients.models_consent import (
     WithdrawalChannel,
 )
 from recipients.selectors import person_cluster_ids
+from recipients.services.consent_links import CONFIRM_SALT, consent_from_token
+from recipients.services.notices import NoticeNew, notices_record
 from recipients.services.roots import person_root_lock
 
-WITHDRAW_SALT = "consent.withdraw"
 USER_AGENT_MAX = 300
 LANGUAGES = ("en", "it")
 # Filters whose value is free text a person may be named in.
 SEARCH_FILTERS = frozenset({"search", "q"})
+# The proof a confirmation link gives (``ConsentEvent.channel`` of ``consent.confirmed``).
+CONFIRMED_BY_EMAIL_LINK = "email_link"
 
 
 def consent_give(
@@ -55,19 +60,30 @@ def consent_give(
     ip: str = "",
     user_agent: str = "",
     claim_link_id: int | None = None,
+    pending: bool = False,
+    confirm_email_id: int | None = None,
+    proof: str = "",
     now: datetime | None = None,
 ) -> MarketingConsent:
     """Record that the human behind ``person`` said yes to ``brand``'s marketing, to exactly
     ``text`` (shown in ``language``; ``version`` its SHA-256), through ``channel``. The proof kept
-    is a keyed fingerprint of ``ip`` (never the address), the ``user_agent`` and the claim link it
-    was given behind.
+    is a keyed fingerprint of ``ip`` (never the address), the ``user_agent``, the claim link it
+    was given behind and, in its event, ``proof`` (how the channel is known to be theirs).
 
-    Idempotent: an active consent of theirs to the same version is returned as it is. One to an
-    older text is closed (``superseded``) and a new one opened, so at most one is active per
-    person and brand (the database's partial unique index is the backstop). Writes a
-    ``consent.given`` event. Joins the caller's transaction (the root lock is held until it
-    ends). Raises InvalidInput (``invalid_consent``: empty or unversioned text, unknown channel or
-    language, a person of another brand; ``invalid_ip``) before writing; InvalidTransition
+    ``pending`` (an e-mail typed on a public page, nothing proving it is theirs): the consent
+    waits ``CONSENT_CONFIRM_LINK_DAYS`` for its confirmation, and the notice e-mailing the link to
+    ``confirm_email_id`` (one of the person's e-mail identifiers; none: nothing can confirm it,
+    and it lapses) is recorded in the same transaction. It is not active until confirmed
+    (``consent_confirm_by_link``): no contact, no export, no webhook.
+
+    Idempotent: an open consent of theirs to the same version is returned as it is — a pending
+    one is confirmed now if this "yes" is not pending (its channel is proven). One to an older
+    text, or pending past its deadline, is closed (``superseded``) and a new one opened, so at
+    most one is open per person and brand (the database's partial unique index is the backstop).
+    Writes a ``consent.given`` (or ``consent.pending``) event. Joins the caller's transaction (the
+    root lock is held until it ends). Raises InvalidInput (``invalid_consent``: empty or
+    unversioned text, unknown channel or language, a person of another brand, an e-mail to
+    confirm on that is not theirs; ``invalid_ip``) before writing; InvalidTransition
     (``person_erased``)."""
     now = now or timezone.now()
     text = text or ""
@@ -81,11 +97,23 @@ def consent_give(
         raise InvalidInput("This person is not one of this brand's people.", code="invalid_consent")
     if root.erased_at:
         raise InvalidTransition("This person has been erased.", code="person_erased")
-    active = list(_active(root=root, brand_id=brand.pk))
-    same = next((c for c in active if c.text_version == version), None)
+    if confirm_email_id is not None and not (
+        pending
+        and Identifier.objects.filter(
+            pk=confirm_email_id,
+            person_id__in=person_cluster_ids(person=root),
+            kind=IdentifierKind.EMAIL,
+            is_active=True,
+        ).exists()
+    ):
+        raise InvalidInput("The e-mail to confirm on is not this person's.", code="invalid_consent")
+    current = list(_open(root=root, brand_id=brand.pk))
+    same = next((c for c in current if c.text_version == version and _live(c, now)), None)
     if same is not None:
+        if same.confirmed_at is None and not pending:
+            _confirm(same, channel=channel, now=now, proof=proof)
         return same
-    for old in active:
+    for old in current:
         _close(old, channel=WithdrawalChannel.SUPERSEDED, now=now, actor=None)
     consent = MarketingConsent.objects.create(
         person=root,
@@ -95,21 +123,60 @@ def consent_give(
         language=language,
         channel=channel,
         given_at=now,
+        confirmed_at=None if pending else now,
+        confirm_by=now + timedelta(days=settings.CONSENT_CONFIRM_LINK_DAYS) if pending else None,
+        confirm_email_id=confirm_email_id,
         ip_hash=ip_hash,
         user_agent=_printable(user_agent)[:USER_AGENT_MAX],
         claim_link_id=claim_link_id,
     )
+    data = {"version": version, "language": language}
+    if proof:
+        data["proof"] = proof
+    if pending:
+        data["confirm_by"] = consent.confirm_by.isoformat()
     ConsentEvent.objects.create(
         brand_id=brand.pk,
         person=root,
         consent=consent,
-        kind=ConsentEventKind.GIVEN,
+        kind=ConsentEventKind.PENDING if pending else ConsentEventKind.GIVEN,
         channel=channel,
-        data={"version": version, "language": language},
+        data=data,
         created_at=now,
     )
-    hook_fire(AUDIT_ROWS_WRITTEN)  # the brand's webhook, collected after the commit
+    if pending and confirm_email_id is not None:
+        notices_record(
+            notices=[
+                NoticeNew(
+                    person_id=root.pk,
+                    kind=NoticeKind.CONSENT_CONFIRM,
+                    key=f"consent_confirm:{consent.pk}",
+                    # Only to the address typed, only by e-mail: that is what it proves.
+                    data={"consent": consent.pk, "identifier": confirm_email_id, "channels": ["email"]},
+                )
+            ],
+            now=now,
+        )
+    hook_fire(AUDIT_ROWS_WRITTEN)  # the brand's webhook (for an active one), collected after the commit
     return consent
+
+
+def consent_confirm_by_link(*, token: str, now: datetime | None = None) -> tuple[MarketingConsent, bool]:
+    """The person followed the confirmation link e-mailed for a pending consent and confirmed on
+    its page: the consent it names, and nothing else, becomes active now, with a
+    ``consent.confirmed`` event (the proof: the time and the channel, ``email_link``) that the
+    brand's ``person.consent_given`` webhook is collected from. Returns the consent and whether
+    this call confirmed it: a replay, a consent past its ``confirm_by``, withdrawn, superseded
+    or of an erased person changes nothing (False). Raises NotFound (``consent_link_invalid``)
+    for a token that is tampered with, expired or not a confirmation link. Its own transaction
+    (a savepoint inside the caller's), the person's root locked first."""
+    now = now or timezone.now()
+    consent = consent_from_token(token=token, salt=CONFIRM_SALT)
+    with transaction.atomic():
+        root = person_root_lock(person=consent.person)
+        confirmed = root.erased_at is None and _confirm(consent, channel=CONFIRMED_BY_EMAIL_LINK, now=now)
+    consent.refresh_from_db()
+    return consent, confirmed
 
 
 def consent_withdraw(
@@ -121,7 +188,8 @@ def consent_withdraw(
     actor=None,
     now: datetime | None = None,
 ) -> list[MarketingConsent]:
-    """Withdraw, at once, the active marketing consent of the human behind ``person`` — to
+    """Withdraw, at once, the open marketing consent (active, or pending: then ``cancelled``,
+    which the brand never hears of) of the human behind ``person`` — to
     ``brand`` only when given, to only consent ``consent_id`` when given (the link) — through
     ``channel`` (``link``, ``whatsapp`` for a STOP reply, ``api``, ``admin``). Returns the consents
     withdrawn now: none when there was nothing active, so a replay (a STOP sent twice, a link
@@ -144,18 +212,53 @@ def consent_withdraw(
 
 
 def consents_close_erased(*, cluster: list[int], now: datetime) -> int:
-    """Erasure's part (``recipients.privacy``): the people's active consents end (``erasure``),
-    each with its event so the brand hears of it, and every consent's proof is blanked. The
+    """Erasure's part (``recipients.privacy``): the people's open consents end (``erasure``),
+    each with its event (an active one's so the brand hears of it; a pending one's ``cancelled``,
+    silent), and every consent's proof is blanked. The
     caller (``person_erase``) holds the root lock. Returns how many consents it touched."""
     for consent in MarketingConsent.objects.filter(person_id__in=cluster, withdrawn_at__isnull=True).order_by("id"):
         _close(consent, channel=WithdrawalChannel.ERASURE, now=now, actor=None)
     return MarketingConsent.objects.filter(person_id__in=cluster).update(ip_hash="", user_agent="")
 
 
-def _active(*, root: Person, brand_id: int):
+def _open(*, root: Person, brand_id: int):
+    """The person's consents to the brand not withdrawn: active, pending, or pending past its time."""
     return MarketingConsent.objects.filter(
         person_id__in=person_cluster_ids(person=root), brand_id=brand_id, withdrawn_at__isnull=True
     ).order_by("id")
+
+
+def _live(consent: MarketingConsent, now: datetime) -> bool:
+    """Active, or pending and still confirmable."""
+    return consent.confirmed_at is not None or consent.confirm_by > now
+
+
+def _confirm(consent: MarketingConsent, *, channel: str, now: datetime, proof: str = "") -> bool:
+    """Pending → active by a conditional UPDATE (still pending, not withdrawn, before its
+    deadline: exactly one caller wins), with its ``consent.confirmed`` event. The caller holds
+    the person's root lock."""
+    confirmed = MarketingConsent.objects.filter(
+        pk=consent.pk, confirmed_at__isnull=True, withdrawn_at__isnull=True, confirm_by__gt=now
+    ).update(confirmed_at=now)
+    if confirmed != 1:
+        return False
+    consent.confirmed_at = now
+    data = {"version": consent.text_version}
+    if proof:
+        data["proof"] = proof
+    if consent.confirm_email_id is not None:
+        data["email_identifier"] = consent.confirm_email_id
+    ConsentEvent.objects.create(
+        brand_id=consent.brand_id,
+        person_id=consent.person_id,
+        consent=consent,
+        kind=ConsentEventKind.CONFIRMED,
+        channel=channel,
+        data=data,
+        created_at=now,
+    )
+    hook_fire(AUDIT_ROWS_WRITTEN)
+    return True
 
 
 def _close(consent: MarketingConsent, *, channel: str, now: datetime, actor) -> None:
@@ -169,7 +272,8 @@ def _close(consent: MarketingConsent, *, channel: str, now: datetime, actor) -> 
         brand_id=consent.brand_id,
         person_id=consent.person_id,
         consent=consent,
-        kind=ConsentEventKind.WITHDRAWN,
+        # A consent never confirmed was never the brand's: its end is no withdrawal to announce.
+        kind=ConsentEventKind.WITHDRAWN if consent.confirmed_at else ConsentEventKind.CANCELLED,
         channel=channel,
         actor=actor,
         data={"version": consent.text_version},
@@ -193,7 +297,7 @@ def _printable(value: str) -> str:
     return "".join(c for c in (value or "") if c.isprintable())
 
 
-# --- the withdrawal link -------------------------------------------------------------------------
+# --- withdrawing ---------------------------------------------------------------------------------
 
 
 def consents_withdraw_by_whatsapp(*, number: str, now: datetime | None = None) -> list[MarketingConsent]:
@@ -213,27 +317,6 @@ def consents_withdraw_by_whatsapp(*, number: str, now: datetime | None = None) -
     return withdrawn
 
 
-def consent_withdraw_token(*, consent_id: int) -> str:
-    return signing.dumps(consent_id, salt=WITHDRAW_SALT, compress=False)
-
-
-def consent_from_token(*, token: str) -> MarketingConsent:
-    """The consent a withdrawal link names, whatever its state; NotFound for a token that is
-    tampered with, expired or names nothing."""
-    try:
-        consent_id = signing.loads(token, salt=WITHDRAW_SALT, max_age=settings.CONSENT_WITHDRAW_LINK_DAYS * 86400)
-    except signing.BadSignature:
-        consent_id = None
-    consent = (
-        MarketingConsent.objects.select_related("brand").filter(pk=consent_id).first()
-        if isinstance(consent_id, int)
-        else None
-    )
-    if consent is None:
-        raise NotFound("This link does not work.", code="consent_link_invalid")
-    return consent
-
-
 def consent_withdraw_by_link(*, token: str, now: datetime | None = None) -> tuple[MarketingConsent, bool]:
     """The person confirmed on the withdrawal link's page: the consent it names is withdrawn
     (``link``). Returns it and whether this call withdrew it (a replay is a no-op: False).
@@ -246,25 +329,6 @@ def consent_withdraw_by_link(*, token: str, now: datetime | None = None) -> tupl
         )
     consent.refresh_from_db()
     return consent, bool(withdrawn)
-
-
-def consent_withdraw_url(*, consent_id: int) -> str:
-    path = reverse("claim:consent_withdraw", kwargs={"token": consent_withdraw_token(consent_id=consent_id)})
-    return settings.CLAIM_BASE_URL.rstrip("/") + path
-
-
-def marketing_footer(*, person: Person) -> str:
-    """The lines every e-mail to a person who consented to marketing ends with, in the active
-    language: whom they said yes to and the link that withdraws it. "" without an active consent."""
-    consents = MarketingConsent.objects.filter(
-        person_id__in=person_cluster_ids(person=person), withdrawn_at__isnull=True
-    ).select_related("brand")
-    lines = [
-        _("You agreed to hear from %(brand)s. To withdraw that consent at once: %(link)s")
-        % {"brand": c.brand.name, "link": consent_withdraw_url(consent_id=c.pk)}
-        for c in consents.order_by("id")
-    ]
-    return "\n\n--\n" + "\n".join(lines) if lines else ""
 
 
 def contacts_export_record(

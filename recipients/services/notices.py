@@ -18,7 +18,10 @@ and delivering them at least once, once per channel. Their wording is registered
 
 What a notice says is the payouts app's (it knows payouts, rewards and the claim links): it
 registers the renderer with ``notice_renderer_register`` (``PayoutsConfig.ready``), which is
-called in the person's language. A notice that cannot be worded counts as a failed attempt on
+called in the person's language. The one notice about no money, the link that confirms a pending
+marketing consent (``consent_confirm``), is worded here, beside the consent it names; it goes
+by e-mail only, to the one address the person typed (``data["identifier"]``), and only while
+the consent still waits for it. A notice that cannot be worded counts as a failed attempt on
 each channel (so it ends failed, not retried for ever); nothing one notice does holds up the others.
 """
 
@@ -33,13 +36,16 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db.models import F, Min, Q
 from django.utils import timezone, translation
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 
 from core.logging import redact
 from core.queue import enqueue
 from recipients.models import Identifier, IdentifierKind, Person
+from recipients.models_consent import MarketingConsent
 from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
-from recipients.services.consent import marketing_footer
+from recipients.services.consent_links import consent_confirm_url, marketing_footer
 from recipients.whatsapp_cloud import TemplateMessage, WhatsAppSendError, whatsapp_sender
 
 logger = logging.getLogger(__name__)
@@ -184,12 +190,69 @@ def _contacts(person: Person, *, oldest: bool = False) -> dict[str, str]:
     return dict(rows)  # later rows win
 
 
+def _pinned_contacts(person: Person, notice: Notice) -> dict[str, str]:
+    """A notice that names its address (``data["identifier"]``: a consent's confirmation goes
+    to the e-mail typed, nowhere else): that identifier while it is the person's and active, and
+    the consent it confirms still waits; else nothing, and the notice is done unsent."""
+    waiting = MarketingConsent.objects.filter(
+        pk=notice.data.get("consent"),
+        confirmed_at__isnull=True,
+        withdrawn_at__isnull=True,
+        confirm_by__gt=timezone.now(),
+    )
+    if notice.kind == NoticeKind.CONSENT_CONFIRM and not waiting.exists():
+        return {}
+    return dict(
+        Identifier.objects.filter(
+            pk=notice.data["identifier"], person_id__in=person_cluster_ids(person=person), is_active=True
+        ).values_list("kind", "value")
+    )
+
+
+def consent_confirm_render(notice: Notice, person: Person) -> NoticeText:
+    """The e-mail that asks the person to confirm a marketing consent given on a claim page, in
+    the active language: the brand, the words they said yes to, the link and its deadline. A
+    test tenant's person's goes to the test inbox (as ``payouts.notices`` decides for the rest)."""
+    consent = MarketingConsent.objects.select_related("brand").get(pk=notice.data["consent"])
+    values = {
+        "brand": consent.brand.name,
+        "link": consent_confirm_url(consent_id=consent.pk),
+        "date": date_format(timezone.localtime(consent.confirm_by), "DATE_FORMAT"),
+        "text": consent.text,
+    }
+    body = _(
+        "On a %(brand)s reward page you ticked the box to hear from %(brand)s, with these words:\n\n"
+        "%(text)s\n\nTo confirm that this e-mail address is yours and that you want their messages, open "
+        "this link by %(date)s: %(link)s\n\nIf it was not you, ignore this e-mail: without your "
+        "confirmation nothing is given to %(brand)s."
+    )
+    return NoticeText(
+        subject=_("Please confirm: news from %(brand)s") % values,
+        body=body % values,
+        template="consent_confirm",  # e-mail only: no WhatsApp template is registered
+        parameters=(),
+        test_inbox=not consent.brand.livemode,
+    )
+
+
+def notice_text(notice: Notice, person: Person) -> NoticeText:
+    """What ``notice`` says to ``person`` in the active language: the one way to word a notice
+    (its sending, and the test inbox that shows it as the person would read it)."""
+    render = consent_confirm_render if notice.kind == NoticeKind.CONSENT_CONFIRM else _renderer[0]
+    return render(notice, person)
+
+
 def _notice_send(notice: Notice) -> int:
     person = person_root(person=Person.objects.get(pk=notice.person_id))
     # "Your account changed" and the code that confirms a change go to the contact the person had
     # longest: whoever changed the account may have added the newest one in the same breath.
     oldest = notice.kind in (NoticeKind.ACCOUNT_CHANGED, NoticeKind.ACCOUNT_CHANGE_CODE)
-    contacts = {} if person.erased_at else _contacts(person, oldest=oldest)
+    if person.erased_at:
+        contacts = {}
+    elif "identifier" in notice.data:
+        contacts = _pinned_contacts(person, notice)
+    else:
+        contacts = _contacts(person, oldest=oldest)
     # A notice may name its channels (``data["channels"]``): one must not reach a person on the
     # channel they asked us to stop writing on.
     allowed = notice.data.get("channels") or (Channel.EMAIL, Channel.WHATSAPP)
@@ -210,7 +273,7 @@ def _notice_send(notice: Notice) -> int:
         language = person.preferred_language or settings.LANGUAGE_CODE
         try:
             with translation.override(language):
-                text = _renderer[0](notice, person)
+                text = notice_text(notice, person)
                 footer = marketing_footer(person=person)
         except Exception:  # a notice that cannot be worded counts as a failed attempt on each channel
             logger.exception("notice %s could not be worded", notice.pk)

@@ -1,5 +1,6 @@
 """Budget alerts and automatic pauses e-mailed to the brand's team: once per crossing, in the
-brand's language, never for a threshold under BRAND_BUDGET_ALERT_MIN_PCT."""
+brand's language, never for a threshold under BRAND_BUDGET_ALERT_MIN_PCT; a test tenant's too,
+marked test mode."""
 
 import pytest
 from django.core import mail
@@ -7,6 +8,7 @@ from django.core import mail
 from campaigns.models import Brand, BrandAlertMail, CampaignStatus
 from campaigns.services import event_ingest
 from campaigns.services.alerts import brand_alert_send, brand_alerts_record, brand_alerts_send_due
+from campaigns.services.test_mode import trial_tenant_open
 from tests.campaigns.conftest import event
 from tests.campaigns.factories import funded_campaign
 from tests.portal.conftest import member
@@ -71,3 +73,43 @@ def test_a_mail_claimed_by_another_worker_is_not_sent_twice(free_brand, settings
         assert brand_alert_send(mail_id=mail_id) is True
         assert brand_alert_send(mail_id=mail_id) is False
     assert len(mail.outbox) == len(mail_ids)
+
+
+@pytest.mark.parametrize(
+    ("language", "marker", "words"),
+    [("en", "[TEST MODE]", "nobody is paid real money"), ("it", "[MODALITÀ TEST]", "nessuno riceve denaro vero")],
+)
+def test_a_test_tenants_alert_goes_to_the_live_brands_team_marked_test_mode(
+    free_brand, settings, language, marker, words
+):
+    """Test mode is for trying the whole product: its alerts reach the brand's own team (never
+    people), in the brand's language, and say they are about test money."""
+    settings.BRAND_BUDGET_ALERT_MIN_PCT = 100
+    Brand.objects.filter(pk=free_brand.pk).update(language=language)
+    free_brand.refresh_from_db()
+    owner = member(free_brand, "owner", "owner@free.example")
+    member(free_brand, "analyst", "analyst@free.example")
+    tenant = trial_tenant_open(brand=free_brand)
+    campaign = funded_campaign(brand=tenant, amount_minor=1_000, rules=RULES)
+
+    event_ingest(brand=tenant, payload=event())
+    event_ingest(brand=tenant, payload=event())
+
+    assert brand_alerts_send_due() == 2  # 100 % spent and the automatic pause
+    assert brand_alerts_send_due() == 0
+    assert len(mail.outbox) == 2
+    for message in mail.outbox:
+        assert message.to == [owner.email]
+        assert message.subject.startswith(marker) and campaign.name in message.subject
+        assert words in message.body
+
+
+def test_a_live_brands_alert_is_not_marked_test_mode(free_brand, settings):
+    settings.BRAND_BUDGET_ALERT_MIN_PCT = 100
+    member(free_brand, "owner", "owner@free.example")
+    funded_campaign(brand=free_brand, amount_minor=500, rules=RULES)
+    event_ingest(brand=free_brand, payload=event())
+
+    brand_alerts_send_due()
+
+    assert mail.outbox and not any("TEST" in m.subject or "test money" in m.body for m in mail.outbox)

@@ -4,7 +4,7 @@ import pytest
 import requests
 
 from tests.payouts.payout_fixtures import debtor, sandbox  # noqa: F401 - fixtures
-from tests.portal.conftest import brand_a, campaign_a, fake_tiktok  # noqa: F401 - fixtures
+from tests.portal.conftest import brand_a, brand_b, campaign_a, campaign_b, fake_tiktok  # noqa: F401 - fixtures
 
 
 def tiktok_login(

@@ -15,12 +15,11 @@ from recipients.models import BankAccount, Identifier, NoticeKind
 from recipients.models_claims import ClaimLink
 from recipients.models_consent import ConsentEvent, MarketingConsent
 from recipients.selectors import brand_contacts
-from recipients.services.consent import consent_withdraw_token
+from recipients.services.consent_links import consent_withdraw_token
 from recipients.services.notices import NoticeNew, notices_record, notices_send_due
 from tests.campaigns.factories import funded_campaign
 from tests.claim.test_claim_flow import GOOD_IBAN
 from tests.claim.test_claim_links import owner_with_account, purchase
-from web.claim.services import PayoutDetails, claim_tiktok_login_submit
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -153,20 +152,6 @@ def test_a_tampered_expired_or_foreign_link_does_nothing(brand_a, shop, settings
     assert tampered.status_code == status_link.status_code == expired.status_code == 404
     consent.refresh_from_db()
     assert consent.withdrawn_at is None
-
-
-def test_a_tiktok_claim_with_the_box_ticked_consents_the_proven_person(brand_a, campaign_a, sandbox, debtor):
-    words = marketing_consent_text(brand=brand_a, language="en")
-    details = PayoutDetails(
-        name="Giulia Rossi", email="giulia@example.com", whatsapp="", iban=GOOD_IBAN, marketing=words, user_agent="UA"
-    )
-
-    outcome = claim_tiktok_login_submit(campaign=campaign_a, social_uid="tt-giulia", details=details, ip="203.0.113.5")
-
-    consent = MarketingConsent.objects.get()
-    assert consent.person_id == outcome.reward.person_id and consent.claim_link_id is None
-    [row] = brand_contacts(brand_id=brand_a.pk)
-    assert (row.email, row.social) == ("giulia@example.com", "tiktok:tt-giulia")
 
 
 def test_a_yes_given_with_an_account_change_counts_at_once(brand_a, shop, django_capture_on_commit_callbacks):

@@ -33,6 +33,7 @@ NOTHING = {
     "idempotency_records": 0,
     "payout_names": 0,
     "marketing_consent_proofs": 0,
+    "marketing_consent_unconfirmed_proofs": 0,
     "webhook_deliveries": 0,
     "webhook_events": 0,
     "notice_deliveries": 0,

@@ -3,6 +3,8 @@ they saw, withdrawn at once through any channel, gone with an erasure. Only cons
 contacts reach the brand (``brand_contacts``); the database keeps one active consent per person
 and brand."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -128,7 +130,31 @@ def test_the_database_keeps_one_active_consent_per_person_and_brand(brand):
             language="en",
             channel="api",
             given_at=timezone.now(),
+            confirmed_at=timezone.now(),
         )
+
+
+def test_the_database_keeps_a_pending_consent_pending_until_confirmed_in_time(brand):
+    """A consent is confirmed, or pending with a deadline; never confirmed after the deadline;
+    and a pending one counts as the person's one open consent to the brand."""
+    person = contact(brand)
+    words = marketing_consent_text(brand=brand, language="en")
+    now = timezone.now()
+    row = {"person": person, "brand": brand, "text": words.text, "text_version": words.version, "language": "en"}
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        MarketingConsent.objects.create(**row, channel="claim_page", given_at=now)  # neither
+    with pytest.raises(IntegrityError), transaction.atomic():
+        MarketingConsent.objects.create(
+            **row, channel="claim_page", given_at=now, confirm_by=now + timedelta(days=7),
+            confirmed_at=now + timedelta(days=8),
+        )  # fmt: skip
+    pending = MarketingConsent.objects.create(
+        **row, channel="claim_page", given_at=now, confirm_by=now + timedelta(days=7)
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        MarketingConsent.objects.create(**row, channel="api", given_at=now, confirmed_at=now)
+    assert list(MarketingConsent.objects.values_list("pk", flat=True)) == [pending.pk]
 
 
 def test_the_database_refuses_a_consent_to_another_brand_for_its_person(brand):
@@ -147,6 +173,7 @@ def test_the_database_refuses_a_consent_to_another_brand_for_its_person(brand):
             language="en",
             channel="api",
             given_at=timezone.now(),
+            confirmed_at=timezone.now(),
         )
 
 

@@ -37,7 +37,7 @@ from recipients.models import BankAccount, NoticeKind, Person
 from recipients.models_claims import AccountChange, AccountChangeStatus, ClaimLink
 from recipients.models_consent import ConsentChannel
 from recipients.normalise import AccountInfo, iban_normalise
-from recipients.selectors import person_cluster_ids, person_current_bank_account
+from recipients.selectors import marketing_consent_proof, person_cluster_ids, person_current_bank_account
 from recipients.services import (
     IdentityInput,
     bank_account_holder_name_set,
@@ -94,23 +94,26 @@ def _person_apply(
     brand_id: int | None,
     ip: str,
     anchor: Person,
-    claim_link_id: int | None = None,
+    claim_link: ClaimLink | None = None,
 ) -> Person:
     """In the caller's transaction: the person behind ``anchor`` takes these details, the account
     (an IBAN or a local one) becoming their current account, and their consent is recorded."""
     person = person_resolve(brand_id=brand_id, identity=_identity(details), source=CHANNEL, anchor=anchor)
     consent_record(person=person, terms_version=settings.CLAIM_TERMS_VERSION, channel=CHANNEL, ip=ip)
-    _marketing_record(person=person, details=details, ip=ip, claim_link_id=claim_link_id)
+    _marketing_record(person=person, details=details, ip=ip, claim_link=claim_link)
     # The form asks for the name "as on your bank account": the account is held under it.
     bank_account_holder_name_set(person=person, fingerprint=normalised.iban_fingerprint, name=details.name)
     return person
 
 
-def _marketing_record(*, person: Person, details: PayoutDetails, ip: str, claim_link_id: int | None = None) -> None:
+def _marketing_record(*, person: Person, details: PayoutDetails, ip: str, claim_link: ClaimLink | None = None) -> None:
     """The person ticked the marketing box: their "yes" to the words shown, with its proof. In
-    the caller's transaction; nothing when the box was left unticked."""
+    the caller's transaction; nothing when the box was left unticked. A "yes" whose channel
+    nothing proves (an e-mail typed here: ``marketing_consent_proof``) waits for the link
+    e-mailed to that address (double opt-in)."""
     if details.marketing is None or person.brand_id is None:
         return
+    proof = marketing_consent_proof(person=person, email=details.email, claim_link=claim_link)
     consent_give(
         person=person,
         brand=person.brand,
@@ -120,7 +123,10 @@ def _marketing_record(*, person: Person, details: PayoutDetails, ip: str, claim_
         channel=ConsentChannel.CLAIM_PAGE,
         ip=ip,
         user_agent=details.user_agent,
-        claim_link_id=claim_link_id,
+        claim_link_id=claim_link.pk if claim_link is not None else None,
+        pending=not proof.proof,
+        confirm_email_id=proof.confirm_email_id,
+        proof=proof.proof,
     )
 
 
@@ -214,14 +220,14 @@ def claim_details_submit(*, link: ClaimLink, details: PayoutDetails, ip: str) ->
         current = person_current_bank_account(person=root)
         if current is not None and current.iban_fingerprint != normalised.iban_fingerprint:
             # The link proves the person: their "yes" counts now, whatever becomes of the change.
-            _marketing_record(person=root, details=details, ip=ip, claim_link_id=link.pk)
+            _marketing_record(person=root, details=details, ip=ip, claim_link=link)
             return DetailsOutcome(
                 person=root, change=_account_change_open(person=root, link=link, details=details, now=now)
             )
         # The person's own brand: a person several brands knew before people were scoped per
         # brand has none (recipients 0004), and only their own link may give them an account.
         person = _person_apply(
-            normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root, claim_link_id=link.pk
+            normalised=normalised, details=details, brand_id=root.brand_id, ip=ip, anchor=root, claim_link=link
         )
     payouts_payee_recheck(person=person)
     return DetailsOutcome(person=person)

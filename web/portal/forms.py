@@ -311,6 +311,10 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(label=_("Role"), choices=BrandRole.choices)
 
 
+class BrandLanguageForm(forms.Form):
+    language = forms.ChoiceField(label=_("Language of our e-mails to you"), choices=settings.LANGUAGES)
+
+
 class FundingForm(forms.Form):
     amount = forms.DecimalField(label=_("Amount (optional, for the QR code)"), required=False, **MONEY)
 

@@ -5,9 +5,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from campaigns.models import BrandInvitation, BrandMembership, BrandRole, InvitationStatus
+from campaigns.services import brand_language_set
 from core.exceptions import ApplicationError
 from web.portal.access import brand_view
-from web.portal.forms import InviteForm, RoleForm
+from web.portal.forms import BrandLanguageForm, InviteForm, RoleForm
 from web.portal.services import invitation_create, invitation_revoke, membership_change
 from web.portal.views.common import report
 
@@ -24,8 +25,27 @@ def team(request, access):
             "invitations": BrandInvitation.objects.filter(brand=access.brand, status=InvitationStatus.PENDING),
             "invite_form": InviteForm(),
             "roles": BrandRole.choices,
+            "language_form": BrandLanguageForm(initial={"language": access.brand.language}),
         },
     )
+
+
+@brand_view(BrandRole.ADMIN)
+@require_POST
+def team_language(request, access):
+    """The language of the e-mails we send the team (budget alerts, automatic pauses): admins
+    and owners change it for their own brand (and its test tenant), audited."""
+    form = BrandLanguageForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Choose English or Italian."))
+        return redirect("portal:team", brand_slug=access.brand.slug)
+    try:
+        brand_language_set(brand=access.brand, language=form.cleaned_data["language"], actor=request.user)
+    except ApplicationError as exc:
+        report(request, exc)
+    else:
+        messages.success(request, _("Saved. Our e-mails to your team are in this language from now on."))
+    return redirect("portal:team", brand_slug=access.brand.slug)
 
 
 @brand_view(BrandRole.OWNER)

@@ -31,9 +31,9 @@ from campaigns.services.test_mode import (
 )
 from core.exceptions import ApplicationError
 from core.money import to_minor
-from payouts.notices import notice_render
 from recipients.models import Notice
 from recipients.selectors import person_root
+from recipients.services.notices import notice_text
 from web.portal.access import brand_view
 from web.portal.forms import MONEY
 from web.portal.selectors import brand_unallocated_minor, test_inbox
@@ -150,7 +150,7 @@ def test_inbox_message(request, access, notice_id: int):
     notice = get_object_or_404(Notice, pk=notice_id, person__brand=access.brand)
     person = person_root(person=notice.person)
     with translation.override(person.preferred_language or None):
-        text = notice_render(notice, person)
+        text = notice_text(notice, person)
     return render(
         request,
         "portal/test_inbox_message.html",
