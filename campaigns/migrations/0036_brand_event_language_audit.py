@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('campaigns', '0033_analytics'),
+        ('campaigns', '0035_platform_credentials_prune_schedule'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
