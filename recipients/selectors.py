@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.db import connection
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from core.exceptions import InvalidInput
@@ -266,15 +266,21 @@ def person_find(*, brand_id: int, kind: str, value: str, phone_region: str = "")
 
 
 def _newest_identifier(kind: str) -> Subquery:
-    """The newest active ``kind`` identifier of the consenting person's human: their root (the
-    person who gave the consent, or the one they were merged into since) and everyone merged
-    into it."""
+    """The newest active, proven ``kind`` identifier of the consenting person's human: their root
+    (the person who gave the consent, or the one they were merged into since) and everyone merged
+    into it. An address or number typed on a public claim page proves nothing (anyone can type
+    anyone's), so it is handed to the brand only once a confirmation link e-mailed to it was used;
+    a number comes from our WhatsApp inbound or the brand's own API. (The social account on a claim
+    page comes from the platform's login, not from typing.)"""
+    typed = Q(source=ConsentChannel.CLAIM_PAGE) & ~Q(kind=IdentifierKind.SOCIAL)
+    confirmed = Exists(MarketingConsent.objects.filter(confirm_email_id=OuterRef("pk"), confirmed_at__isnull=False))
     return Subquery(
         Identifier.objects.filter(
             Q(person_id=OuterRef("root_id")) | Q(person__merged_into_id=OuterRef("root_id")),
             kind=kind,
             is_active=True,
         )
+        .filter(~typed | confirmed)
         .order_by("-created_at", "-id")
         .values("value")[:1]
     )

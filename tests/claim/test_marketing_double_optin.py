@@ -327,7 +327,20 @@ def test_a_whatsapp_number_verified_by_the_optin_counts_at_once(brand_a, sandbox
 
     assert consent.confirmed_at is not None
     assert ConsentEvent.objects.get().data["proof"] == "whatsapp_verified"
-    assert [row.email for row in brand_contacts(brand_id=brand_a.pk)] == [TYPED]
+    # The number is proven; the address typed beside it is not, so the brand gets the number only.
+    assert [(row.whatsapp, row.email) for row in brand_contacts(brand_id=brand_a.pk)] == [("+393471234567", None)]
+
+
+def test_a_number_typed_next_to_a_tiktok_login_is_never_handed_to_the_brand(brand_a, campaign_a, sandbox, debtor):
+    """Nothing can confirm a number typed on the public page (no address to write to): the login
+    proves the TikTok account, so the consent counts for it, but not for a number anyone could
+    have typed — the brand sees the name and the account, never a stranger's number."""
+    tiktok_claim(campaign_a, email="", whatsapp="+39 347 765 4321")
+
+    assert Identifier.objects.filter(value="+393477654321").exists()
+    [row] = brand_contacts(brand_id=brand_a.pk)
+    assert (row.person.display_name, row.whatsapp, row.email) == ("Giulia Rossi", None, None)
+    assert row.social and row.social.startswith("tiktok:")
 
 
 def test_an_address_confirmed_once_is_proven_for_the_next_words(brand_a, campaign_a, sandbox, debtor):
