@@ -4,6 +4,30 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+# SQLite rebuilds a table to change its constraints, and renaming the rebuilt table fails while a
+# view reads it: the cross-object audit view (core, which reads recipients_consentevent) is set
+# aside around the rebuild there and put back exactly as it was. PostgreSQL alters in place.
+_VIEW = "core_audittrail"
+_aside: list[str] = []
+
+
+def _view_aside(apps, schema_editor):
+    if schema_editor.connection.vendor != "sqlite":
+        return
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = %s", [_VIEW])
+        _aside[:] = [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"DROP VIEW IF EXISTS {_VIEW}")
+
+
+def _view_back(apps, schema_editor):
+    if schema_editor.connection.vendor != "sqlite":
+        return
+    with schema_editor.connection.cursor() as cursor:
+        for sql in _aside:
+            cursor.execute(sql)
+    _aside.clear()
+
 
 class Migration(migrations.Migration):
 
@@ -15,6 +39,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.RunPython(_view_aside, _view_back),
         migrations.RemoveConstraint(
             model_name='consentevent',
             name='consent_event_kind_valid',
@@ -77,4 +102,5 @@ class Migration(migrations.Migration):
             model_name='notice',
             constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['paid', 'failed', 'returned', 'account_changed', 'iban_needed', 'claim_link', 'reminder', 'expired', 'payee_check', 'account_change_code', 'action_undone', 'consent_confirm'])), name='notice_kind_valid'),
         ),
+        migrations.RunPython(_view_back, _view_aside),
     ]
