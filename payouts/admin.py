@@ -539,7 +539,7 @@ class BrandBankAccountAdmin(admin.ModelAdmin):
 class WithdrawalAdmin(admin.ModelAdmin):
     """Read-only: a withdrawal's payout is approved, released from review, retried or cancelled
     on the payout's page. Its payee check's answer is shown here too: anything but a match waits
-    for ops (``NO_CAMPAIGN_POLICY``), who compare the bank's name with the verified account's."""
+    for ops (``WITHDRAWAL_POLICY``), who compare the bank's name with the verified account's."""
 
     list_display = [
         "id",

@@ -1,4 +1,4 @@
-"""A withdrawal's payee check now follows the fixed ``NO_CAMPAIGN_POLICY`` (anything but a match
+"""A withdrawal's payee check now follows the fixed ``WITHDRAWAL_POLICY`` (anything but a match
 waits for ops' review). Until now it took a person's default policy, so a close match waited for
 the brand's payee to confirm the bank's name on a page it does not have: such a payout waited
 forever. Each one still waiting is handed to ops' review as the policy now does — the same

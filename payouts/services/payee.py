@@ -6,8 +6,9 @@ submits, or, on file rails, before the payout may go into a file (``payouts_paye
 rail with no check of its own asks the configured EPC VoP service; with none, the answer is
 ``not_possible``. The answer's action comes from the policy of the campaigns whose rewards the
 payout holds, the strictest winning (block > review > ask > pay), so no campaign's rule is
-weakened by sharing a payout. A payout that pays no campaign's rewards — a brand's withdrawal to
-its own account, the only such payout — takes the fixed ``NO_CAMPAIGN_POLICY`` instead:
+weakened by sharing a payout. A brand's withdrawal to its own account pays no campaign's rewards
+and takes the fixed ``WITHDRAWAL_POLICY`` instead (any other payout without rewards, the
+campaign fields' defaults):
 
 * ``pay``: the payout goes on;
 * ``review``: held (``needs_review``) until staff release it (``payout_approve``) or cancel it;
@@ -31,7 +32,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from campaigns.models import VopAction
+from campaigns.models import Campaign, VopAction
 from core.exceptions import InvalidTransition
 from payouts.models import Payout, PayoutItem, PayoutStatus, Withdrawal
 from payouts.rails import get_rail
@@ -61,7 +62,8 @@ RANK = {action.value: rank for rank, action in enumerate(STRICTNESS)}
 # documents, and its payee is the brand, with no page to confirm a bank's name on: a match pays,
 # any other answer goes to ops, who see it beside the payout and release or cancel it. Never
 # "ask" (nobody would answer) and never paid unseen.
-NO_CAMPAIGN_POLICY = {outcome: VopAction.REVIEW for outcome in POLICY_FIELDS}
+WITHDRAWAL_POLICY = {outcome: VopAction.REVIEW for outcome in POLICY_FIELDS}
+DEFAULT_POLICY = {outcome: Campaign._meta.get_field(field).default for outcome, field in POLICY_FIELDS.items()}
 PERSON_ACTIONS = (VopAction.ASK, VopAction.BLOCK)
 _MISMATCHES = (PayeeMatch.NO_MATCH, PayeeMatch.CLOSE_MATCH)
 CHECK_CHUNK = 2000
@@ -69,15 +71,15 @@ logger = logging.getLogger(__name__)
 
 
 def payout_vop_action(*, payout_id: int, outcome: str) -> VopAction:
-    """The action the policy of the payout's campaigns (none: ``NO_CAMPAIGN_POLICY``) takes on a
-    VoP answer (a match pays)."""
+    """The action the policy of the payout's campaigns (a withdrawal's: ``WITHDRAWAL_POLICY``)
+    takes on a VoP answer (a match pays)."""
     return _vop_actions({payout_id: outcome})[payout_id]
 
 
 def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
     """The strictest action of each payout's campaigns on its answer, for many payouts at once;
-    ``NO_CAMPAIGN_POLICY`` for a payout that holds no campaign's rewards (a withdrawal). The one
-    place a payout's policy is looked up."""
+    ``WITHDRAWAL_POLICY`` for a withdrawal's payout (it holds no rewards). The one place a
+    payout's policy is looked up."""
     policies: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
     for payout_id, *policy in (
         PayoutItem.objects.filter(payout_id__in=list(outcomes))
@@ -90,6 +92,7 @@ def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
         .distinct()
     ):
         policies[payout_id].append(tuple(policy))
+    withdrawals = set(Withdrawal.objects.filter(payout_id__in=list(outcomes)).values_list("payout_id", flat=True))
     actions = {}
     columns = {outcome: i for i, outcome in enumerate(POLICY_FIELDS)}
     for payout_id, outcome in outcomes.items():
@@ -97,7 +100,8 @@ def _vop_actions(outcomes: dict[int, str]) -> dict[int, VopAction]:
         if column is None:
             actions[payout_id] = VopAction.PAY
             continue
-        chosen = {row[column] for row in policies[payout_id]} or {NO_CAMPAIGN_POLICY[outcome]}
+        fixed = WITHDRAWAL_POLICY if payout_id in withdrawals else DEFAULT_POLICY
+        chosen = {row[column] for row in policies[payout_id]} or {fixed[outcome]}
         actions[payout_id] = VopAction(max(chosen, key=RANK.__getitem__))
     return actions
 
@@ -262,7 +266,7 @@ def payouts_waiting_for_person():
     """Payouts that wait for their person: a close match to confirm, or details to correct.
     Never a withdrawal's: it goes to the account the brand chose and ops verified, whichever
     account its payee has as current since (the brand registering another must not cancel or move
-    it), and ops, not its payee, answer for it (``NO_CAMPAIGN_POLICY``). So the rechecks after an
+    it), and ops, not its payee, answer for it (``WITHDRAWAL_POLICY``). So the rechecks after an
     account change, which start from here, leave it alone."""
     return Payout.objects.filter(
         status=PayoutStatus.CREATED, needs_review=True, vop_action__in=PERSON_ACTIONS, withdrawal__isnull=True

@@ -13,7 +13,7 @@ someone with ``payouts.verify_brandbankaccount`` other than whoever registered i
 against the brand's company documents or a top-up it was sent from.
 
 Two things differ from a person's payout, both decided in ``payouts.services.payee``. The payee
-check's answer follows no campaign's policy but ``NO_CAMPAIGN_POLICY``: a match pays, any other
+check's answer follows no campaign's policy but ``WITHDRAWAL_POLICY``: a match pays, any other
 answer waits for ops' review in the admin (release with ``payout_approve``, or cancel and give the
 money back with ``withdrawal_refund``) — never "ask" the payee, who has no page to answer on. And
 the payout is pinned to the account the withdrawal names: registering another account makes that
