@@ -141,7 +141,10 @@ def test_every_kind_is_worded_in_english_and_italian_with_its_link(sandbox, debt
     account = payable_reward(brand, account_iban=iban()).person.bank_accounts.get()
     data[NoticeKind.ACCOUNT_CHANGED]["bank_account"] = account.pk
     (payout_id,) = payouts_create_for_payable().created
-    for kind in NoticeKind.values:
+    # Every kind is worded here but the consent confirmation, which recipients words itself
+    # (tests/claim/test_marketing_double_optin.py, in both languages).
+    assert set(WORDINGS) == set(NoticeKind.values) - {NoticeKind.CONSENT_CONFIRM}
+    for kind in WORDINGS:
         notice = Notice(
             kind=kind,
             person=person,
