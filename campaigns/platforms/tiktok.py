@@ -218,9 +218,9 @@ def tiktok_action_recheck(*, action: ActionCheck) -> list[str]:
     ``authorization.removed`` webhook, recorded); a video must still be among the person's public
     videos (the Display API shows only those: deleted and private look the same) with at least the
     rule's views. A video is read with the account's stored token, renewed first if it expired
-    (``platform_token_use``). TikTok refusing to renew it for good means the authorization is
-    gone: recorded as revoked (``authorization_refused_record``, which voids where campaigns say
-    so). With no token, or one TikTok refuses even fresh (a scope not granted), only the
+    (``platform_token_use``). TikTok refusing to renew it for good sends the account's held
+    rewards to review (``authorization_refused_record``: a revocation, or a pair we lost). With
+    no token, or one TikTok refuses even fresh (a scope not granted), only the
     authorization is checked. Raises TikTokUnavailable (timeouts, 5xx: never a void)."""
     if action.uid and action_withdrawn_since(
         platform="tiktok", uid=action.uid, kind=UndoneReason.AUTHORIZATION_REVOKED, since=action.occurred_at
@@ -235,8 +235,9 @@ def tiktok_action_recheck(*, action: ActionCheck) -> list[str]:
             call=lambda token: tiktok_videos_query(access_token=token, video_ids=[action.item_id]),
         )
     except AuthorizationRefused as exc:
+        # Not proof of a revocation: the account's held rewards go to review, none is voided.
         authorization_refused_record(platform="tiktok", uid=action.uid, refused=exc)
-        return [UndoneReason.AUTHORIZATION_REVOKED]
+        return []
     except TikTokTokenRefused:
         return []
     if videos is None:

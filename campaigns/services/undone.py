@@ -14,7 +14,10 @@ Two ways in, one way out:
   (``ActionWithdrawal``, which the re-check also reads, so a void missed here still happens before
   maturing) and the account's pending rewards for that platform's actions are voided. A platform
   refusing for good to renew a stored authorization (``authorization_refused_record``: OAuth's
-  ``invalid_grant`` on a refresh) is such a notice too.
+  ``invalid_grant`` on a refresh) is *not* such a notice: a revocation looks like that, but so
+  does our own worker dying between the platform rotating the pair and our saving it. So it voids
+  nothing: the account's held rewards that a revocation would void go to review
+  (``authorization_unrenewable``), and ops decide.
 
 Either way the void is ``reward_void(undone=…)``: the hold released (the budget has the money
 again), the reason code on the reward and its ``reward.voided`` audit row (API, portal, webhook),
@@ -81,6 +84,8 @@ NOTED_KIND = "reward.undone_noted"
 RECHECK_MAX_FAILURES = 6
 RECHECK_BACKOFF = timedelta(minutes=1)  # doubled after each failure: 1, 2, 4 … 32 minutes
 RECHECK_REVIEW_REASON = "recheck_unavailable"
+# The platform refused for good to renew the account's stored authorization (see the docstring).
+REFRESH_REVIEW_REASON = "authorization_unrenewable"
 # A re-check run starts no platform call after this: far below the task timeout.
 RECHECK_BUDGET_SECONDS = 20.0
 
@@ -182,20 +187,25 @@ def action_withdraw(
     return outcome
 
 
-def authorization_refused_record(*, platform: str, uid: str, refused: AuthorizationRefused) -> WithdrawOutcome:
+def authorization_refused_record(*, platform: str, uid: str, refused: AuthorizationRefused) -> list[int]:
     """The platform refused for good to renew the account's stored authorization (revoked, or
-    its refresh token expired: ``campaigns.services.credentials``): the authorization counts as
-    revoked now, as if the platform had sent its notice (``action_withdraw``), so each campaign's
-    ``undo_void_authorization_revoked`` decides what it voids. Idempotent per refused pair."""
-    ref = refused.details.get("ref") or f"{withdrawal_account(platform=platform, uid=uid)}:refresh"
-    return action_withdraw(
-        platform=platform,
-        uid=uid,
-        kind=UndoneReason.AUTHORIZATION_REVOKED,
-        occurred_at=timezone.now(),
-        ref=ref,
-        data={"source": "token_refresh", "error": refused.code},
-    )
+    its refresh token expired or lost: ``campaigns.services.credentials``). Not proof of a
+    revocation (see the module docstring), so nothing is voided: each held reward of the account
+    that ``undo_void_authorization_revoked`` would void goes to review (``REFRESH_REVIEW_REASON``,
+    the refusal in its audit row). Idempotent: a reward no longer held is left as it is. Returns
+    the rewards sent to review."""
+    now = timezone.now()
+    sent = []
+    for reward in _account_rewards(platform=platform, uid=uid, before=now):
+        if reward.status != RewardStatus.HELD:
+            continue
+        if not undo_voids(campaign=reward.campaign, reason=UndoneReason.AUTHORIZATION_REVOKED):
+            continue
+        data = {"error": refused.code, "ref": refused.details.get("ref", "")}
+        if _to_review(reward, now=now, reason=REFRESH_REVIEW_REASON, data=data):
+            sent.append(reward.pk)
+    logger.info("%s refused to renew an authorization: %d rewards to review", platform, len(sent))
+    return sent
 
 
 def _note(*, reward: Reward, kind: str, ref: str) -> bool:
@@ -279,23 +289,29 @@ def _failed(reward: Reward, *, now: datetime, error: str) -> bool:
             recheck_failures=failures, recheck_after=now + RECHECK_BACKOFF * 2 ** (failures - 1)
         )
         return False
+    return _to_review(
+        reward,
+        now=now,
+        reason=RECHECK_REVIEW_REASON,
+        data={"error": error[:200], "failures": failures},
+        failures=failures,
+    )
+
+
+def _to_review(reward: Reward, *, now: datetime, reason: str, data: dict, failures: int | None = None) -> bool:
+    """A held reward whose action nobody could check goes to review with ``reason`` (ops approve
+    or reject it). One durable transaction; False when it was no longer held and unchecked."""
     with transaction.atomic(durable=True):
         reward = _locked(reward)
         if reward.status != RewardStatus.HELD or reward.rechecked_at is not None:
             return False
         reward.status = RewardStatus.REVIEW
-        reward.recheck_failures = failures
-        reward.review_reasons = [*reward.review_reasons, RECHECK_REVIEW_REASON]
+        if failures is not None:
+            reward.recheck_failures = failures
+        reward.review_reasons = [*reward.review_reasons, reason]
         reward.updated_at = now
         reward.save(update_fields=["status", "recheck_failures", "review_reasons", "updated_at"])
-        _audit(
-            reward,
-            kind="reward.review",
-            from_status=RewardStatus.HELD,
-            reason=RECHECK_REVIEW_REASON,
-            data={"error": error[:200], "failures": failures},
-            now=now,
-        )
+        _audit(reward, kind="reward.review", from_status=RewardStatus.HELD, reason=reason, data=data, now=now)
     return True
 
 
@@ -321,16 +337,19 @@ def reward_recheck(*, reward: Reward, now: datetime | None = None) -> str:
         try:
             reward_void(reward=reward, reason=REASON_TEXT[voiding[0]], undone=voiding[0])
         except InvalidTransition:
-            # A refused authorization renewal met during the re-check voided it already
-            # (``authorization_refused_record``); anything else decided it meanwhile.
+            # Decided meanwhile (ops, or a platform notice that voided it first).
             reward.refresh_from_db(fields=["status", "undone_reason"])
             _token_drop(submission)
             return "voided" if reward.status == RewardStatus.VOIDED and reward.undone_reason else "skipped"
         _token_drop(submission)
         return "voided"
-    _standing(reward, now=now)
+    standing = _standing(reward, now=now)
     _token_drop(submission)
-    return "standing"
+    if standing:
+        return "standing"
+    # Decided meanwhile: sent to review by a refused renewal met during this re-check, or by ops.
+    reward.refresh_from_db(fields=["status"])
+    return "review" if reward.status == RewardStatus.REVIEW else "skipped"
 
 
 def rewards_recheck(

@@ -11,7 +11,8 @@ Items are read with the account's stored token, renewed when it expires
 (``campaigns.services.credentials``), which is kept while a submission of the account is still
 read: pending, watched, or with a reward waiting for its re-check before maturing
 (``campaigns.services.undone``: the video deleted or private, its views fallen). A renewal the
-platform refuses for good counts as the authorization revoked (``authorization_refused_record``).
+platform refuses for good sends the account's held rewards to review (``authorization_refused_record``:
+a revocation looks like that, but so does a pair we lost).
 
 The platform is called outside any transaction; each result is recorded in one short transaction, and
 the events carry deterministic external ids, so a task run twice ingests nothing twice.
@@ -71,7 +72,7 @@ def _ingest(submission: VideoSubmission, *, trigger: str, video: Content, code: 
 
 def _fetch(submission: VideoSubmission) -> Content | None:
     """The item as its platform sees it now (None: not among this person's items, or no token to
-    read them with). Raises AuthorizationRefused (recorded as the authorization revoked),
+    read them with). Raises AuthorizationRefused (its held rewards sent to review first),
     PlatformUnavailable."""
     platform = platform_get(submission.platform)
     try:

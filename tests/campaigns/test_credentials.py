@@ -1,7 +1,7 @@
 """TikTok's stored tokens (issue 29): a login's refresh token kept with its expiries, the access
 token renewed before a re-check or a views poll needs it (TikTok's tokens expire long before a
-hold ends), the rotated refresh token saved, a renewal refused for good counted as the
-authorization revoked only where the campaign says so, an outage never voiding, two workers never
+hold ends), the rotated refresh token saved, a renewal refused for good sending to review
+what a revocation would void (never a void), an outage never voiding, two workers never
 spending the same refresh token, and the tokens deleted once nothing is left to read and on
 erasure. TikTok is the fake on a real socket, rotating and expiring tokens as TikTok documents."""
 
@@ -132,9 +132,11 @@ def test_the_views_poll_renews_the_token_and_keeps_the_rotated_refresh_token(
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("voids", [True, False], ids=["revocation voids", "revocation does not void"])
-def test_a_renewal_refused_counts_as_revoked_only_where_the_campaign_says_so(
+def test_a_renewal_refused_voids_nothing_and_sends_to_review_where_a_revocation_would_void(
     voids, brand_a, fake_tiktok, settings, django_capture_on_commit_callbacks
 ):
+    """A refused renewal looks like a revocation, but also like a pair we lost (a worker killed
+    between TikTok rotating it and our saving it): it never voids, ops decide."""
     campaign, _, reward = video_reward(
         Client(), fake_tiktok, brand_a, django_capture_on_commit_callbacks, undo_void_authorization_revoked=voids
     )
@@ -145,16 +147,16 @@ def test_a_renewal_refused_counts_as_revoked_only_where_the_campaign_says_so(
     with django_capture_on_commit_callbacks(execute=True):
         outcome = rewards_recheck(now=timezone.now() + LATER)
     reward.refresh_from_db()
-    # the refusal is recorded as the authorization revoked, and the dead tokens are gone
-    assert ActionWithdrawal.objects.get().kind == UndoneReason.AUTHORIZATION_REVOKED
+    # nothing recorded as revoked, nothing voided, the money still reserved; the dead tokens are gone
+    assert not ActionWithdrawal.objects.exists()
     assert not PlatformCredential.objects.exists()
+    assert reward.undone_reason == "" and campaign_budget(campaign=campaign).available_minor == before.available_minor
     if voids:
-        assert outcome.voided == [reward.pk]
-        assert reward.status == RewardStatus.VOIDED and reward.undone_reason == UndoneReason.AUTHORIZATION_REVOKED
-        after = campaign_budget(campaign=campaign)
-        assert after.available_minor == before.available_minor + reward.reserved_minor
+        assert outcome.to_review == [reward.pk] and reward.status == RewardStatus.REVIEW
+        assert reward.review_reasons[-1] == "authorization_unrenewable"
+        assert rewards_mature(now=timezone.now() + LATER) == 0
     else:
-        assert outcome.standing == [reward.pk] and reward.undone_reason == ""
+        assert outcome.standing == [reward.pk] and reward.status == RewardStatus.HELD
         assert rewards_mature(now=timezone.now() + LATER) == 1
 
 
