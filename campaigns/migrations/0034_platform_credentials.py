@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('platform', 'account'), name='platform_credential_one_per_account'), models.CheckConstraint(condition=models.Q(('access_ciphertext', ''), _negated=True), name='platform_credential_holds_a_token')],
+                'constraints': [models.UniqueConstraint(fields=('platform', 'account'), name='platform_credential_one_per_account'), models.CheckConstraint(condition=models.Q(models.Q(('access_ciphertext', ''), _negated=True), ('refresh_ciphertext', ''), _connector='OR'), name='platform_credential_holds_a_token')],
             },
         ),
         migrations.RunPython(tokens_move, migrations.RunPython.noop),

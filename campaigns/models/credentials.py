@@ -35,8 +35,11 @@ class PlatformCredential(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["platform", "account"], name="platform_credential_one_per_account"),
-            # Tokens no longer kept are deleted with their row, never left blank.
-            models.CheckConstraint(condition=~Q(access_ciphertext=""), name="platform_credential_holds_a_token"),
+            # Tokens no longer kept are deleted with their row; the one blank row is a refused
+            # renewal's mark (both tokens blank, until its refusal was recorded: credentials).
+            models.CheckConstraint(
+                condition=~Q(access_ciphertext="") | Q(refresh_ciphertext=""), name="platform_credential_holds_a_token"
+            ),
         ]
 
     def __str__(self) -> str:

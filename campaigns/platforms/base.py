@@ -72,9 +72,9 @@ class AccessTokenRefused(PlatformUnavailable):
 
 class AuthorizationRefused(ApplicationError):
     """The platform refused, for good, to renew a stored authorization: the person revoked it, or
-    its refresh token expired (OAuth ``invalid_grant``). Final, unlike ``PlatformUnavailable``;
-    counts as the authorization revoked (``UndoneReason.AUTHORIZATION_REVOKED``) where a campaign
-    says so."""
+    its refresh token expired or was lost (OAuth ``invalid_grant``). Final, unlike
+    ``PlatformUnavailable``; not proof of a revocation, so it voids nothing: the account's held
+    rewards that a revocation would void go to review (``authorization_refused_record``)."""
 
     code = "authorization_refused"
     http_status = 409

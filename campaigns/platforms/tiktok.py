@@ -310,7 +310,7 @@ def tiktok_authorization_revoke(*, open_id: str, create_time: int, reason=None) 
     no longer work, and nothing of the person's may be read any more. Idempotent per (account,
     time)."""
     occurred_at = datetime.fromtimestamp(create_time, UTC) if create_time else timezone.now()
-    platform_credential_forget(platform="tiktok", uid=open_id)
+    platform_credential_forget(platform="tiktok", uid=open_id, before=occurred_at)
     return action_withdraw(
         platform="tiktok",
         uid=open_id,

@@ -26,13 +26,14 @@ refresh is refused for good (they no longer work), and on the person's erasure
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db.models import F, Q
 from django.utils import timezone
 
 from campaigns.models import (
+    CampaignStatus,
     PlatformCredential,
     Reward,
     RewardStatus,
@@ -83,7 +84,14 @@ def platform_credential_store(*, platform: str, uid: str, grant: TokenGrant) -> 
         platform=platform, account=withdrawal_account(platform=platform, uid=uid), defaults=fields
     )
     if not created:
-        PlatformCredential.objects.filter(pk=credential.pk).update(
+        # Only a pair that outlives the one held: an older session's (another device's, say)
+        # would bring back a refresh token already spent, later refused.
+        newer = (
+            Q(access_expires_at__isnull=True) | Q(access_expires_at__lt=grant.access_expires_at)
+            if grant.access_expires_at is not None
+            else Q()
+        )
+        PlatformCredential.objects.filter(newer, pk=credential.pk).update(
             **fields, version=F("version") + 1, refresh_claimed_until=None, updated_at=timezone.now()
         )
 
@@ -105,20 +113,33 @@ def platform_token_use(*, platform: str, uid: str, call: Callable[[str], T]) -> 
     refresh token expired): the tokens are dropped, the caller decides what it means.
     AccessTokenRefused when even a fresh token is refused; PlatformUnavailable for an outage
     (nothing changed, try again later). Never call it inside a transaction: it calls the platform."""
-    credential = _credentials(platform=platform, uid=uid).first()
+    credential = _not_refused(_credentials(platform=platform, uid=uid).first())
     if credential is None:
         return None
     if not platform_grant_fresh(expires_at=credential.access_expires_at):
-        credential = _refreshed(credential)
+        credential = _not_refused(_refreshed(credential))
         if credential is None:
             return None
     try:
         return call(crypto.decrypt(credential.access_ciphertext))
     except AccessTokenRefused:
-        renewed = _refreshed(credential)
+        renewed = _not_refused(_refreshed(credential))
         if renewed is None:
             raise
     return call(crypto.decrypt(renewed.access_ciphertext))
+
+
+def _not_refused(credential: PlatformCredential | None) -> PlatformCredential | None:
+    """``credential``, unless it is what a refused renewal left (both tokens blanked, until
+    ``platform_credential_refused_clear``): then AuthorizationRefused, for every reader alike, so
+    none takes the account for one with no token (and its reward for standing) meanwhile."""
+    if credential is not None and not credential.access_ciphertext and not credential.refresh_ciphertext:
+        raise AuthorizationRefused(
+            f"{credential.platform} refused to renew the authorization.",
+            code="authorization_refused",
+            details={"ref": f"{credential.account}:refresh:{credential.version}"},
+        )
+    return credential
 
 
 def _refreshed(stale: PlatformCredential) -> PlatformCredential | None:
@@ -138,8 +159,10 @@ def _refreshed(stale: PlatformCredential) -> PlatformCredential | None:
     try:
         grant = platform_get(stale.platform).token_refresh(refresh_token=crypto.decrypt(stale.refresh_ciphertext))
     except AuthorizationRefused as exc:
-        ours.delete()  # they no longer work: nothing is kept
-        # The reference of this refusal: a worker that waited on this claim reports the same one.
+        # They no longer work: both tokens blanked at once, the row kept as the refusal's mark
+        # until its caller recorded it (``platform_credential_refused_clear``): a reader meanwhile
+        # meets the same refusal, not "no token".
+        ours.update(access_ciphertext="", refresh_ciphertext="", refresh_expires_at=None, refresh_claimed_until=None)
         exc.details = {**exc.details, "ref": f"{stale.account}:refresh:{stale.version}"}
         logger.info("%s refused to renew credential %s: %s", stale.platform, stale.pk, exc.code)
         raise
@@ -179,10 +202,17 @@ def _renewed_by_another(stale: PlatformCredential) -> PlatformCredential | None:
 
 
 def _watched() -> Q:
-    """Submissions still read: pending verification, or verified with views still watched (below
-    the threshold, younger than ``WATCH_DAYS``)."""
-    return Q(status=VideoStatus.PENDING) | Q(
-        status=VideoStatus.VERIFIED, threshold_done=False, created_at__gte=timezone.now() - timedelta(days=WATCH_DAYS)
+    """Submissions still read, younger than ``WATCH_DAYS``: pending verification (retried no
+    longer than that), or verified with views still watched (below the threshold, on a campaign
+    that is live or may resume: the poll reads active campaigns only)."""
+    young = Q(created_at__gte=timezone.now() - timedelta(days=WATCH_DAYS))
+    return young & (
+        Q(status=VideoStatus.PENDING)
+        | Q(
+            status=VideoStatus.VERIFIED,
+            threshold_done=False,
+            campaign__status__in=(CampaignStatus.ACTIVE, CampaignStatus.PAUSED),
+        )
     )
 
 
@@ -232,8 +262,19 @@ def platform_credentials_prune() -> int:
     return pruned
 
 
-def platform_credential_forget(*, platform: str, uid: str) -> int:
+def platform_credential_refused_clear(*, platform: str, uid: str) -> int:
+    """Delete the mark a refused renewal left on the account (``_not_refused``), once the refusal
+    was recorded; a pair a new login stored meanwhile is kept. Returns how many rows went."""
+    deleted, _ = _credentials(platform=platform, uid=uid).filter(access_ciphertext="", refresh_ciphertext="").delete()
+    return deleted
+
+
+def platform_credential_forget(*, platform: str, uid: str, before: datetime | None = None) -> int:
     """Delete the account's tokens whatever they are still needed for: the platform told us the
-    person removed our authorization. Returns how many rows went."""
-    deleted, _ = _credentials(platform=platform, uid=uid).delete()
+    person removed our authorization (at ``before``). A pair stored after that moment comes from
+    a login since, which authorized us again: it is kept. Returns how many rows went."""
+    rows = _credentials(platform=platform, uid=uid)
+    if before is not None:
+        rows = rows.filter(updated_at__lt=before)
+    deleted, _ = rows.delete()
     return deleted

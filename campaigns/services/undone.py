@@ -55,7 +55,7 @@ from campaigns.models import (
 )
 from campaigns.platforms import ActionCheck, AuthorizationRefused, PlatformUnavailable, platform_get
 from campaigns.selectors import withdrawal_account
-from campaigns.services.credentials import platform_credential_release
+from campaigns.services.credentials import platform_credential_refused_clear, platform_credential_release
 from campaigns.services.rewards import _audit, _locked, reward_void
 from campaigns.triggers import trigger_spec, trigger_values
 from core.exceptions import InvalidTransition
@@ -204,6 +204,7 @@ def authorization_refused_record(*, platform: str, uid: str, refused: Authorizat
         data = {"error": refused.code, "ref": refused.details.get("ref", "")}
         if _to_review(reward, now=now, reason=REFRESH_REVIEW_REASON, data=data):
             sent.append(reward.pk)
+    platform_credential_refused_clear(platform=platform, uid=uid)  # recorded: the mark may go
     logger.info("%s refused to renew an authorization: %d rewards to review", platform, len(sent))
     return sent
 

@@ -14,12 +14,25 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import Schedule
 
-from campaigns.models import ActionWithdrawal, PlatformCredential, Reward, RewardStatus, UndoneReason, VideoSubmission
+from campaigns.models import (
+    ActionWithdrawal,
+    PlatformCredential,
+    Reward,
+    RewardStatus,
+    UndoneReason,
+    VideoStatus,
+    VideoSubmission,
+)
 from campaigns.platforms import AuthorizationRefused, TokenGrant, tiktok_fake
 from campaigns.platforms.tiktok import tiktok_authorization_revoke, tiktok_token_refresh
 from campaigns.selectors import campaign_budget, withdrawal_account
 from campaigns.services import reward_void, rewards_mature
-from campaigns.services.credentials import platform_credential_store, platform_credentials_prune, platform_token_use
+from campaigns.services.credentials import (
+    platform_credential_refused_clear,
+    platform_credential_store,
+    platform_credentials_prune,
+    platform_token_use,
+)
 from campaigns.services.undone import rewards_recheck
 from campaigns.services.videos import video_views_poll
 from recipients import crypto
@@ -331,3 +344,51 @@ def test_the_fake_renews_as_tiktok_documents(fake_tiktok, settings):
     form["refresh_token"] = body["refresh_token"]
     revoked = requests.post(f"{fake_tiktok}/v2/oauth/token/", data=form, timeout=5)
     assert revoked.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.django_db
+def test_a_refused_renewal_is_met_by_every_reader_until_it_was_recorded(fake_tiktok, settings):
+    """Between one worker's refused renewal and its caller recording it (rewards to review), no
+    other reader may take the account for one with no token: its reward would pass as standing."""
+    uid = tiktok_fake.open_id_for("Giulia Rossi")
+    platform_credential_store(platform="tiktok", uid=uid, grant=_grant_of(fake_tiktok, "Giulia Rossi"))
+    settings.FAKE_TIKTOK_REVOKED = [uid]
+
+    for _ in range(2):  # the worker that renews, then a reader before the refusal was recorded
+        with pytest.raises(AuthorizationRefused):
+            platform_token_use(platform="tiktok", uid=uid, call=lambda token: token)
+    mark = PlatformCredential.objects.get()
+    assert (mark.access_ciphertext, mark.refresh_ciphertext) == ("", "")  # no token kept
+
+    platform_credential_refused_clear(platform="tiktok", uid=uid)
+    assert platform_token_use(platform="tiktok", uid=uid, call=lambda token: token) is None
+
+
+@pytest.mark.django_db
+def test_a_revocation_older_than_the_stored_pair_leaves_it_and_an_older_session_never_replaces_it(fake_tiktok):
+    uid = tiktok_fake.open_id_for("Giulia Rossi")
+    newer = _grant_of(fake_tiktok, "Giulia Rossi", expires_in=timedelta(hours=2))
+    older = _grant_of(fake_tiktok, "Giulia Rossi", expires_in=timedelta(hours=1))
+    platform_credential_store(platform="tiktok", uid=uid, grant=newer)
+    platform_credential_store(platform="tiktok", uid=uid, grant=older)  # another device's session
+    assert crypto.decrypt(PlatformCredential.objects.get().refresh_ciphertext) == newer.refresh_token
+
+    # TikTok's notice of a revocation before the person logged in again: that login authorized us
+    tiktok_authorization_revoke(open_id=uid, create_time=int((timezone.now() - timedelta(minutes=5)).timestamp()))
+    assert PlatformCredential.objects.exists()
+    tiktok_authorization_revoke(open_id=uid, create_time=0)  # now: gone
+    assert not PlatformCredential.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_submission_left_pending_keeps_its_token_no_longer_than_the_watch(
+    brand_a, fake_tiktok, django_capture_on_commit_callbacks
+):
+    _, _, reward = video_reward(Client(), fake_tiktok, brand_a, django_capture_on_commit_callbacks)
+    VideoSubmission.objects.update(status=VideoStatus.PENDING)  # its verification still retried
+    with django_capture_on_commit_callbacks(execute=True):
+        reward_void(reward=reward, reason="ops: duplicate account")
+    assert platform_credentials_prune() == 0
+
+    VideoSubmission.objects.update(created_at=timezone.now() - timedelta(days=31))  # retried no more
+    assert platform_credentials_prune() == 1
