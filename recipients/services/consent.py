@@ -79,7 +79,8 @@ def consent_give(
     Idempotent: an open consent of theirs to the same version is returned as it is — a pending
     one is confirmed now if this "yes" is not pending (its channel is proven). One to an older
     text, or pending past its deadline, is closed (``superseded``) and a new one opened, so at
-    most one is open per person and brand (the database's partial unique index is the backstop).
+    most one is open per person and brand (the database's partial unique index is the backstop) —
+    except that a pending "yes" leaves an active consent to older words as it is (returned).
     Writes a ``consent.given`` (or ``consent.pending``) event. Joins the caller's transaction (the
     root lock is held until it ends). Raises InvalidInput (``invalid_consent``: empty or
     unversioned text, unknown channel or language, a person of another brand, an e-mail to
@@ -113,6 +114,11 @@ def consent_give(
         if same.confirmed_at is None and not pending:
             _confirm(same, channel=channel, now=now, proof=proof)
         return same
+    active = next((c for c in current if c.confirmed_at is not None), None)
+    if pending and active is not None:
+        # An unproven "yes" never ends a proven one: closing it would drop the person from the
+        # brand's contacts (a superseded consent is not announced) for a "yes" that may lapse.
+        return active
     for old in current:
         _close(old, channel=WithdrawalChannel.SUPERSEDED, now=now, actor=None)
     consent = MarketingConsent.objects.create(
@@ -236,18 +242,22 @@ def _live(consent: MarketingConsent, now: datetime) -> bool:
 def _confirm(consent: MarketingConsent, *, channel: str, now: datetime, proof: str = "") -> bool:
     """Pending → active by a conditional UPDATE (still pending, not withdrawn, before its
     deadline: exactly one caller wins), with its ``consent.confirmed`` event. The caller holds
-    the person's root lock."""
+    the person's root lock. Only the link e-mailed to the typed address proves that address: a
+    consent confirmed otherwise (the same words again, on a channel already proven) lets go of
+    it, so the address is never taken for confirmed (``brand_contacts``, ``email_confirmed``)."""
+    by_link = channel == CONFIRMED_BY_EMAIL_LINK
+    confirm_email_id = consent.confirm_email_id if by_link else None
     confirmed = MarketingConsent.objects.filter(
         pk=consent.pk, confirmed_at__isnull=True, withdrawn_at__isnull=True, confirm_by__gt=now
-    ).update(confirmed_at=now)
+    ).update(confirmed_at=now, confirm_email_id=confirm_email_id)
     if confirmed != 1:
         return False
-    consent.confirmed_at = now
+    consent.confirmed_at, consent.confirm_email_id = now, confirm_email_id
     data = {"version": consent.text_version}
     if proof:
         data["proof"] = proof
-    if consent.confirm_email_id is not None:
-        data["email_identifier"] = consent.confirm_email_id
+    if confirm_email_id is not None:
+        data["email_identifier"] = confirm_email_id
     ConsentEvent.objects.create(
         brand_id=consent.brand_id,
         person_id=consent.person_id,

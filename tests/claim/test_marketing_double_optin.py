@@ -358,3 +358,38 @@ def test_an_address_confirmed_once_is_proven_for_the_next_words(brand_a, campaig
     old, new = MarketingConsent.objects.order_by("id")
     assert old.withdrawal_channel == "superseded" and new.confirmed_at == new.given_at
     assert Identifier.objects.filter(value=TYPED).count() == 1
+
+
+def test_a_typed_address_confirmed_another_way_is_not_handed_over(brand_a, campaign_a, sandbox, debtor, hooks):
+    """The attacker types a stranger's address (pending, the stranger ignores the e-mail), then
+    says the same "yes" again from the same TikTok account with no address: the consent becomes
+    active on the login, but the typed address was never proven and stays the stranger's."""
+    tiktok_claim(campaign_a, email="victim@example.com")
+    other = funded_campaign(
+        brand=brand_a, amount_minor=10_000, slug="again", rules=[{"trigger": "tiktok_login", "fixed_minor": 500}]
+    )
+
+    tiktok_claim(other, email="")
+
+    consent = MarketingConsent.objects.get()
+    assert consent.confirmed_at is not None and consent.confirm_email_id is None
+    assert [row.email for row in brand_contacts(brand_id=brand_a.pk)] == [None]
+    seen = visible(brand_a, member(brand_a, "owner", "owner-x@example.com"))
+    assert "victim@example.com" not in str(seen["csv"]) + str(seen["api"])
+
+
+def test_an_unproven_yes_to_new_words_leaves_the_proven_one_standing(brand_a, campaign_a, sandbox, debtor, hooks):
+    tiktok_claim(campaign_a)
+    notices_send_due()
+    Client().post(confirmation_link(TYPED))
+    brand_a.marketing_purpose_en = "our new loyalty club"
+    brand_a.save(update_fields=["marketing_purpose_en"])
+    other = funded_campaign(
+        brand=brand_a, amount_minor=10_000, slug="second", rules=[{"trigger": "tiktok_login", "fixed_minor": 500}]
+    )
+
+    tiktok_claim(other, email="new@example.com")  # unproven: would only be pending
+
+    [consent] = MarketingConsent.objects.all()
+    assert consent.confirmed_at is not None and consent.withdrawn_at is None
+    assert [row.email for row in brand_contacts(brand_id=brand_a.pk)] == [TYPED]
