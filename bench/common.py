@@ -339,11 +339,13 @@ def start_logged(command: Sequence[str], *, env: dict[str, str], log: Path) -> s
         )
 
 
-def start_qcluster(*, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_qcluster(*, env: dict[str, str], log: Path, nice: int = 0) -> subprocess.Popen:
     """``manage.py qcluster`` (``start_logged``). ``env`` is the whole environment: Q_CLUSTER_NAME
-    picks the class, DJANGO_SETTINGS_MODULE the settings."""
+    picks the class, DJANGO_SETTINGS_MODULE the settings. ``nice`` above 0 starts it under
+    ``nice -n`` (what systemd's ``Nice=`` does for a unit): the class gets the CPU the others leave."""
     # System checks (URLs, templates, admin) belong to the web process; the worker skips them.
-    return start_logged([sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"], env=env, log=log)
+    command = [sys.executable, str(PROJECT_DIR / "manage.py"), "qcluster", "--skip-checks"]
+    return start_logged(["nice", "-n", str(nice), *command] if nice else command, env=env, log=log)
 
 
 def sigterm_and_wait(proc: subprocess.Popen, *, limit_s: float) -> float | None:
