@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 import requests
@@ -126,21 +127,24 @@ def _video(row: dict) -> Content:
     )
 
 
-def _post(path: str, *, access_token: str, body: dict) -> dict:
+def _call(path: str, **request) -> tuple[requests.Response, Any]:
+    """POST to TikTok's API at ``path`` (``request``: requests' keyword arguments) and read its
+    JSON answer. Raises TikTokUnavailable when TikTok cannot be reached or answers without JSON:
+    an outage, never the person's doing."""
     try:
-        response = requests.post(
-            f"{_api_base()}{path}",
-            params={"fields": VIDEO_FIELDS},
-            json=body,
-            headers={"Authorization": f"Bearer {access_token}"},
-            timeout=settings.TIKTOK_TIMEOUT_SECONDS,
-        )
+        response = requests.post(f"{_api_base()}{path}", timeout=settings.TIKTOK_TIMEOUT_SECONDS, **request)
     except requests.RequestException as exc:
         raise TikTokUnavailable(f"TikTok could not be reached: {exc.__class__.__name__}.") from exc
     try:
-        payload = response.json()
+        return response, response.json()
     except ValueError as exc:
         raise TikTokUnavailable(f"TikTok answered {response.status_code} without JSON.") from exc
+
+
+def _post(path: str, *, access_token: str, body: dict) -> dict:
+    response, payload = _call(
+        path, params={"fields": VIDEO_FIELDS}, json=body, headers={"Authorization": f"Bearer {access_token}"}
+    )
     error = (payload.get("error") or {}).get("code", "ok")
     if error in TOKEN_REFUSED:
         raise TikTokTokenRefused(f"TikTok refused the token ({error}).", details={"error": error})
@@ -168,24 +172,16 @@ def tiktok_token_refresh(*, refresh_token: str) -> TokenGrant:
     not a grant — unreachable, a 5xx, no JSON, another error code (ours: a wrong client key) —
     raises TikTokUnavailable: it never counts as the person's doing."""
     client_key, client_secret = _app_credentials()
-    try:
-        response = requests.post(
-            f"{_api_base()}/v2/oauth/token/",
-            data={
-                "client_key": client_key,
-                "client_secret": client_secret,
-                "grant_type": "refresh_token",
-                "refresh_token": refresh_token,
-            },
-            headers={"Cache-Control": "no-cache"},
-            timeout=settings.TIKTOK_TIMEOUT_SECONDS,
-        )
-    except requests.RequestException as exc:
-        raise TikTokUnavailable(f"TikTok could not be reached: {exc.__class__.__name__}.") from exc
-    try:
-        payload = response.json()
-    except ValueError as exc:
-        raise TikTokUnavailable(f"TikTok answered {response.status_code} without JSON.") from exc
+    response, payload = _call(
+        "/v2/oauth/token/",
+        data={
+            "client_key": client_key,
+            "client_secret": client_secret,
+            "grant_type": "refresh_token",
+            "refresh_token": refresh_token,
+        },
+        headers={"Cache-Control": "no-cache"},
+    )
     error = payload.get("error") if isinstance(payload, dict) else "not_an_object"
     if error == "invalid_grant" and response.status_code < 500:
         raise AuthorizationRefused("TikTok refused to renew the authorization (invalid_grant).")
