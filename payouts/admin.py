@@ -150,13 +150,9 @@ def _payouts_confirmation(payouts: list[Payout]) -> Confirmation:
 
 
 def _waiting_for(payout: Payout) -> str:
-    if payout.status != PayoutStatus.CREATED:
-        return ""
-    if payout.needs_review:
-        return f"review: {payout.review_reason}"
-    if payout.requires_approval and not payout.approved_at:
-        return "second approval"
-    if payout.next_attempt_at:
+    if payout.held_by_ops:
+        return f"review: {payout.review_reason}" if payout.needs_review else "second approval"
+    if payout.status == PayoutStatus.CREATED and payout.next_attempt_at:
         return f"retry at {payout.next_attempt_at:%H:%M:%S}"
     return ""
 

@@ -288,6 +288,13 @@ class Payout(models.Model):
     def __str__(self) -> str:
         return f"payout {self.end_to_end_id} {format_minor(self.amount_minor, self.currency)} {self.status}"
 
+    @property
+    def held_by_ops(self) -> bool:
+        """Not sent, waiting for staff: held for review, or for a second approval not given yet."""
+        return self.status == PayoutStatus.CREATED and (
+            self.needs_review or (self.requires_approval and not self.approved_at)
+        )
+
 
 class PayoutItem(models.Model):
     """A reward paid by a payout. ``active`` while the payout is live: the partial unique

@@ -3,6 +3,7 @@ replayed POST withdraw once, another brand gets 404, bad input a 4xx with nothin
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from campaigns.services import brand_funds_account, brand_topup_record
 from payouts.models import BrandBankAccount, BrandBankAccountStatus, Payout, Withdrawal
@@ -138,3 +139,16 @@ def test_a_withdrawal_waiting_for_ops_says_so_then_shows_its_way(sandbox, debtor
     rows = page.split("<h2>")[-1]
     assert rows.count("Waiting for our check") == 1  # the 60.00 above the threshold, not the 10.00
     assert Payout.objects.filter(requires_approval=True).count() == 1
+
+
+def test_a_withdrawal_approved_but_not_yet_sent_no_longer_waits_for_ops(sandbox, debtor, funded_a, owner_a, settings):
+    settings.WITHDRAWAL_APPROVAL_THRESHOLD_MINOR = 5_000
+    client = _client(owner_a)
+    account = _verified_account(client)
+    data = {"bank_account": account.pk, "amount": "60.00", "idempotency_key": "c" * 32}
+    assert client.post("/portal/alpha/withdraw/", data).status_code == 302
+    # ops gave the second approval; the execution is still queued behind others
+    Payout.objects.update(approved_at=timezone.now())
+
+    rows = client.get("/portal/alpha/withdraw/").content.decode().split("<h2>")[-1]
+    assert "Waiting for our check" not in rows
