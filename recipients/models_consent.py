@@ -52,6 +52,8 @@ class WithdrawalChannel(models.TextChoices):
 # The one definition of an active consent: confirmed and not withdrawn. Every read that shows,
 # exports or acts on a consent filters by it.
 ACTIVE = Q(withdrawn_at__isnull=True, confirmed_at__isnull=False)
+# A pending consent: neither confirmed nor withdrawn (confirmable while before its ``confirm_by``).
+PENDING = Q(withdrawn_at__isnull=True, confirmed_at__isnull=True)
 
 
 class MarketingConsent(models.Model):

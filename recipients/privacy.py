@@ -15,7 +15,7 @@ from another date)."""
 from django.db.models import Q
 
 from core.personal_data import BLANK, Erasure, PersonalData, Retention
-from recipients.models_consent import MarketingConsent
+from recipients.models_consent import PENDING, MarketingConsent
 from recipients.services.consent import consents_close_erased
 
 
@@ -64,7 +64,7 @@ PERSONAL_DATA = (
             default_days=1095,
             date_field="confirm_by",
             purge=BLANK,
-            scope=Q(confirmed_at__isnull=True, withdrawn_at__isnull=True),
+            scope=PENDING,
         ),
     ),
 )

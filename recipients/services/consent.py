@@ -30,6 +30,7 @@ from core.hooks import AUDIT_ROWS_WRITTEN, hook_fire
 from recipients import crypto
 from recipients.models import Identifier, IdentifierKind, NoticeKind, Person
 from recipients.models_consent import (
+    PENDING,
     ConsentChannel,
     ConsentEvent,
     ConsentEventKind,
@@ -247,9 +248,9 @@ def _confirm(consent: MarketingConsent, *, channel: str, now: datetime, proof: s
     it, so the address is never taken for confirmed (``brand_contacts``, ``email_confirmed``)."""
     by_link = channel == CONFIRMED_BY_EMAIL_LINK
     confirm_email_id = consent.confirm_email_id if by_link else None
-    confirmed = MarketingConsent.objects.filter(
-        pk=consent.pk, confirmed_at__isnull=True, withdrawn_at__isnull=True, confirm_by__gt=now
-    ).update(confirmed_at=now, confirm_email_id=confirm_email_id)
+    confirmed = MarketingConsent.objects.filter(PENDING, pk=consent.pk, confirm_by__gt=now).update(
+        confirmed_at=now, confirm_email_id=confirm_email_id
+    )
     if confirmed != 1:
         return False
     consent.confirmed_at, consent.confirm_email_id = now, confirm_email_id

@@ -42,7 +42,7 @@ from django.utils.translation import gettext as _
 from core.logging import redact
 from core.queue import enqueue
 from recipients.models import Identifier, IdentifierKind, Person
-from recipients.models_consent import MarketingConsent
+from recipients.models_consent import PENDING, MarketingConsent
 from recipients.models_notices import Channel, DeliveryState, Notice, NoticeDelivery, NoticeKind, NoticeStatus
 from recipients.selectors import person_cluster_ids, person_root
 from recipients.services.consent_links import consent_confirm_url, marketing_footer
@@ -194,12 +194,7 @@ def _pinned_contacts(person: Person, notice: Notice) -> dict[str, str]:
     """A notice that names its address (``data["identifier"]``: a consent's confirmation goes
     to the e-mail typed, nowhere else): that identifier while it is the person's and active, and
     the consent it confirms still waits; else nothing, and the notice is done unsent."""
-    waiting = MarketingConsent.objects.filter(
-        pk=notice.data.get("consent"),
-        confirmed_at__isnull=True,
-        withdrawn_at__isnull=True,
-        confirm_by__gt=timezone.now(),
-    )
+    waiting = MarketingConsent.objects.filter(PENDING, pk=notice.data.get("consent"), confirm_by__gt=timezone.now())
     if notice.kind == NoticeKind.CONSENT_CONFIRM and not waiting.exists():
         return {}
     return dict(
