@@ -82,6 +82,7 @@ from picklefield.fields import dbsafe_decode  # noqa: E402
 from bench.common import (  # noqa: E402
     BARRIER_TIMEOUT_S,
     PROJECT_DIR,
+    WEBHOOKS_NICE,
     Receiver,
     WorkerResult,
     database_url,
@@ -121,12 +122,6 @@ from recipients.models import Notice, NoticeDelivery  # noqa: E402
 from reconciliation.selectors import ledger_verify_report  # noqa: E402
 from reconciliation.services.statements import platform_bank_account_create  # noqa: E402
 
-# The webhooks clusters run at a lower CPU priority (``nice -n 10``, systemd's ``Nice=10`` in
-# production: README "Production"): money and notices take the CPU first, webhooks what is left.
-# One A/B run (2026-12-04, --people 1000, 2 nodes, 2 cores): people fully paid/s hot 4.03 against
-# 3.19 at nice 0 (1.26x), spread 4.47 against 4.34 (1.03x); drain ratio hot 0.50 against 0.36;
-# webhook p99 143/164 s against 151/178 s.
-WEBHOOKS_NICE = 10
 PEOPLE = 10_000
 NODES = 2
 CALLERS = 8

@@ -49,6 +49,7 @@ from psycopg import sql  # noqa: E402
 
 from bench.common import (  # noqa: E402
     PGBOUNCER,
+    WEBHOOKS_NICE,
     admin_sql,
     start_logged,
     start_pgbouncer,
@@ -214,7 +215,9 @@ class Topology:
             for node in range(1, (self.args.money_nodes if name is None else 1) + 1):
                 label = f"{name or money}{node if name is None else ''}"
                 env = self.env(**({"Q_CLUSTER_NAME": name} if name else {}))
-                self.workers[label] = start_qcluster(env=env, log=self.logs / f"worker-{label}.log")
+                self.workers[label] = start_qcluster(
+                    env=env, log=self.logs / f"worker-{label}.log", nice=WEBHOOKS_NICE if name == "webhooks" else 0
+                )
         for base, proc in zip(self.node_urls, self.web, strict=True):
             health(base, proc=proc)
 
