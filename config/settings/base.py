@@ -118,10 +118,12 @@ def url_pooler(url: str) -> tuple[str, str]:
 
 def database_from_url(url: str, *, conn_max_age: int = 0, pooler: str = "") -> dict:
     """The default database from a URL, with each engine's options. ``pgbouncer=1`` in the URL's
-    query is the same as ``pooler="pgbouncer"``."""
+    query is the same as ``pooler="pgbouncer"``. A kept connection (``conn_max_age`` > 0) is
+    checked before each request or task reuses it (``CONN_HEALTH_CHECKS``): one the database
+    closed (a restart, a failover, an idle timeout) is replaced instead of failing that work."""
     url, flagged = url_pooler(url)
     pooler = pooler or flagged
-    database = dj_database_url.parse(url, conn_max_age=conn_max_age)
+    database = dj_database_url.parse(url, conn_max_age=conn_max_age, conn_health_checks=conn_max_age > 0)
     if database["ENGINE"] == "django.db.backends.sqlite3":
         # WAL + a busy timeout let the web process and the qcluster worker share the demo database
         # without "database is locked" errors; IMMEDIATE makes writers queue at BEGIN instead of
@@ -147,12 +149,15 @@ def database_from_url(url: str, *, conn_max_age: int = 0, pooler: str = "") -> d
 
 
 _database_url = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+# Every process keeps its database connection for DB_CONN_MAX_AGE seconds (0: a new one per request
+# and per task). django-q2 closes a connection CONN_MAX_AGE allows no longer before every task
+# and every poll of its ORM broker (five a second per cluster), so with 0 the worker clusters
+# forked a PostgreSQL backend about 90 times a second under a viral campaign's load (bench-viral).
+DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 600)
 DATABASE_POOLER = os.environ.get("DATABASE_POOLER", "").strip().lower() or url_pooler(_database_url)[1]
 if DATABASE_POOLER not in POOLERS:
     raise ImproperlyConfigured(f"DATABASE_POOLER must be one of {', '.join(repr(p) for p in POOLERS)}")
-DATABASES = {
-    "default": database_from_url(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), pooler=DATABASE_POOLER)
-}
+DATABASES = {"default": database_from_url(_database_url, conn_max_age=DB_CONN_MAX_AGE, pooler=DATABASE_POOLER)}
 # An opt-in streaming standby for the reads marked lag-tolerant (core.replica): without
 # DATABASE_REPLICA_URL there is no second alias and nothing changes. Parsed like DATABASE_URL; the
 # pooler of DATABASE_POOLER (or the replica URL's own ?pgbouncer=1) applies to it too. In tests it
@@ -160,9 +165,7 @@ DATABASES = {
 DATABASE_REPLICA_URL = os.environ.get("DATABASE_REPLICA_URL", "").strip()
 DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 15)
 if DATABASE_REPLICA_URL:
-    DATABASES["replica"] = database_from_url(
-        DATABASE_REPLICA_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), pooler=DATABASE_POOLER
-    )
+    DATABASES["replica"] = database_from_url(DATABASE_REPLICA_URL, conn_max_age=DB_CONN_MAX_AGE, pooler=DATABASE_POOLER)
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
     _after = MIDDLEWARE.index("django.middleware.common.CommonMiddleware") + 1
     MIDDLEWARE.insert(_after, "core.replica.ReadAfterWriteMiddleware")
