@@ -477,7 +477,8 @@ def stop_groups(procs: Sequence[subprocess.Popen], *, limit_s: float = 30) -> No
 
 class Receiver:
     """Every POST on 127.0.0.1, as (endpoint index from the path, event id header, arrival time):
-    an endpoint is ``{url}/<index>``."""
+    an endpoint is ``{url}/<index>``. It answers in HTTP/1.1 and keeps the connection open, as a
+    partner's web server does, so a send task may POST its batch on one connection."""
 
     def __init__(self) -> None:
         self.arrivals: list[tuple[int, str, float]] = []
@@ -485,6 +486,9 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # the status line and the body leave without waiting
+
             def do_POST(self):  # noqa: N802 - http.server's naming
                 self.rfile.read(int(self.headers["Content-Length"]))
                 arrival = (int(self.path.rsplit("/", 1)[-1]), self.headers["JoyBack-Event-Id"], time.time())

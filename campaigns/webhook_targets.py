@@ -29,6 +29,7 @@ from urllib.parse import quote, urlsplit
 import idna
 from django.conf import settings
 
+from campaigns.webhook_keep import KeptConnections
 from core.exceptions import InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -180,9 +181,14 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
         error: OSError | None = None
         for address in self.addresses:
             try:
-                return socket.create_connection((address, self.port), self.timeout)
+                sock = socket.create_connection((address, self.port), self.timeout)
             except OSError as exc:
                 error = exc
+            else:
+                # As http.client's own connect: the body leaves without waiting for the headers'
+                # ACK, which a kept connection would otherwise wait for (Nagle and delayed ACK).
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return sock
         raise error or OSError("no address to connect to")
 
     def connect(self) -> None:
@@ -220,30 +226,41 @@ class PostResult:
     error: str = ""
 
 
-def webhook_post(*, url: str, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+def webhook_post(
+    *, url: str, body: bytes, headers: dict[str, str], timeout: float, kept: KeptConnections | None = None
+) -> PostResult:
     """POST ``body`` to ``url`` after checking the target again against the addresses actually
     connected to (see the module docstring). Never follows redirects. Never raises for the
-    network: a refusal, a failed lookup or a connection error is ``PostResult(None, error=…)``."""
+    network: a refusal, a failed lookup or a connection error is ``PostResult(None, error=…)``.
+    ``kept``: the send call's open connections (``webhook_keep``), reused for the same scheme,
+    host and port, where this one is kept if the answer allows."""
     parts = urlsplit(url)
     try:
         _scheme_check(parts.scheme)
         host, port = _host_port(parts)
-        try:
-            addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
-        except OSError as exc:
-            return PostResult(None, error=f"DNS lookup of {host} failed: {exc}"[:200])
-        _addresses_check(host=host, addresses=addresses)
+        key = (parts.scheme, host, port)
+        connection = kept.take(key) if kept is not None else None
+        if connection is None:
+            try:
+                addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
+            except OSError as exc:
+                return PostResult(None, error=f"DNS lookup of {host} failed: {exc}"[:200])
+            _addresses_check(host=host, addresses=addresses)
+            connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+            connection = connection_class(host, port, addresses=addresses, timeout=timeout)
     except WebhookTargetRefused as exc:
         return PostResult(None, error=f"refused: {exc.message}"[:200])
-    connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
-    connection = connection_class(host, port, addresses=addresses, timeout=timeout)
     # http.client sends the request line as ASCII: percent-encode what a brand typed unencoded.
     path = quote(parts.path or "/", safe=URL_SAFE) + (f"?{quote(parts.query, safe=URL_SAFE)}" if parts.query else "")
     try:
         connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
-        return PostResult(response.status, response.read(500).decode("utf-8", "replace"))
+        result = PostResult(response.status, response.read(500).decode("utf-8", "replace"))
+        if kept is not None and kept.keep(key, connection, response):
+            connection = None
+        return result
     except (OSError, http.client.HTTPException, UnicodeError) as exc:
         return PostResult(None, error=(str(exc) or type(exc).__name__)[:200])
     finally:
-        connection.close()
+        if connection is not None:
+            connection.close()

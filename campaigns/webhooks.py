@@ -66,6 +66,7 @@ from campaigns.models import (
     WebhookEndpointEvent,
     WebhookEvent,
 )
+from campaigns.webhook_keep import KeptConnections
 from campaigns.webhook_kick import webhook_collect_enqueue
 from campaigns.webhook_targets import PostResult, webhook_post, webhook_url_validate
 from core.exceptions import InvalidInput, InvalidTransition
@@ -693,6 +694,13 @@ def webhook_deliveries_send(
     out a timeout each. ``now`` fixes "due" (tests); the claim time is the clock's."""
     budget = SEND_BUDGET_SECONDS if budget_seconds is None else budget_seconds
     deadline = time.monotonic() + budget
+    with KeptConnections() as kept:
+        return _deliveries_send(delivery_ids, now=now, deadline=deadline, kept=kept)
+
+
+def _deliveries_send(
+    delivery_ids: list[int], *, now: datetime | None, deadline: float, kept: KeptConnections
+) -> DeliveriesSent:
     statuses: dict[int, str] = {}
     rest = list(delivery_ids)
     while rest:
@@ -701,7 +709,7 @@ def webhook_deliveries_send(
         results: list[tuple[WebhookDelivery, PostResult]] = []
         unanswered = False
         for delivery in claimed:
-            results.append((delivery, _delivery_post(delivery)))
+            results.append((delivery, _delivery_post(delivery, kept=kept)))
             if results[-1][1].status is None:
                 unanswered = True
                 break
@@ -748,7 +756,7 @@ def _deliveries_claim(*, ids: list[int], due_at: datetime) -> list[WebhookDelive
     return list(WebhookDelivery.objects.filter(pk__in=mine).select_related("event__brand", "endpoint").order_by("pk"))
 
 
-def _delivery_post(delivery: WebhookDelivery) -> PostResult:
+def _delivery_post(delivery: WebhookDelivery, *, kept: KeptConnections) -> PostResult:
     body = payload_bytes(delivery.event)
     headers = {
         "Content-Type": "application/json",
@@ -759,7 +767,9 @@ def _delivery_post(delivery: WebhookDelivery) -> PostResult:
         "JoyBack-Event-Id": delivery.event.public_id,
         "JoyBack-Livemode": "true" if delivery.event.brand.livemode else "false",
     }
-    return webhook_post(url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
+    return webhook_post(
+        url=delivery.endpoint.url, body=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_SECONDS, kept=kept
+    )
 
 
 def _deliveries_continue(ids: list[int]) -> None:

@@ -1,0 +1,59 @@
+"""Connections kept open between the POSTs of one send task (HTTP/1.1 keep-alive).
+
+A send task POSTs up to ``SEND_BATCH`` deliveries to one endpoint. Opening a connection for each
+costs a TCP handshake, a TLS handshake on https, and on many receivers a thread or a process:
+more than the POST itself. Measured: FIGURE.
+
+What is kept, and for how long: only within the send call that opened it (``with
+KeptConnections() as kept``, closed at its end), only for the same scheme, host and port, and only
+when the answer was read to its end and did not ask to close. Before reuse, a connection the
+endpoint has closed meanwhile (an idle timeout) is dropped and a fresh one is opened. A kept
+connection goes to the addresses ``webhook_targets`` checked when it was opened, so no name is
+resolved again while it is kept. A POST that fails on a kept connection is not sent again here: it
+is that attempt's error, as on a fresh one, and the delivery is retried like any other.
+"""
+
+import http.client
+import select
+
+# The rest of an answer is read, so the connection can carry the next POST, only up to this size.
+KEEP_BODY_MAX = 64 * 1024
+
+
+class KeptConnections:
+    def __init__(self) -> None:
+        self._open: dict[tuple, http.client.HTTPConnection] = {}
+
+    def take(self, key: tuple) -> http.client.HTTPConnection | None:
+        """The connection kept for ``key`` (scheme, host, port), if it is still open."""
+        connection = self._open.pop(key, None)
+        if connection is None or connection.sock is None:
+            return None
+        readable, _, _ = select.select([connection.sock], [], [], 0)
+        if readable:  # the endpoint closed it, or sent what was not asked for
+            connection.close()
+            return None
+        return connection
+
+    def keep(self, key: tuple, connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
+        """Keep ``connection`` for the next POST to ``key`` once ``response`` is read to its end;
+        False (the caller closes it) when the answer closes it or its length is unknown or large."""
+        if response.will_close or response.length is None or response.length > KEEP_BODY_MAX:
+            return False
+        response.read()
+        previous = self._open.pop(key, None)
+        if previous is not None:
+            previous.close()
+        self._open[key] = connection
+        return True
+
+    def close(self) -> None:
+        for connection in self._open.values():
+            connection.close()
+        self._open.clear()
+
+    def __enter__(self) -> "KeptConnections":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
