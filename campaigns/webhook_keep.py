@@ -6,18 +6,19 @@ more than the POST itself. Measured: FIGURE.
 
 What is kept, and for how long: only within the send call that opened it (``with
 KeptConnections() as kept``, closed at its end), only for the same scheme, host and port, and only
-when the answer was read to its end and did not ask to close. Before reuse, a connection the
-endpoint has closed meanwhile (an idle timeout) is dropped and a fresh one is opened. A kept
-connection goes to the addresses ``webhook_targets`` checked when it was opened, so no name is
-resolved again while it is kept. A POST that fails on a kept connection is not sent again here: it
-is that attempt's error, as on a fresh one, and the delivery is retried like any other.
+after a final answer (never an interim 1xx, whose final answer is still to come) that did not ask
+to close, whose rest (at most ``KEEP_BODY_MAX`` bytes) was read to its end. Before reuse, a
+connection the endpoint has closed meanwhile (an idle timeout) is dropped. A kept connection goes
+to the addresses ``webhook_targets`` checked when it was opened, so no name is resolved again
+while it is kept.
 """
 
 import http.client
 import select
 
-# The rest of an answer is read, so the connection can carry the next POST, only up to this size.
-KEEP_BODY_MAX = 64 * 1024
+# The rest of an answer is read, so the connection can carry the next POST, only up to this size:
+# a slow endpoint trickling a long body costs the send task no more than before.
+KEEP_BODY_MAX = 4096
 
 
 class KeptConnections:
@@ -29,18 +30,25 @@ class KeptConnections:
         connection = self._open.pop(key, None)
         if connection is None or connection.sock is None:
             return None
-        readable, _, _ = select.select([connection.sock], [], [], 0)
-        if readable:  # the endpoint closed it, or sent what was not asked for
+        poller = select.poll()
+        poller.register(connection.sock, select.POLLIN)
+        if poller.poll(0):  # readable while idle: the endpoint closed it, or sent what was not asked for
             connection.close()
             return None
         return connection
 
     def keep(self, key: tuple, connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
         """Keep ``connection`` for the next POST to ``key`` once ``response`` is read to its end;
-        False (the caller closes it) when the answer closes it or its length is unknown or large."""
-        if response.will_close or response.length is None or response.length > KEEP_BODY_MAX:
+        False (the caller closes it) when it cannot carry another: an interim answer, one that
+        closes, one of unknown or large length, or one whose rest could not be read."""
+        if response.status < 200 or response.will_close or response.length is None:
             return False
-        response.read()
+        if response.length > KEEP_BODY_MAX:
+            return False
+        try:
+            response.read()
+        except (OSError, http.client.HTTPException):
+            return False
         previous = self._open.pop(key, None)
         if previous is not None:
             previous.close()

@@ -232,35 +232,67 @@ def webhook_post(
     """POST ``body`` to ``url`` after checking the target again against the addresses actually
     connected to (see the module docstring). Never follows redirects. Never raises for the
     network: a refusal, a failed lookup or a connection error is ``PostResult(None, error=…)``.
-    ``kept``: the send call's open connections (``webhook_keep``), reused for the same scheme,
-    host and port, where this one is kept if the answer allows."""
+    ``kept``: the send call's open connections (``webhook_keep``): one kept for the same scheme,
+    host and port carries this POST, and this one is kept if its answer allows."""
     parts = urlsplit(url)
     try:
         _scheme_check(parts.scheme)
         host, port = _host_port(parts)
-        key = (parts.scheme, host, port)
-        connection = kept.take(key) if kept is not None else None
-        if connection is None:
-            try:
-                addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
-            except OSError as exc:
-                return PostResult(None, error=f"DNS lookup of {host} failed: {exc}"[:200])
-            _addresses_check(host=host, addresses=addresses)
-            connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
-            connection = connection_class(host, port, addresses=addresses, timeout=timeout)
     except WebhookTargetRefused as exc:
         return PostResult(None, error=f"refused: {exc.message}"[:200])
+    key = (parts.scheme, host, port)
     # http.client sends the request line as ASCII: percent-encode what a brand typed unencoded.
     path = quote(parts.path or "/", safe=URL_SAFE) + (f"?{quote(parts.query, safe=URL_SAFE)}" if parts.query else "")
-    try:
-        connection.request("POST", path, body=body, headers=headers)
-        response = connection.getresponse()
-        result = PostResult(response.status, response.read(500).decode("utf-8", "replace"))
-        if kept is not None and kept.keep(key, connection, response):
-            connection = None
-        return result
-    except (OSError, http.client.HTTPException, UnicodeError) as exc:
-        return PostResult(None, error=(str(exc) or type(exc).__name__)[:200])
-    finally:
-        if connection is not None:
+    connection = kept.take(key) if kept is not None else None
+    if connection is not None:
+        try:
+            response = _send(connection, path, body, headers)
+        except ConnectionError:
+            # The endpoint closed the kept connection as this POST went out (its idle timeout ran
+            # out), before any answer: the POST goes once more, on a new connection.
             connection.close()
+        except _NETWORK_ERRORS as exc:
+            connection.close()
+            return _no_answer(exc)
+        else:
+            return _answer(connection, response, kept=kept, key=key)
+    try:
+        try:
+            addresses = [host] if _is_address(host) else host_resolve(host=host, port=port)
+        except OSError as exc:
+            return PostResult(None, error=f"DNS lookup of {host} failed: {exc}"[:200])
+        _addresses_check(host=host, addresses=addresses)
+    except WebhookTargetRefused as exc:
+        return PostResult(None, error=f"refused: {exc.message}"[:200])
+    connection_class = _PinnedHTTPSConnection if parts.scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(host, port, addresses=addresses, timeout=timeout)
+    try:
+        response = _send(connection, path, body, headers)
+    except _NETWORK_ERRORS as exc:
+        connection.close()
+        return _no_answer(exc)
+    return _answer(connection, response, kept=kept, key=key)
+
+
+_NETWORK_ERRORS = (OSError, http.client.HTTPException, UnicodeError)
+
+
+def _send(connection: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]):
+    connection.request("POST", path, body=body, headers=headers)
+    return connection.getresponse()
+
+
+def _answer(connection, response, *, kept: KeptConnections | None, key: tuple) -> PostResult:
+    """The answer's status and first 500 characters; the connection is kept or closed."""
+    try:
+        result = PostResult(response.status, response.read(500).decode("utf-8", "replace"))
+    except _NETWORK_ERRORS as exc:
+        connection.close()
+        return _no_answer(exc)
+    if kept is None or not kept.keep(key, connection, response):
+        connection.close()
+    return result
+
+
+def _no_answer(exc: Exception) -> PostResult:
+    return PostResult(None, error=(str(exc) or type(exc).__name__)[:200])

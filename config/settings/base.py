@@ -145,15 +145,23 @@ def database_from_url(url: str, *, conn_max_age: int = 0, pooler: str = "") -> d
         # connection. Behind PgBouncer in transaction mode, DATABASE_POOLER=pgbouncer turns this
         # off (or DB_PREPARED_STATEMENTS=false).
         database.setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        # TCP keepalives on a kept connection: one a firewall or NAT dropped while idle is found
+        # dead within a minute, instead of the health check waiting on it with no timeout.
+        for option, value in _KEEPALIVES.items():
+            database.setdefault("OPTIONS", {}).setdefault(option, value)
     return database
 
 
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
 _database_url = os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
-# Every process keeps its database connection for DB_CONN_MAX_AGE seconds (0: a new one per request
+# Every process reuses its database connection for DB_CONN_MAX_AGE seconds (0: a new one per request
 # and per task). django-q2 closes a connection CONN_MAX_AGE allows no longer before every task
 # and every poll of its ORM broker (five a second per cluster), so with 0 the worker clusters
 # forked a PostgreSQL backend about 90 times a second under a viral campaign's load (bench-viral).
-DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 600)
+DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 60)
 DATABASE_POOLER = os.environ.get("DATABASE_POOLER", "").strip().lower() or url_pooler(_database_url)[1]
 if DATABASE_POOLER not in POOLERS:
     raise ImproperlyConfigured(f"DATABASE_POOLER must be one of {', '.join(repr(p) for p in POOLERS)}")

@@ -1,6 +1,9 @@
 """A send task's POSTs to one endpoint share a connection while the endpoint keeps it open
 (``campaigns.webhook_keep``), and every delivery still arrives once when it does not."""
 
+import socket
+import threading
+
 import pytest
 
 from campaigns.models import DeliveryStatus, WebhookDelivery
@@ -66,6 +69,102 @@ def test_connections_are_kept_per_endpoint_and_closed_with_the_send(receivers):
     with KeptConnections() as kept:
         for url in (first.url, second.url, first.url, second.url):
             assert webhook_post(url=url, body=b"{}", headers={}, timeout=5, kept=kept).status == 200
-        assert len(kept._open) == 2
-    assert kept._open == {}
+        held = list(kept._open.values())
+        assert len(held) == 2 and all(c.sock is not None for c in held)
+    assert all(c.sock is None for c in held)
     assert (first.connections, second.connections) == (1, 1)
+
+
+class RawEndpoint:
+    """An endpoint on 127.0.0.1 answering its n-th POST with ``answers[n]`` (raw bytes; the last
+    one for every POST after), keeping the connection open; counts connections and POSTs."""
+
+    def __init__(self, answers: list[bytes]):
+        self.answers, self.connections, self.posts = answers, 0, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hooks"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn):
+        data = b""
+        while True:
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, data = data.split(b"\r\n\r\n", 1)
+            length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+            while len(data) < length:
+                data += conn.recv(65536)
+            data = data[length:]
+            answer = self.answers[min(self.posts, len(self.answers) - 1)]
+            self.posts += 1
+            conn.sendall(answer)
+
+    def close(self):
+        self.listener.close()
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+@pytest.mark.parametrize(
+    "first_answer, why",
+    [
+        (b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK, "an interim answer: its final one is still to come"),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", "the endpoint said it closes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", "no length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000, "longer than is worth reading"),
+    ],
+)
+def test_a_connection_whose_answer_cannot_carry_another_post_is_not_kept(settings, first_answer, why):
+    settings.WEBHOOK_ALLOW_HTTP = True
+    endpoint = RawEndpoint([first_answer, OK])
+    try:
+        with KeptConnections() as kept:
+            first = webhook_post(url=endpoint.url, body=b"{}", headers={}, timeout=5, kept=kept)
+            assert kept._open == {}, why
+            second = webhook_post(url=endpoint.url, body=b"{}", headers={}, timeout=5, kept=kept)
+        assert second.status == 200 and second.snippet == "ok"
+        assert endpoint.connections == 2
+        assert first.status in (103, 200)
+    finally:
+        endpoint.close()
+
+
+def test_an_answer_whose_rest_never_comes_still_counts_and_its_connection_is_dropped(settings):
+    """A 2xx whose body stops short of its length: the POST is answered (delivered), the
+    connection cannot carry another."""
+    settings.WEBHOOK_ALLOW_HTTP = True
+    endpoint = RawEndpoint([b"HTTP/1.1 200 OK\r\nContent-Length: 900\r\n\r\n" + b"y" * 600, OK])
+    try:
+        with KeptConnections() as kept:
+            first = webhook_post(url=endpoint.url, body=b"{}", headers={}, timeout=0.5, kept=kept)
+            assert first.status == 200 and first.snippet == "y" * 500
+            assert kept._open == {}
+    finally:
+        endpoint.close()
+
+
+def test_a_post_the_endpoint_closed_its_kept_connection_on_goes_once_more_on_a_new_one(receivers, monkeypatch):
+    """The endpoint's idle timeout closing the connection just as the POST goes out (after the
+    check before reuse): no answer came, so the POST is sent again on a new connection."""
+    receiver = receivers(keep_alive=True, close_idle=True)
+    monkeypatch.setattr(KeptConnections, "take", lambda self, key: self._open.pop(key, None))  # no check
+    with KeptConnections() as kept:
+        for _ in range(2):
+            receiver.closed.clear()
+            answer = webhook_post(url=receiver.url, body=b"{}", headers={}, timeout=5, kept=kept)
+            assert answer.status == 200, answer.error
+            assert receiver.closed.wait(5)
+    assert len(receiver.requests) == 2 and receiver.connections == 2

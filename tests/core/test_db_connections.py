@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_kept_connection_is_checked_before_reuse_and_a_closing_one_is_not():
-    kept = database_from_url("postgres://app@db:5432/joyback", conn_max_age=600)
-    assert kept["CONN_MAX_AGE"] == 600 and kept["CONN_HEALTH_CHECKS"] is True
+    kept = database_from_url("postgres://app@db:5432/joyback", conn_max_age=60)
+    assert kept["CONN_MAX_AGE"] == 60 and kept["CONN_HEALTH_CHECKS"] is True
+    assert kept["OPTIONS"]["keepalives"] == 1 and kept["OPTIONS"]["keepalives_idle"] == 30
     per_use = database_from_url("postgres://app@db:5432/joyback", conn_max_age=0)
     assert per_use["CONN_MAX_AGE"] == 0 and per_use["CONN_HEALTH_CHECKS"] is False
 
@@ -24,7 +25,7 @@ def test_a_kept_connection_is_checked_before_reuse_and_a_closing_one_is_not():
 def as_configured():
     """The test database with the project's own connection settings (the test run's DATABASE_URL
     is parsed by the same ``database_from_url``)."""
-    assert settings.DB_CONN_MAX_AGE > 0
+    assert settings.DB_CONN_MAX_AGE > 0 and connection.settings_dict["CONN_MAX_AGE"] == settings.DB_CONN_MAX_AGE
     connection.close()
     yield
     connection.close()
@@ -55,6 +56,6 @@ def test_a_connection_the_database_dropped_is_replaced_before_the_next_task(as_c
         **{k: v for k, v in params.items() if k not in ("cursor_factory", "context", "prepare_threshold")},
         autocommit=True,
     ) as other:
-        other.execute("SELECT pg_terminate_backend(%s)", [dropped])
+        other.execute("SELECT pg_terminate_backend(%s, 5000)", [dropped])  # returns once it is gone
     close_old_connections()  # a task's start: the health check finds it gone
     assert _backend_pid() != dropped

@@ -17,9 +17,12 @@ def broker(settings, monkeypatch):
     """The ORM broker as in production, tasks queued and not run inline, with connections not
     kept (``DB_CONN_MAX_AGE=0``), where closing one costs most."""
     monkeypatch.setattr(Conf, "SYNC", False)
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
-    connection.settings_dict["CONN_MAX_AGE"] = 0
+    monkeypatch.setitem(settings.DATABASES["default"], "CONN_MAX_AGE", 0)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    connection.close()  # a connection's age limit is set when it connects
     connection.ensure_connection()
+    yield
+    connection.close()
 
 
 def test_enqueue_keeps_the_connection_and_queues_the_task(broker):
