@@ -78,8 +78,9 @@ _LOGS = Path(tempfile.mkdtemp(prefix="bench-webhooks-"))
 
 
 def start_qcluster(n: int, workers: int) -> subprocess.Popen:
-    # The local settings, not the bench ones: they let a webhook go to 127.0.0.1 over http (the
-    # production guard refuses both); DEBUG off so the worker does not keep every query.
+    # A cluster of the webhooks class (settings.Q_ROUTES), as production runs them. The local
+    # settings, not the bench ones: they let a webhook go to 127.0.0.1 over http (the production
+    # guard refuses both); DEBUG off so the worker does not keep every query.
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.local",
@@ -91,6 +92,7 @@ def start_qcluster(n: int, workers: int) -> subprocess.Popen:
         "WEBHOOK_ALLOW_HTTP": "1",
         "WEBHOOK_ALLOW_PRIVATE_TARGETS": "1",
         "Q_WORKERS": str(workers),
+        "Q_CLUSTER_NAME": "webhooks",  # the class whose queue the collection and send tasks go to
         "SANDBOX_STORE_PATH": str(_LOGS / "sandbox.sqlite3"),
     }
     return common_start_qcluster(env=env, log=_LOGS / f"qcluster-{n}.log")
