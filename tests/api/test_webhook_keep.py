@@ -55,13 +55,18 @@ def test_an_endpoint_that_closes_each_connection_gets_a_new_one_per_post(brand, 
 
 def test_a_kept_connection_the_endpoint_closed_meanwhile_is_not_used(receivers):
     receiver = receivers(keep_alive=True, close_idle=True)
+    _post_to_one_that_closes_after_answering(receiver, times=3)
+    assert len(receiver.requests) == 3 and receiver.connections == 3
+
+
+def _post_to_one_that_closes_after_answering(receiver, *, times: int) -> None:
+    """POST ``times`` in one send, each answered 200, waiting each time for the endpoint's close."""
     with KeptConnections() as kept:
-        for _ in range(3):
+        for _ in range(times):
             receiver.closed.clear()
             answer = webhook_post(url=receiver.url, body=b"{}", headers={}, timeout=5, kept=kept)
             assert answer.status == 200, answer.error
             assert receiver.closed.wait(5)
-    assert len(receiver.requests) == 3 and receiver.connections == 3
 
 
 def test_connections_are_kept_per_endpoint_and_closed_with_the_send(receivers):
@@ -161,10 +166,5 @@ def test_a_post_the_endpoint_closed_its_kept_connection_on_goes_once_more_on_a_n
     check before reuse): no answer came, so the POST is sent again on a new connection."""
     receiver = receivers(keep_alive=True, close_idle=True)
     monkeypatch.setattr(KeptConnections, "take", lambda self, key: self._open.pop(key, None))  # no check
-    with KeptConnections() as kept:
-        for _ in range(2):
-            receiver.closed.clear()
-            answer = webhook_post(url=receiver.url, body=b"{}", headers={}, timeout=5, kept=kept)
-            assert answer.status == 200, answer.error
-            assert receiver.closed.wait(5)
+    _post_to_one_that_closes_after_answering(receiver, times=2)
     assert len(receiver.requests) == 2 and receiver.connections == 2
