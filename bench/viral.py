@@ -18,7 +18,7 @@ empty. Every event is a new, valid person on a funded rule with no cap, so an ev
 failed is printed loudly and fails a check (the phase waits only for the rewards that exist). A
 phase not drained by its deadline gets a second, unmeasured wait (``--settle``, as long again)
 before the next starts, so the spread phase does not inherit the hot one's backlog. Last, the
-stop: 1,200 execute tasks queued for the money clusters, SIGTERM to each money cluster's main
+stop: 3,000 execute tasks queued for the money clusters, SIGTERM to each money cluster's main
 process, seconds to exit; then every cluster is stopped (SIGTERM, killed after a deadline).
 
 Task runs, webhook arrivals and the checks are read once every cluster has stopped: a task still
@@ -132,7 +132,7 @@ ENDPOINTS = 20
 EVENT_TYPES = ["reward.held", "reward.payable", "payout.submitted", "payout.settled"]
 REWARD_MINOR = 500
 DEADLINE_S = 1200
-DEEP_QUEUE = 1_200
+DEEP_QUEUE = 3_000  # ≥ 1,000 still queued 2 s later, as fast as the clusters drop copies for settled payouts
 STOP_LIMIT_S = 60
 DEBTOR_IBAN = "NL91ABNA0417164300"  # the platform's account payouts are paid from (as bench-payouts)
 CLASSES = (None, *settings.Q_CLASSES)  # None: the default cluster, money
