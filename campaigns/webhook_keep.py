@@ -11,18 +11,16 @@ deliveries per second) and 12.7 s instead of 18.3 s across a SIGTERM and restart
 What is kept, and for how long: only within the send call that opened it (``with
 KeptConnections() as kept``, closed at its end), only for the same scheme, host and port, and only
 after a final answer (never an interim 1xx, whose final answer is still to come) that did not ask
-to close, whose rest (at most ``KEEP_BODY_MAX`` bytes) was read to its end. Before reuse, a
-connection the endpoint has closed meanwhile (an idle timeout) is dropped. A kept connection goes
+to close and was read to its end within the 500 characters ``webhook_targets`` reads of every
+answer: nothing more is read from an endpoint than without kept connections, so one trickling a
+long body holds the send task no longer. Before reuse, a connection the endpoint has closed
+meanwhile (an idle timeout) is dropped. A kept connection goes
 to the addresses ``webhook_targets`` checked when it was opened, so no name is resolved again
 while it is kept.
 """
 
 import http.client
 import select
-
-# The rest of an answer is read, so the connection can carry the next POST, only up to this size:
-# a slow endpoint trickling a long body costs the send task no more than before.
-KEEP_BODY_MAX = 4096
 
 
 class KeptConnections:
@@ -42,16 +40,10 @@ class KeptConnections:
         return connection
 
     def keep(self, key: tuple, connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> bool:
-        """Keep ``connection`` for the next POST to ``key`` once ``response`` is read to its end;
-        False (the caller closes it) when it cannot carry another: an interim answer, one that
-        closes, one of unknown or large length, or one whose rest could not be read."""
-        if response.status < 200 or response.will_close or response.length is None:
-            return False
-        if response.length > KEEP_BODY_MAX:
-            return False
-        try:
-            response.read()
-        except (OSError, http.client.HTTPException):
+        """Keep ``connection`` for the next POST to ``key``; False (the caller closes it) when it
+        cannot carry another: an interim answer, one that closes, or one not read to its end (of
+        unknown length, or longer than what was read of it)."""
+        if response.status < 200 or response.will_close or response.length != 0:
             return False
         previous = self._open.pop(key, None)
         if previous is not None:
