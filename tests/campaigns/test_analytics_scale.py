@@ -49,12 +49,13 @@ def events_insert(*, campaign, count: int, start) -> None:
 
 
 def test_stats_of_100k_actions_take_a_bounded_number_of_queries(django_assert_max_num_queries):
-    # given a campaign with 100,000 actions over the last 29 days, and 50 visits today
+    # given a campaign with 100,000 actions over 29 days from noon UTC 30 days ago (30 UTC days,
+    # the last one yesterday, whatever the hour the test runs at), and 50 visits today
     brand = BrandFactory(name="Big Brand", slug="big-brand")
     campaign = funded_campaign(
         brand=brand, amount_minor=10_000, rules=[{"trigger": "tiktok_login", "fixed_minor": 100}], timezone="UTC"
     )
-    start = timezone.now() - timedelta(days=30)
+    start = datetime.combine(timezone.now().date() - timedelta(days=30), time(12), tzinfo=UTC)
     events_insert(campaign=campaign, count=ACTIONS, start=start)
     for _ in range(50):
         campaign_visit_count(campaign=campaign)
