@@ -42,6 +42,8 @@ def video_views_poll_task() -> int:
 
 @tick
 def claim_links_send_due_task() -> int:
+    """Scheduled every minute: payout-form links for rewards whose person has no bank account yet,
+    within ``CLAIM_LINKS_BUDGET_SECONDS``; the next run goes on."""
     return claim_links_send_due()
 
 
