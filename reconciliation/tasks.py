@@ -2,13 +2,15 @@
 
 import logging
 
-from core.queue import tick
+from core.queue import enqueue, tick
 from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import ledger_holds_expire
 from reconciliation.services.matching import statement_lines_rematch
 
 logger = logging.getLogger(__name__)
+
+IMPORT_MATCH_TASK = "reconciliation.tasks.statement_import_match_task"
 
 
 @tick
@@ -25,14 +27,18 @@ def ledger_verify_task() -> bool:
 
 
 def statement_import_match_task(import_id: int) -> int:
-    """Match the new lines of one import (enqueued when the import commits)."""
+    """Match the new lines of one import (enqueued when the import commits), within
+    ``MATCH_BUDGET_SECONDS``; a run whose time was up enqueues the next for the lines left."""
     from reconciliation.models import StatementLine, StatementLineStatus
-    from reconciliation.services.matching import statement_lines_match
+    from reconciliation.services.matching import MATCH_BUDGET_SECONDS, statement_lines_match
 
     ids = StatementLine.objects.filter(
         statement__statement_import_id=import_id, status=StatementLineStatus.NEW
     ).values_list("pk", flat=True)
-    return statement_lines_match(line_ids=list(ids)).matched_total
+    run = statement_lines_match(line_ids=list(ids), budget_seconds=MATCH_BUDGET_SECONDS)
+    if run.left:
+        enqueue(IMPORT_MATCH_TASK, import_id)
+    return run.matched_total
 
 
 def statement_lines_rematch_task(line_ids: list[int]) -> int:
@@ -42,7 +48,8 @@ def statement_lines_rematch_task(line_ids: list[int]) -> int:
 
 @tick
 def statement_lines_match_sweep_task() -> int:
-    """Catch lines whose import committed but whose match task was lost (a crash in between)."""
-    from reconciliation.services.matching import statement_lines_match
+    """Catch lines whose import committed but whose match task was lost (a crash in between),
+    within ``MATCH_BUDGET_SECONDS``: the next run goes on."""
+    from reconciliation.services.matching import MATCH_BUDGET_SECONDS, statement_lines_match
 
-    return statement_lines_match().matched_total
+    return statement_lines_match(budget_seconds=MATCH_BUDGET_SECONDS).matched_total

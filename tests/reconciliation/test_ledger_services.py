@@ -765,6 +765,18 @@ def test_holds_expire_only_due_pending_holds_and_only_once(chart, funded_budget)
     assert ledger_verify_report().ok
 
 
+def test_a_run_out_of_time_expires_one_batch_and_the_next_run_the_rest(chart, funded_budget):
+    now = timezone.now()
+    for n in range(3):
+        hold(chart, 1_000, key=f"hold:due-{n}", expires_at=now - timedelta(minutes=1))
+
+    runs = [ledger_holds_expire(now=now, batch_size=2, budget_seconds=0) for _ in range(3)]
+
+    assert runs == [2, 1, 0]
+    assert set(Hold.objects.values_list("status", flat=True)) == {HoldStatus.EXPIRED}
+    assert ledger_verify_report().ok
+
+
 # --- reversals -----------------------------------------------------------------------------------
 
 

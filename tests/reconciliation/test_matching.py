@@ -1,6 +1,7 @@
 """The matching engine, exercised through a small domain matcher registered the way payouts and
 campaigns register theirs: it ties incoming money to an 'invoice' account by remittance text."""
 
+import functools
 import threading
 from decimal import Decimal
 
@@ -36,6 +37,7 @@ from reconciliation.services.matching import (
     write_off_request,
 )
 from reconciliation.services.statements import ledger_minor, platform_bank_account_create, statement_import
+from reconciliation.tasks import statement_import_match_task
 
 IBAN = "NL91ABNA0417164300"
 
@@ -193,6 +195,41 @@ def test_dry_run_writes_nothing_and_rerun_changes_nothing(tmp_path, bank, invoic
     after_first = books_state()
     again = statement_lines_match()
     assert again.lines_seen == 0 and books_state() == after_first
+
+
+@pytest.mark.django_db
+def test_a_run_out_of_time_stops_between_chunks_and_the_next_goes_on(tmp_path, bank, invoice_matcher):
+    strays = [GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance=f"stray {n}") for n in range(3)]
+    imported(tmp_path, strays)
+
+    first = statement_lines_match(chunk_size=1, budget_seconds=0)
+
+    assert (first.lines_seen, first.left) == (1, 2)
+    assert StatementLine.objects.filter(status=StatementLineStatus.NEW).count() == 2
+    rest = [statement_lines_match(chunk_size=1, budget_seconds=0) for _ in range(3)]
+    assert [(r.lines_seen, r.left) for r in rest] == [(1, 1), (1, 0), (0, 0)]
+    assert not StatementLine.objects.filter(status=StatementLineStatus.NEW).exists()
+    assert ledger_verify_report().ok
+
+
+@pytest.mark.django_db
+def test_an_import_match_task_out_of_time_enqueues_the_next_for_the_lines_left(
+    tmp_path, bank, invoice_matcher, monkeypatch, django_capture_on_commit_callbacks
+):
+    lines = imported(
+        tmp_path, [GenLine(amount=Decimal("3.00"), credit_debit="CRDT", remittance=f"r{n}") for n in range(3)]
+    )
+    monkeypatch.setattr(matching_service, "MATCH_BUDGET_SECONDS", 0)
+    monkeypatch.setattr(
+        matching_service, "statement_lines_match", functools.partial(statement_lines_match, chunk_size=1)
+    )
+
+    with django_capture_on_commit_callbacks(execute=True) as follow_ups:
+        statement_import_match_task(lines[0].statement.statement_import_id)
+
+    assert len(follow_ups) == 2  # one task per line here: each run had time for one chunk of one
+    assert not StatementLine.objects.filter(status=StatementLineStatus.NEW).exists()
+    assert ledger_verify_report().ok
 
 
 @pytest.mark.django_db
