@@ -8,10 +8,11 @@ not call them per event: it reads the plan once per call with the campaign
 reason (``plan_monthly_actions``, ``plan_monthly_payouts``).
 """
 
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
-from campaigns.models import Brand, Campaign, CampaignMode, RewardRule, Trigger
+from campaigns.models import Brand, BrandPlan, Campaign, CampaignMode, RewardRule, Trigger
 from campaigns.models.plans import Channel, Plan
 from campaigns.selectors import brand_plan_current
 from core.exceptions import PlanRefused
@@ -98,3 +99,16 @@ def claim_page_available(*, campaign: Campaign, plan: Plan | None) -> bool:
     """Whether the campaign has a public claim page: its plan includes claim pages, or (an
     API-only plan) the brand turned on claim links for buyers without a bank account."""
     return (plan is not None and Channel.CLAIM_PAGE in plan.channels) or campaign.buyer_claim_links
+
+
+def claim_page_available_q(*, campaign: str = "") -> Q:
+    """``claim_page_available`` as a filter, for the campaign at the lookup path ``campaign``
+    (``"campaign"`` from a reward; none: the campaigns themselves): the brand's current plan
+    includes claim pages, or the campaign has claim links for buyers. The plans are few: which
+    include claim pages is read here, once per call."""
+    path = f"{campaign}__" if campaign else ""
+    with_page = [pk for pk, channels in Plan.objects.values_list("pk", "channels") if Channel.CLAIM_PAGE in channels]
+    current = BrandPlan.objects.filter(
+        brand_id=OuterRef(f"{path}brand_id"), ended_at__isnull=True, plan_id__in=with_page
+    )
+    return Q(**{f"{path}buyer_claim_links": True}) | Q(Exists(current))

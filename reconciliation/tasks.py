@@ -28,7 +28,8 @@ def ledger_verify_task() -> bool:
 
 def statement_import_match_task(import_id: int) -> int:
     """Match the new lines of one import (enqueued when the import commits), within
-    ``MATCH_BUDGET_SECONDS``; a run whose time was up enqueues the next for the lines left."""
+    ``MATCH_BUDGET_SECONDS``; a run whose time was up enqueues the next for the lines left. A run
+    that raised (a line whose parking failed too) enqueues none: the minute's sweep goes on."""
     from reconciliation.models import StatementLine, StatementLineStatus
     from reconciliation.services.matching import MATCH_BUDGET_SECONDS, statement_lines_match
 

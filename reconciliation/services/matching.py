@@ -94,6 +94,7 @@ class MatchRunResult:
         self.proposals.extend(other.proposals)
         self.failed_chunks += other.failed_chunks
         self.failed_lines += other.failed_lines
+        self.left += other.left
 
 
 def suspense_account(currency: str):

@@ -8,9 +8,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from campaigns.entitlements import claim_page_available, claim_page_available_q
 from campaigns.models import Campaign, Reward
+from campaigns.selectors import brand_plan_current
 from campaigns.services import event_ingest, event_ingest_bulk
-from campaigns.services.claim_links import claim_links_due_rewards, claim_links_send_due
+from campaigns.services.claim_links import claim_links_due, claim_links_send_due
 from recipients.models import BankAccount, Notice, NoticeKind, Person
 from recipients.selectors import person_current_bank_account
 from recipients.services import person_set_iban
@@ -21,13 +23,14 @@ from tests.recipients.factories import iban
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 
-def shop(brand, *, plan_claim_page: bool = True):
+def shop(brand, **settings):
     funded_campaign(
         brand=brand,
         amount_minor=1_000_000,
         slug="shop",
         mode="cashback",
         rules=[{"trigger": "purchase", "fixed_minor": 100, "verification": "partner_attested"}],
+        **settings,
     )
     return brand
 
@@ -74,19 +77,32 @@ def test_a_person_is_told_unless_someone_of_their_cluster_has_a_current_account(
         assert (reward.pk in told()) == (person_current_bank_account(person=reward.person) is None)
 
 
-def test_rewards_passed_over_do_not_hold_back_the_ones_after_them():
+def test_rewards_of_a_shop_with_no_claim_page_never_fill_a_batch():
     # given three rewards of a shop with no claim page (API-only plan), then one of a shop with one
     api_only = shop(BrandFactory(name="Api", slug="api", plan=package("cashback-api")))
     for n in range(3):
         buy(api_only, f"api{n}@example.com")
     reward = buy(shop(BrandFactory(name="Sole", slug="sole")), "anna@example.com")
 
-    # when one run reads batches of two
-    recorded = claim_links_send_due(limit=2)
+    # when a run out of time reads one batch of one
+    recorded = claim_links_send_due(limit=1, budget_seconds=0)
 
-    # then it went past the first batch, where no one could be told
+    # then that batch held the one who can be told: the others are left out by the query itself
     assert recorded == 1 and told() == {reward.pk}
-    assert Campaign.objects.get(brand=api_only).buyer_claim_links is False
+
+
+def test_the_claim_page_filter_says_what_the_claim_page_rule_says():
+    api_only, full = package("cashback-api"), None  # None: the brand's own plan, every channel
+    campaigns = [
+        Campaign.objects.get(brand=shop(BrandFactory(name=f"B{n}", slug=f"b{n}", plan=plan), buyer_claim_links=links))
+        for n, (plan, links) in enumerate([(api_only, False), (api_only, True), (full, False), (full, True)])
+    ]
+    with_page = set(Campaign.objects.filter(claim_page_available_q()).values_list("pk", flat=True))
+
+    for campaign in campaigns:
+        rule = claim_page_available(campaign=campaign, plan=brand_plan_current(brand=campaign.brand))
+        assert (campaign.pk in with_page) == rule
+    assert [c.pk in with_page for c in campaigns] == [False, True, True, True]
 
 
 def test_a_run_out_of_time_stops_between_batches_and_the_next_goes_on():
@@ -111,16 +127,18 @@ def test_each_reward_reads_the_accounts_by_index_even_on_stale_statistics():
     held = list(Reward.objects.values_list("pk", "status"))
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {Reward._meta.db_table} SET status = 'voided'")
-        cursor.execute("ANALYZE")
+        # fresh statistics for the people and their accounts, stale ones for the rewards
+        for model in (Reward, Person, BankAccount):
+            cursor.execute(f"ANALYZE {model._meta.db_table}")
         for pk, status in held:
             cursor.execute(f"UPDATE {Reward._meta.db_table} SET status = %s WHERE id = %s", [status, pk])
 
     # when the due rewards are looked up
-    query = claim_links_due_rewards()
+    query = claim_links_due()
     plan = json.loads(query.explain(format="json", analyze=True))[0]["Plan"]
 
-    # then none is due, and the accounts were read once per reward at most (by index), never
-    # every account for every reward
+    # then none is due, and each of the two account tests read at most one account per reward (an
+    # index lookup) or the accounts once (a hash join): never every account for every reward
     assert not query.exists()
     assert _rows_read(plan, table=BankAccount._meta.db_table) <= 2 * len(held)
 
