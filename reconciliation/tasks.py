@@ -6,11 +6,10 @@ from core.queue import enqueue, tick
 from reconciliation.bank_selectors import bank_verify_report
 from reconciliation.selectors import ledger_verify_report
 from reconciliation.services import ledger_holds_expire
+from reconciliation.services.bank_reports import IMPORT_MATCH_TASK
 from reconciliation.services.matching import statement_lines_rematch
 
 logger = logging.getLogger(__name__)
-
-IMPORT_MATCH_TASK = "reconciliation.tasks.statement_import_match_task"
 
 
 @tick

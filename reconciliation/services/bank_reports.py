@@ -42,6 +42,10 @@ from core.exceptions import InvalidInput, InvalidTransition, NotFound
 from core.queue import enqueue
 from reconciliation.models import ReconciliationAction, StatementLine, StatementLineStatus
 
+# The task that matches an import's new lines (``reconciliation.tasks``, which imports the services):
+# enqueued here for a line released from review, by the import for its lines, and by itself to go on.
+IMPORT_MATCH_TASK = "reconciliation.tasks.statement_import_match_task"
+
 ADVICE_KINDS = frozenset({"camt054"})
 CONFIRMATION = StatementLineStatus.CONFIRMATION.value
 AMBIGUOUS = StatementLineStatus.AMBIGUOUS.value
@@ -322,7 +326,7 @@ def statement_line_report_decide(*, line_id: int, actor, confirms_line_id: int |
         else:
             line.status = StatementLineStatus.NEW
             enqueue(
-                "reconciliation.tasks.statement_import_match_task",
+                IMPORT_MATCH_TASK,
                 line.statement.statement_import_id,
                 task_name=f"match-line-{line_id}",
             )

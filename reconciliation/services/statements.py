@@ -59,7 +59,14 @@ from reconciliation.models import (
     StatementLineStatus,
 )
 from reconciliation.services.accounts import account_get_or_create
-from reconciliation.services.bank_reports import CONFIRMATION, Decision, Report, is_advice, reports_classify
+from reconciliation.services.bank_reports import (
+    CONFIRMATION,
+    IMPORT_MATCH_TASK,
+    Decision,
+    Report,
+    is_advice,
+    reports_classify,
+)
 from reconciliation.statements.camt import iter_camt_statements
 from reconciliation.statements.containers import describe, documents
 from reconciliation.statements.csv_import import parse_csv
@@ -956,6 +963,4 @@ def _enqueue_match(import_id: int) -> None:
     """One match task per worker of the cluster: they take the import's chunks under SKIP LOCKED,
     so a big statement is matched on every core without any coordination between them."""
     for part in range(max(1, int(settings.Q_CLUSTER.get("workers", 1)))):
-        enqueue(
-            "reconciliation.tasks.statement_import_match_task", import_id, task_name=f"match-import-{import_id}-{part}"
-        )
+        enqueue(IMPORT_MATCH_TASK, import_id, task_name=f"match-import-{import_id}-{part}")
